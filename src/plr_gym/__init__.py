@@ -1,0 +1,14 @@
+"""plr_gym: Prioritized Level Replay for Gymnasium and Stable-Baselines3.
+
+Example:
+    >>> from plr_gym import LevelSampler
+    >>> sampler = LevelSampler(levels=range(200), seed=0)
+    >>> level = sampler.sample()
+    >>> sampler.update(level, 0.5)
+"""
+
+from plr_gym.sampler import LevelSampler
+from plr_gym.scoring import EpisodeData
+
+__all__ = ["EpisodeData", "LevelSampler"]
+__version__ = "0.1.0.dev0"

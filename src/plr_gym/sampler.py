@@ -1,0 +1,821 @@
+"""Prioritized Level Replay over a finite set of levels.
+
+:class:`LevelSampler` reproduces the level sampler of Prioritized Level Replay (PLR; Jiang, Grefenstette &
+Rocktäschel, ICML 2021, arXiv 2010.03934) and of its reference code (``level_replay/level_sampler.py`` in
+facebookresearch/level-replay), with the reference's known bugs fixed and every draw in ``O(log N)``.
+
+The paper's notation, and where it lives here:
+
+=====================  ===============================  ===============================================
+paper                  reference code                   ``LevelSampler``
+=====================  ===============================  ===============================================
+scoring function       ``strategy``                     ``strategy`` (see :mod:`plr_gym.scoring`)
+``S_i`` level score    ``seed_scores``                  :attr:`LevelSampler.scores`
+``h``, ``β``           ``score_transform, temperature``  ``score_transform``, ``temperature``
+``C_i`` (``c − C_i``)  ``seed_staleness``               :attr:`LevelSampler.staleness`
+``ρ`` staleness coef   ``staleness_coef``               ``staleness_coef``
+EWA of scores          ``alpha``                        ``alpha``
+—                      ``rho``                          ``min_seen_ratio``
+—                      ``1 − nu``                       ``replay_prob``
+=====================  ===============================  ===============================================
+
+.. note::
+   **The two rhos.** In the paper ``ρ`` is the *staleness coefficient* (``staleness_coef`` here). In the
+   reference code ``rho`` is something else: the fraction of levels that must have been seen before any
+   replay (``min_seen_ratio`` here), and ``nu`` is the probability of *not* replaying under the fixed
+   schedule (``replay_prob = 1 − nu`` here). This library never uses the names ``rho``/``nu``.
+
+Replay distribution over the seen levels (unseen levels have weight 0)::
+
+    P_replay = (1 − staleness_coef) · P_S + staleness_coef · P_C
+    P_S(i) = h(S_i)^(1/β) / Σ_j h(S_j)^(1/β)      (h by ``score_transform``)
+    P_C(i) = g(c − C_i) / Σ_j g(c − C_j)           (g by ``staleness_transform``)
+
+where ``c`` is the number of levels sampled so far and ``C_i`` the draw at which level ``i`` was last
+sampled. Each :meth:`LevelSampler.sample` first decides between *replaying* a seen level (drawn from
+``P_replay``) and *exploring* an unseen one (drawn uniformly).
+
+Differences from the reference code, all deliberate:
+
+- ``max`` transform: the reference writes ``-inf`` into the stored scores of unseen levels (``scores[:]``
+  is a view in numpy). Here stored scores are never touched by a transform.
+- ``rank`` transform: levels are ranked among *seen* levels only (the reference also ranks unseen levels,
+  with score 0, which only matters when replay starts before every level was seen). Ties are broken by
+  the order of ``levels`` (earlier first), where the reference's ``argsort`` breaks them arbitrarily.
+- ``power`` transform: ``S^(1/β)`` as in the paper; the reference adds ``1e-3`` to every score when
+  ``staleness_coef == 0``. Negative scores are rejected for ``power`` (their fractional powers are NaN).
+- ``eps_greedy`` spreads ``eps`` uniformly over the seen levels (the reference over all levels before
+  zeroing the unseen ones and renormalising; identical once every level is seen).
+- The first score of a level is stored as is; later scores are mixed in with ``alpha`` (the reference
+  mixes the first score with its zero initial value, ``S = α·score``; identical for the default α = 1).
+- When a component has no mass (e.g. every seen level has staleness 0, or every ``power`` weight is 0)
+  that component is uniform over the seen levels instead of leaving a distribution that does not sum to 1.
+- Staleness is counted for every sampled level whatever ``staleness_coef`` is (the reference stops
+  counting when the coefficient is 0), so :attr:`LevelSampler.staleness` is always meaningful.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import numbers
+import os
+from collections.abc import Callable, Iterable
+from typing import Any, Union
+
+import numpy as np
+
+from plr_gym._structures import LinearStalenessTree, OrderedKeys, SumTree
+from plr_gym.scoring import SCORE_FUNCTIONS
+
+__all__ = [
+    "REPLAY_SCHEDULES",
+    "SCORE_TRANSFORMS",
+    "STALENESS_TRANSFORMS",
+    "STRATEGIES",
+    "LevelSampler",
+]
+
+#: Strategies understood by :class:`LevelSampler` (``random`` and ``sequential`` ignore scores).
+STRATEGIES: tuple[str, ...] = (*SCORE_FUNCTIONS.keys(), "random", "sequential")
+#: Score transforms ``h`` for ``P_S``.
+SCORE_TRANSFORMS: tuple[str, ...] = ("rank", "power", "softmax", "eps_greedy", "constant", "max")
+#: Staleness transforms ``g`` for ``P_C`` (same family as the score transforms).
+STALENESS_TRANSFORMS: tuple[str, ...] = SCORE_TRANSFORMS
+#: Replay schedules.
+REPLAY_SCHEDULES: tuple[str, ...] = ("proportionate", "fixed")
+
+Strategy = Union[str, Callable[..., float]]
+
+_ORDERED = ("rank", "eps_greedy", "max")
+_STATE_VERSION = 1
+# exp() overflows above ~709.78; keep exponents of stored weights at most this far above 0.
+_EXP_HEADROOM = 600.0
+
+
+# --------------------------------------------------------------------------------------------------
+# argument checks
+# --------------------------------------------------------------------------------------------------
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name}={value!r} is not supported; choose one of {', '.join(choices)}")
+    return value
+
+
+def _check_real(name: str, value: Any) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    out = float(value)
+    if not math.isfinite(out):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return out
+
+
+def _check_unit(name: str, value: Any, *, open_low: bool = False) -> float:
+    out = _check_real(name, value)
+    if not (0.0 < out <= 1.0 if open_low else 0.0 <= out <= 1.0):
+        interval = "(0, 1]" if open_low else "[0, 1]"
+        raise ValueError(f"{name} must lie in {interval}, got {value!r}")
+    return out
+
+
+def _check_positive(name: str, value: Any) -> float:
+    out = _check_real(name, value)
+    if out <= 0.0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+    return out
+
+
+def _as_levels(levels: Any) -> np.ndarray:
+    if isinstance(levels, range):
+        arr = np.arange(levels.start, levels.stop, levels.step, dtype=np.int64)
+    else:
+        if isinstance(levels, (str, bytes)) or not isinstance(levels, (Iterable, np.ndarray)):
+            raise TypeError(f"levels must be a 1-D collection of int level ids, got {type(levels).__name__}")
+        arr = np.asarray(levels if isinstance(levels, np.ndarray) else list(levels))
+        if arr.ndim != 1:
+            raise ValueError(f"levels must be 1-D, got an array of shape {arr.shape}")
+        if arr.size and (arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer)):
+            raise TypeError(f"levels must be integers (level ids / seeds), got dtype {arr.dtype}")
+        arr = arr.astype(np.int64, copy=True)
+    if arr.size == 0:
+        raise ValueError("levels must not be empty")
+    uniq, counts = np.unique(arr, return_counts=True)
+    if uniq.size != arr.size:
+        dups = uniq[counts > 1][:5].tolist()
+        raise ValueError(f"levels must be unique; duplicated level ids: {dups}")
+    return arr
+
+
+class _LevelIndex:
+    """Maps level ids to positions in ``levels`` (arithmetic for a contiguous range, else binary search)."""
+
+    def __init__(self, levels: np.ndarray) -> None:
+        self.levels = levels
+        n = levels.size
+        self.start = int(levels[0])
+        self.contiguous = bool(np.array_equal(levels, np.arange(self.start, self.start + n)))
+        if not self.contiguous:
+            self.sorter = np.argsort(levels, kind="stable")
+            self.sorted = levels[self.sorter]
+
+    def index(self, level: Any) -> int:
+        if isinstance(level, (bool, np.bool_)) or not isinstance(level, (numbers.Integral, np.integer)):
+            raise TypeError(f"level must be an int level id, got {type(level).__name__} {level!r}")
+        lvl = int(level)
+        if self.contiguous:
+            i = lvl - self.start
+            if 0 <= i < self.levels.size:
+                return i
+        else:
+            pos = int(np.searchsorted(self.sorted, lvl))
+            if pos < self.sorted.size and int(self.sorted[pos]) == lvl:
+                return int(self.sorter[pos])
+        raise KeyError(f"level {lvl} is not one of this sampler's levels")
+
+    def indices(self, levels: np.ndarray) -> np.ndarray:
+        if levels.dtype == np.bool_ or not np.issubdtype(levels.dtype, np.integer):
+            raise TypeError(f"levels must be int level ids, got dtype {levels.dtype}")
+        lv = levels.astype(np.int64)
+        if self.contiguous:
+            idx = lv - self.start
+            bad = (idx < 0) | (idx >= self.levels.size)
+        else:
+            pos = np.minimum(np.searchsorted(self.sorted, lv), self.sorted.size - 1)
+            bad = self.sorted[pos] != lv
+            idx = self.sorter[pos]
+        if bad.any():
+            raise KeyError(f"level {int(lv[np.argmax(bad)])} is not one of this sampler's levels")
+        return np.asarray(idx, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------------------------------
+# dense transforms (the definition; used by sample_weights and as the O(N) fallback)
+# --------------------------------------------------------------------------------------------------
+def _dense_transform(transform: str, temperature: float, eps: float, values: np.ndarray) -> np.ndarray:
+    """Normalised weights of one component over the given values (all of them seen levels).
+
+    ``values`` are "higher is more likely" quantities (scores, or staleness counts), ordered by level
+    position; ordered transforms break ties towards the earlier position. A component with no mass is
+    uniform.
+    """
+    n = values.size
+    if transform == "constant":
+        w = np.ones(n)
+    elif transform == "rank":
+        order = np.argsort(-values, kind="stable")
+        ranks = np.empty(n, dtype=np.float64)
+        ranks[order] = np.arange(1, n + 1, dtype=np.float64)
+        w = ranks ** (-1.0 / temperature)
+    elif transform == "eps_greedy":
+        w = np.full(n, eps / n)
+        w[int(np.argmax(values))] += 1.0 - eps
+    elif transform == "max":
+        w = (values == values.max()).astype(np.float64)
+    elif transform in ("power", "softmax"):
+        w = np.exp(_exponents(transform, values, temperature))
+    else:  # pragma: no cover - guarded by constructor checks
+        raise AssertionError(transform)
+    total = w.sum()
+    if not total > 0.0:
+        return np.full(n, 1.0 / n)
+    return w / total
+
+
+def _exponents(transform: str, values: np.ndarray, temperature: float, shift: float | None = None) -> np.ndarray:
+    """``(g(v) − shift)/β`` with ``g = log`` (power) or identity (softmax); ``shift`` defaults to ``max g``.
+
+    ``exp`` of the result is the transform's weight up to a common factor. Zero values under ``power``
+    give ``-inf`` (weight 0); if every weight would be 0 the result is all ``-inf``.
+    """
+    with np.errstate(divide="ignore"):
+        g = np.log(values) if transform == "power" else values.astype(np.float64)
+    if shift is None:
+        top = float(g.max()) if g.size else 0.0
+        shift = top if math.isfinite(top) else 0.0
+    return (g - shift) / temperature
+
+
+# --------------------------------------------------------------------------------------------------
+# LevelSampler
+# --------------------------------------------------------------------------------------------------
+class LevelSampler:
+    """Prioritized Level Replay over a finite set of level ids.
+
+    :param levels: the training levels: any 1-D collection of distinct ``int`` level ids (seeds), e.g.
+        ``range(200)``. ``sampler.levels`` keeps their order; all per-level arrays align with it.
+    :param strategy: how episodes are scored (see :mod:`plr_gym.scoring`): ``"value_l1"`` (default, the
+        paper's L1 value loss), ``"positive_value_loss"``, ``"gae"``, ``"max_mc"``, ``"policy_entropy"``,
+        ``"least_confidence"``, ``"min_margin"``, ``"one_step_td_error"``, a callable
+        ``fn(episode: EpisodeData) -> float``, or the baselines ``"random"`` (uniform over all levels) and
+        ``"sequential"`` (levels in order, cycling). The sampler itself only stores the scores it is given.
+    :param score_transform: ``h`` in the paper: ``"rank"`` (``1/rank(S_i)^(1/β)``, default), ``"power"``
+        (``S_i^(1/β)``, non-negative scores only), ``"softmax"`` (``exp(S_i/β)``), ``"eps_greedy"``
+        (``1 − eps`` on the best level plus ``eps`` spread uniformly), ``"constant"`` (uniform) or
+        ``"max"`` (uniform over the levels tied for the best score).
+    :param temperature: ``β`` in the paper (> 0); lower is greedier. Default 0.1.
+    :param staleness_coef: ``ρ`` in the paper, in ``[0, 1]``: weight of the staleness distribution
+        ``P_C`` in the replay mixture. Default 0.1. (Not the reference code's ``rho``: see below.)
+    :param staleness_transform: transform applied to the staleness counts ``c − C_i`` (same choices as
+        ``score_transform``). Default ``"power"``, which with ``staleness_temperature=1`` is the paper's
+        ``P_C ∝ c − C_i``.
+    :param staleness_temperature: temperature of the staleness transform (> 0). Default 1.
+    :param replay_schedule: when to replay a seen level instead of exploring an unseen one.
+        ``"proportionate"`` (default): replay with probability = fraction of levels seen.
+        ``"fixed"``: replay with probability ``replay_prob``. Either way no replay happens before a
+        fraction ``min_seen_ratio`` of the levels has been seen, and replay is certain once all are.
+    :param replay_prob: probability of a replay under the ``"fixed"`` schedule, in ``[0, 1]``
+        (the reference's ``1 − nu``). Default 0.5.
+    :param min_seen_ratio: fraction of levels, in ``[0, 1]``, that must have a score before any replay
+        (the reference's ``rho``). Default 1.0, the paper's Procgen setting.
+    :param alpha: step size of the exponentially weighted average of a level's scores, in ``(0, 1]``:
+        ``S_i ← (1 − α)·S_i + α·score`` (the first score is stored as is). Default 1.0 (keep the latest).
+    :param eps: exploration mass of the ``eps_greedy`` transform, in ``[0, 1]``. Default 0.05.
+    :param seed: seed of the sampler's own ``numpy.random.Generator``; same seed, same draws.
+
+    Defaults are the paper's Procgen setting: ``value_l1``, ``rank``, ``β = 0.1``, ``ρ = 0.1``,
+    proportionate schedule, ``min_seen_ratio = 1``, ``alpha = 1``.
+
+    .. note:: **The two rhos.** The paper's ``ρ`` is ``staleness_coef``. The reference code's ``rho`` is
+       ``min_seen_ratio`` and its ``nu`` is ``1 − replay_prob``.
+
+    **Cost.** :meth:`sample` and :meth:`update` are ``O(log N)`` for every score transform and for the
+    staleness transforms ``power`` with ``staleness_temperature=1`` (the default), ``rank``, ``max``,
+    ``eps_greedy`` and ``constant``. ``power`` with another temperature, and ``softmax``, change every
+    level's staleness weight at every draw; with ``staleness_coef > 0`` they cost ``O(N)`` per replay
+    draw. :meth:`sample_weights` always computes the full distribution in ``O(N log N)``.
+
+    **Seen levels.** A level becomes *seen* when its first score arrives through :meth:`update`, not when
+    it is sampled: until then it can be drawn again as an unseen level (e.g. by another env).
+
+    Example:
+        >>> from plr_gym import LevelSampler
+        >>> sampler = LevelSampler(levels=range(4), seed=0)
+        >>> first = [sampler.sample() for _ in range(4)]      # nothing seen yet: uniform over unseen
+        >>> for level, score in zip(range(4), [0.1, 0.9, 0.5, 0.3]):
+        ...     sampler.update(level, score)
+        >>> sampler.sample_weights().round(3)                  # rank ** -10, mixed with staleness
+        array([0.033, 0.9  , 0.035, 0.032])
+        >>> int(sampler.sample()) in range(4)
+        True
+    """
+
+    def __init__(
+        self,
+        levels: Iterable[int] | np.ndarray = range(200),
+        strategy: Strategy = "value_l1",
+        score_transform: str = "rank",
+        temperature: float = 0.1,
+        staleness_coef: float = 0.1,
+        staleness_transform: str = "power",
+        staleness_temperature: float = 1.0,
+        replay_schedule: str = "proportionate",
+        replay_prob: float = 0.5,
+        min_seen_ratio: float = 1.0,
+        alpha: float = 1.0,
+        eps: float = 0.05,
+        seed: int | None = None,
+    ) -> None:
+        if callable(strategy):
+            self.strategy: Strategy = strategy
+        else:
+            self.strategy = _check_choice("strategy", strategy, STRATEGIES)
+        self.score_transform = _check_choice("score_transform", score_transform, SCORE_TRANSFORMS)
+        self.staleness_transform = _check_choice(
+            "staleness_transform", staleness_transform, STALENESS_TRANSFORMS
+        )
+        self.replay_schedule = _check_choice("replay_schedule", replay_schedule, REPLAY_SCHEDULES)
+        self.temperature = _check_positive("temperature", temperature)
+        self.staleness_temperature = _check_positive("staleness_temperature", staleness_temperature)
+        self.staleness_coef = _check_unit("staleness_coef", staleness_coef)
+        self.replay_prob = _check_unit("replay_prob", replay_prob)
+        self.min_seen_ratio = _check_unit("min_seen_ratio", min_seen_ratio)
+        self.alpha = _check_unit("alpha", alpha, open_low=True)
+        self.eps = _check_unit("eps", eps)
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (numbers.Integral, np.integer))):
+            raise TypeError(f"seed must be an int or None, got {type(seed).__name__} {seed!r}")
+        if seed is not None and int(seed) < 0:
+            raise ValueError(f"seed must be non-negative, got {seed!r}")
+        self.seed = None if seed is None else int(seed)
+
+        self._levels = _as_levels(levels)
+        self._levels.flags.writeable = False
+        self._index = _LevelIndex(self._levels)
+        n = self._levels.size
+        self._rng = np.random.default_rng(self.seed)
+        self._scores = np.zeros(n, dtype=np.float64)
+        self._last = np.zeros(n, dtype=np.int64)  # C_i: draw count when level i was last sampled
+        self._t = 0  # c: number of levels sampled so far
+        # perm[:n_seen] are the seen levels' indices, perm[n_seen:] the unseen ones; pos is its inverse.
+        self._perm = np.arange(n, dtype=np.int64)
+        self._pos = np.arange(n, dtype=np.int64)
+        self._n_seen = 0
+        self._next_index = 0  # sequential strategy
+        self._num_replay = 0
+        self._num_explore = 0
+        self._softmax_shift = 0.0
+        self._build_structures()
+
+    # ------------------------------------------------------------------ public read-only state
+    @property
+    def levels(self) -> np.ndarray:
+        """Level ids, in the order given at construction (read-only)."""
+        return self._levels
+
+    @property
+    def scores(self) -> np.ndarray:
+        """Current score ``S_i`` of every level (0 for unseen levels); a copy."""
+        return self._scores.copy()
+
+    @property
+    def staleness(self) -> np.ndarray:
+        """Number of levels sampled since each level was last sampled (``c − C_i``); a copy."""
+        return self._t - self._last
+
+    @property
+    def seen(self) -> np.ndarray:
+        """Boolean mask of levels that have received at least one score; a copy."""
+        mask = np.zeros(self._levels.size, dtype=bool)
+        mask[self._perm[: self._n_seen]] = True
+        return mask
+
+    @property
+    def num_levels(self) -> int:
+        return int(self._levels.size)
+
+    @property
+    def num_seen(self) -> int:
+        return self._n_seen
+
+    @property
+    def proportion_seen(self) -> float:
+        return self._n_seen / self._levels.size
+
+    @property
+    def num_samples(self) -> int:
+        """Number of levels sampled so far (the paper's episode count ``c``)."""
+        return self._t
+
+    @property
+    def num_replay_samples(self) -> int:
+        """How many samples replayed a seen level (PLR strategies only)."""
+        return self._num_replay
+
+    @property
+    def num_explore_samples(self) -> int:
+        """How many samples explored an unseen level (PLR strategies only)."""
+        return self._num_explore
+
+    @property
+    def uses_scores(self) -> bool:
+        """False for the ``random`` and ``sequential`` baselines, which ignore scores."""
+        return self.strategy not in ("random", "sequential")
+
+    def __len__(self) -> int:
+        return int(self._levels.size)
+
+    def __repr__(self) -> str:
+        strat = getattr(self.strategy, "__name__", self.strategy)
+        return (
+            f"LevelSampler(num_levels={self.num_levels}, strategy={strat!r}, score_transform="
+            f"{self.score_transform!r}, temperature={self.temperature}, staleness_coef={self.staleness_coef},"
+            f" replay_schedule={self.replay_schedule!r}, seen={self._n_seen})"
+        )
+
+    # ------------------------------------------------------------------ sampling structures
+    def _build_structures(self) -> None:
+        n = self._levels.size
+        seen_idx = self._perm[: self._n_seen]
+        self._score_keys: OrderedKeys | None = None
+        self._score_tree: SumTree | None = None
+        self._stale_keys: OrderedKeys | None = None
+        self._stale_tree: LinearStalenessTree | None = None
+        if not self.uses_scores:
+            return
+        if self.score_transform in _ORDERED:
+            self._score_keys = OrderedKeys()
+            self._score_keys.rebuild(seen_idx, -self._scores[seen_idx])
+        elif self.score_transform in ("power", "softmax"):
+            self._score_tree = SumTree(n)
+            self._rebuild_score_tree(self._softmax_shift if self._n_seen else None)
+        if self.score_transform == "rank":
+            self._rank_cdf = np.cumsum(np.arange(1, n + 1, dtype=np.float64) ** (-1.0 / self.temperature))
+        if self.staleness_coef > 0:
+            if self.staleness_transform in _ORDERED:
+                self._stale_keys = OrderedKeys()
+                self._stale_keys.rebuild(seen_idx, self._last[seen_idx])
+            elif self.staleness_transform == "power" and self.staleness_temperature == 1.0:
+                self._stale_tree = LinearStalenessTree(n)
+                self._stale_tree.rebuild(self.seen, self._last)
+            if self.staleness_transform == "rank":
+                self._stale_rank_cdf = np.cumsum(
+                    np.arange(1, n + 1, dtype=np.float64) ** (-1.0 / self.staleness_temperature)
+                )
+
+    def _score_exponent(self, score: float) -> float:
+        """``g(S)`` with ``h(S) = exp(g(S)/β)``: ``log S`` for power, ``S`` for softmax."""
+        if self.score_transform == "power":
+            return math.log(score) if score > 0.0 else -math.inf
+        return score
+
+    def _rebuild_score_tree(self, shift: float | None = None) -> None:
+        """Recompute every ``power``/``softmax`` leaf, anchored at ``shift`` (default: the best seen score)."""
+        assert self._score_tree is not None
+        seen_idx = self._perm[: self._n_seen]
+        weights = np.zeros(self._levels.size)
+        if seen_idx.size:
+            if shift is None:
+                with np.errstate(divide="ignore"):
+                    top = float(self._scores[seen_idx].max())
+                    top = self._score_exponent(top)
+                shift = top if math.isfinite(top) else 0.0
+            self._softmax_shift = shift
+            weights[seen_idx] = np.exp(_exponents(self.score_transform, self._scores[seen_idx], self.temperature, shift))
+        self._score_tree.rebuild(weights)
+
+    def _set_score_weight(self, i: int, score: float) -> None:
+        assert self._score_tree is not None
+        g = self._score_exponent(score)
+        z = (g - self._softmax_shift) / self.temperature
+        if z > _EXP_HEADROOM:  # a new best score far above the reference point: re-anchor everything
+            self._rebuild_score_tree()
+            return
+        self._score_tree.set(i, math.exp(z))
+        if self._score_tree.total == 0.0 and self._n_seen and math.isfinite(g):
+            self._rebuild_score_tree()  # every weight underflowed: re-anchor on the current best score
+
+    # ------------------------------------------------------------------ sampling
+    def sample(self, n: int | None = None) -> Any:
+        """Draw the level for the next episode, or an array of ``n`` levels.
+
+        ``sample(n)`` is exactly ``n`` consecutive calls to ``sample()``: each draw updates staleness.
+
+        :param n: number of levels to draw; ``None`` (default) returns one ``int``.
+        :return: a level id (``int``) or an ``np.ndarray`` of ``n`` level ids.
+        """
+        if n is None:
+            return int(self._levels[self._sample_index()])
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (numbers.Integral, np.integer)):
+            raise TypeError(f"n must be an int or None, got {type(n).__name__} {n!r}")
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        idx = np.fromiter((self._sample_index() for _ in range(int(n))), dtype=np.int64, count=int(n))
+        return self._levels[idx]
+
+    def _sample_index(self) -> int:
+        if self.strategy == "random":
+            i = int(self._rng.integers(self._levels.size))
+        elif self.strategy == "sequential":
+            i = self._next_index
+            self._next_index = (i + 1) % self._levels.size
+        elif self._replay_decision():
+            self._num_replay += 1
+            i = self._sample_replay_index()
+        else:
+            self._num_explore += 1
+            i = int(self._perm[self._n_seen + int(self._rng.integers(self._levels.size - self._n_seen))])
+        self._mark_sampled(i)
+        return i
+
+    def _replay_decision(self) -> bool:
+        n_seen, n = self._n_seen, self._levels.size
+        if n_seen == 0:
+            return False
+        if n_seen == n:
+            return True
+        proportion = n_seen / n
+        if proportion < self.min_seen_ratio:
+            return False
+        p = proportion if self.replay_schedule == "proportionate" else self.replay_prob
+        return bool(self._rng.random() < p)
+
+    def _sample_replay_index(self) -> int:
+        if self.staleness_coef > 0.0 and (
+            self.staleness_coef == 1.0 or self._rng.random() < self.staleness_coef
+        ):
+            return self._sample_staleness_index()
+        return self._sample_score_index()
+
+    def _uniform_seen(self) -> int:
+        return int(self._perm[int(self._rng.integers(self._n_seen))])
+
+    def _sample_ordered(self, keys: OrderedKeys, transform: str, cdf: np.ndarray | None) -> int:
+        if transform == "rank":
+            assert cdf is not None
+            n = self._n_seen
+            u = self._rng.random() * cdf[n - 1]
+            k = min(int(np.searchsorted(cdf[:n], u, side="right")), n - 1)
+            return keys.kth(k)
+        if transform == "max":
+            return keys.kth(int(self._rng.integers(keys.count_tied_first())))
+        # eps_greedy
+        if self.eps > 0.0 and self._rng.random() < self.eps:
+            return self._uniform_seen()
+        return keys.kth(0)
+
+    def _sample_score_index(self) -> int:
+        t = self.score_transform
+        if self._score_keys is not None:
+            return self._sample_ordered(self._score_keys, t, getattr(self, "_rank_cdf", None))
+        if self._score_tree is not None:
+            total = self._score_tree.total
+            if total > 0.0:
+                return self._score_tree.find(self._rng.random() * total)
+        return self._uniform_seen()  # constant transform, or a component with no mass
+
+    def _sample_staleness_index(self) -> int:
+        t = self.staleness_transform
+        if self._stale_keys is not None:
+            return self._sample_ordered(self._stale_keys, t, getattr(self, "_stale_rank_cdf", None))
+        if self._stale_tree is not None:
+            total = self._stale_tree.total(self._t)
+            if total > 0:
+                return self._stale_tree.find(int(self._rng.integers(total)), self._t)
+            return self._uniform_seen()
+        if t == "constant":
+            return self._uniform_seen()
+        # O(N) fallback: power with a non-unit temperature, or softmax, over staleness.
+        seen_idx = np.sort(self._perm[: self._n_seen])
+        w = _dense_transform(t, self.staleness_temperature, self.eps, self._t - self._last[seen_idx])
+        cdf = np.cumsum(w)
+        k = min(int(np.searchsorted(cdf, self._rng.random() * cdf[-1], side="right")), w.size - 1)
+        return int(seen_idx[k])
+
+    def _mark_sampled(self, i: int) -> None:
+        old_last = int(self._last[i])
+        self._t += 1
+        self._last[i] = self._t
+        if self._pos[i] < self._n_seen:
+            if self._stale_tree is not None:
+                self._stale_tree.set(i, True, self._t)
+            elif self._stale_keys is not None:
+                self._stale_keys.replace(i, old_last, self._t)
+
+    # ------------------------------------------------------------------ weights
+    def sample_weights(self) -> np.ndarray:
+        """The replay distribution ``P_replay`` over ``levels`` (zero on unseen levels).
+
+        For the ``random`` strategy this is uniform over all levels and for ``sequential`` it is one-hot
+        on the next level. With no level seen yet, it is all zeros (the next draw explores).
+        """
+        n = self._levels.size
+        out = np.zeros(n, dtype=np.float64)
+        if self.strategy == "random":
+            return np.full(n, 1.0 / n)
+        if self.strategy == "sequential":
+            out[self._next_index] = 1.0
+            return out
+        if self._n_seen == 0:
+            return out
+        seen_idx = np.sort(self._perm[: self._n_seen])
+        p = _dense_transform(self.score_transform, self.temperature, self.eps, self._scores[seen_idx])
+        if self.staleness_coef > 0.0:
+            stale = (self._t - self._last[seen_idx]).astype(np.float64)
+            pc = _dense_transform(self.staleness_transform, self.staleness_temperature, self.eps, stale)
+            p = (1.0 - self.staleness_coef) * p + self.staleness_coef * pc
+        out[seen_idx] = p
+        return out
+
+    def replay_probability(self) -> float:
+        """Probability that the next :meth:`sample` replays a seen level (PLR strategies)."""
+        n_seen, n = self._n_seen, self._levels.size
+        if n_seen == 0 or not self.uses_scores:
+            return 0.0
+        if n_seen == n:
+            return 1.0
+        if n_seen / n < self.min_seen_ratio:
+            return 0.0
+        return n_seen / n if self.replay_schedule == "proportionate" else self.replay_prob
+
+    # ------------------------------------------------------------------ updates
+    def update(self, level: int, score: float) -> None:
+        """Record the score of one completed episode on ``level``.
+
+        ``S ← (1 − alpha)·S + alpha·score`` for a seen level; an unseen level takes ``score`` and becomes
+        seen. NaN/inf scores raise ``ValueError`` and leave the sampler unchanged.
+        """
+        i = self._index.index(level)
+        self._update_index(i, self._check_score(score, level))
+
+    def update_batch(self, levels: Iterable[int] | np.ndarray, scores: Iterable[float] | np.ndarray) -> None:
+        """Apply :meth:`update` to each ``(level, score)`` pair, in order.
+
+        All inputs are validated before anything is stored: one bad pair leaves the sampler unchanged.
+        """
+        lv = np.asarray(levels if isinstance(levels, np.ndarray) else list(levels))
+        sc = np.asarray(scores if isinstance(scores, np.ndarray) else list(scores))
+        if lv.ndim != 1 or sc.ndim != 1 or lv.shape != sc.shape:
+            raise ValueError(f"levels and scores must be 1-D of equal length, got {lv.shape} and {sc.shape}")
+        if lv.size == 0:
+            return
+        idx = self._index.indices(lv)
+        if sc.dtype == np.bool_ or not (np.issubdtype(sc.dtype, np.floating) or np.issubdtype(sc.dtype, np.integer)):
+            raise TypeError(f"scores must be real numbers, got dtype {sc.dtype}")
+        scf = sc.astype(np.float64)
+        bad = ~np.isfinite(scf)
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise ValueError(f"score for level {int(lv[k])} must be finite, got {scf[k]!r}")
+        if self.score_transform == "power" and self.uses_scores and (scf < 0).any():
+            k = int(np.argmax(scf < 0))
+            self._check_score(float(scf[k]), int(lv[k]))
+        for i, s in zip(idx.tolist(), scf.tolist()):
+            self._update_index(i, s)
+
+    def _check_score(self, score: Any, level: Any) -> float:
+        s = _check_real(f"score (level {level})", score)
+        if s < 0.0 and self.score_transform == "power" and self.uses_scores:
+            raise ValueError(
+                f"score_transform='power' needs non-negative scores, got {s!r} for level {level}; "
+                "use score_transform='rank' or 'softmax' for signed scores (e.g. strategy='gae')"
+            )
+        return s
+
+    def _update_index(self, i: int, score: float) -> None:
+        was_seen = self._pos[i] < self._n_seen
+        old = float(self._scores[i])
+        new = (1.0 - self.alpha) * old + self.alpha * score if was_seen else score
+        self._scores[i] = new
+        if not was_seen:
+            self._mark_seen(i)
+        if self._score_keys is not None:
+            if was_seen:
+                self._score_keys.replace(i, -old, -new)
+            else:
+                self._score_keys.add(i, -new)
+        elif self._score_tree is not None:
+            self._set_score_weight(i, new)
+        if not was_seen:
+            if self._stale_tree is not None:
+                self._stale_tree.set(i, True, int(self._last[i]))
+            elif self._stale_keys is not None:
+                self._stale_keys.add(i, int(self._last[i]))
+
+    def _mark_seen(self, i: int) -> None:
+        p, q = int(self._pos[i]), self._n_seen
+        j = int(self._perm[q])
+        self._perm[p], self._perm[q] = j, i
+        self._pos[j], self._pos[i] = p, q
+        self._n_seen += 1
+
+    # ------------------------------------------------------------------ checkpoints
+    def _config(self) -> dict[str, Any]:
+        strategy = self.strategy
+        if callable(strategy):
+            strategy = "callable:" + getattr(strategy, "__qualname__", type(strategy).__name__)
+        return {
+            "strategy": strategy,
+            "score_transform": self.score_transform,
+            "temperature": self.temperature,
+            "staleness_coef": self.staleness_coef,
+            "staleness_transform": self.staleness_transform,
+            "staleness_temperature": self.staleness_temperature,
+            "replay_schedule": self.replay_schedule,
+            "replay_prob": self.replay_prob,
+            "min_seen_ratio": self.min_seen_ratio,
+            "alpha": self.alpha,
+            "eps": self.eps,
+            "seed": self.seed,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly where this sampler is: config, scores, staleness, RNG.
+
+        Values are numpy arrays and JSON-compatible Python objects (no pickling needed).
+        """
+        return {
+            "version": _STATE_VERSION,
+            "config": self._config(),
+            "levels": self._levels.copy(),
+            "scores": self._scores.copy(),
+            "last_sampled": self._last.copy(),
+            "order": self._perm.copy(),
+            "num_seen": self._n_seen,
+            "num_samples": self._t,
+            "next_index": self._next_index,
+            "num_replay": self._num_replay,
+            "num_explore": self._num_explore,
+            "softmax_shift": self._softmax_shift,
+            "rng": self._rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict`. The levels and configuration must match this sampler's."""
+        if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
+            raise ValueError(f"not a LevelSampler state (version {_STATE_VERSION}): {type(state).__name__}")
+        levels = np.asarray(state["levels"], dtype=np.int64)
+        if not np.array_equal(levels, self._levels):
+            raise ValueError("state levels differ from this sampler's levels")
+        mine, theirs = self._config(), dict(state["config"])
+        diff = sorted(k for k in mine if mine[k] != theirs.get(k))
+        if diff:
+            details = ", ".join(f"{k}: state has {theirs.get(k)!r}, sampler has {mine[k]!r}" for k in diff)
+            raise ValueError(f"state was saved with a different configuration ({details})")
+        n = self._levels.size
+        order = np.asarray(state["order"], dtype=np.int64)
+        if order.shape != (n,) or not np.array_equal(np.sort(order), np.arange(n)):
+            raise ValueError("state 'order' is not a permutation of the level positions")
+        scores = np.asarray(state["scores"], dtype=np.float64)
+        last = np.asarray(state["last_sampled"], dtype=np.int64)
+        if scores.shape != (n,) or last.shape != (n,) or not np.isfinite(scores).all():
+            raise ValueError("state 'scores'/'last_sampled' must be finite arrays aligned with levels")
+        rng = np.random.default_rng()
+        rng.bit_generator.state = state["rng"]
+        self._rng = rng
+        self._scores = scores.copy()
+        self._last = last.copy()
+        self._perm = order.copy()
+        self._pos = np.empty(n, dtype=np.int64)
+        self._pos[self._perm] = np.arange(n)
+        self._n_seen = int(state["num_seen"])
+        self._t = int(state["num_samples"])
+        self._next_index = int(state["next_index"])
+        self._num_replay = int(state["num_replay"])
+        self._num_explore = int(state["num_explore"])
+        self._softmax_shift = float(state["softmax_shift"])
+        self._build_structures()
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write :meth:`state_dict` to ``path`` as ``.npz`` (arrays + JSON; loading never unpickles)."""
+        state = self.state_dict()
+        arrays = {k: state.pop(k) for k in ("levels", "scores", "last_sampled", "order")}
+        meta = json.dumps(state)
+        with open(path, "wb") as f:
+            np.savez(f, meta=np.array(meta), **arrays)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], strategy: Strategy | None = None) -> LevelSampler:
+        """Build a sampler from a file written by :meth:`save`; it draws what the saved one would have.
+
+        :param strategy: the callable, if the sampler was saved with a callable strategy (code is
+            never stored in the file).
+        """
+        state = _read_state(path)
+        config = dict(state["config"])
+        saved = config.pop("strategy")
+        if isinstance(saved, str) and saved.startswith("callable:"):
+            if strategy is None or not callable(strategy):
+                raise ValueError(f"{os.fspath(path)} was saved with strategy {saved!r}; pass strategy=<the callable>")
+            if "callable:" + getattr(strategy, "__qualname__", type(strategy).__name__) != saved:
+                raise ValueError(f"strategy {strategy!r} does not match the saved {saved!r}")
+            config["strategy"] = strategy
+        else:
+            config["strategy"] = saved
+        sampler = cls(levels=state["levels"], **config)
+        sampler.load_state_dict(state)
+        return sampler
+
+    def load_from(self, path: str | os.PathLike[str]) -> None:
+        """Restore this sampler's state from a file written by :meth:`save`."""
+        self.load_state_dict(_read_state(path))
+
+
+def _read_state(path: str | os.PathLike[str]) -> dict[str, Any]:
+    with open(path, "rb") as f:
+        data = f.read()
+    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+        state: dict[str, Any] = json.loads(str(npz["meta"]))
+        for k in ("levels", "scores", "last_sampled", "order"):
+            state[k] = npz[k]
+    return state
