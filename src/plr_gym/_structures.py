@@ -18,8 +18,10 @@ recomputed from their children), so rebuilding them from a checkpoint reproduces
 from __future__ import annotations
 
 from array import array
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from sortedcontainers import SortedList
 
 
@@ -63,7 +65,7 @@ class SumTree:
             t[p] = t[2 * p] + t[2 * p + 1]
             p >>= 1
 
-    def rebuild(self, weights: np.ndarray) -> None:
+    def rebuild(self, weights: npt.NDArray[np.float64]) -> None:
         """Replace all leaves at once (``weights`` has length ``n``) in ``O(n)``."""
         full = np.zeros(2 * self.size, dtype=np.float64)
         full[self.size : self.size + self.n] = weights
@@ -117,7 +119,7 @@ class LinearStalenessTree:
             s[p] = s[2 * p] + s[2 * p + 1]
             p >>= 1
 
-    def rebuild(self, seen: np.ndarray, last: np.ndarray) -> None:
+    def rebuild(self, seen: npt.NDArray[np.bool_], last: npt.NDArray[np.int64]) -> None:
         for src, attr in ((seen.astype(np.int64), "_count"), (np.where(seen, last, 0), "_last")):
             full = np.zeros(2 * self.size, dtype=np.int64)
             full[self.size : self.size + self.n] = src
@@ -176,5 +178,5 @@ class OrderedKeys:
         best = self._keys[0][0]
         return int(self._keys.bisect_right((best, float("inf"))))
 
-    def rebuild(self, indices: np.ndarray, keys: np.ndarray) -> None:
+    def rebuild(self, indices: npt.NDArray[np.int64], keys: npt.NDArray[Any]) -> None:
         self._keys = SortedList(zip(keys.tolist(), indices.tolist()))

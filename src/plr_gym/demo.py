@@ -13,11 +13,14 @@ import argparse
 import time
 
 import numpy as np
+import numpy.typing as npt
 
 from plr_gym import LevelSampler
 
 
-def simulate(strategy: str, episodes: int, num_levels: int, seed: int) -> tuple[np.ndarray, LevelSampler]:
+def simulate(
+    strategy: str, episodes: int, num_levels: int, seed: int
+) -> tuple[npt.NDArray[np.float64], LevelSampler]:
     """Run ``episodes`` simulated episodes; return the total remaining error after each one."""
     rng = np.random.default_rng(1234)
     difficulty = rng.uniform(0.02, 0.5, size=num_levels)

@@ -65,6 +65,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from plr_gym._structures import LinearStalenessTree, OrderedKeys, SumTree
 from plr_gym.scoring import SCORE_FUNCTIONS
@@ -87,11 +88,15 @@ STALENESS_TRANSFORMS: tuple[str, ...] = SCORE_TRANSFORMS
 REPLAY_SCHEDULES: tuple[str, ...] = ("proportionate", "fixed")
 
 Strategy = Union[str, Callable[..., float]]
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 _ORDERED = ("rank", "eps_greedy", "max")
 _STATE_VERSION = 1
 # exp() overflows above ~709.78; keep exponents of stored weights at most this far above 0.
 _EXP_HEADROOM = 600.0
+# update_batch with at least this many distinct levels rebuilds the structures instead of updating each.
+_BULK_UPDATE = 4096
 
 
 # --------------------------------------------------------------------------------------------------
@@ -127,7 +132,7 @@ def _check_positive(name: str, value: Any) -> float:
     return out
 
 
-def _as_levels(levels: Any) -> np.ndarray:
+def _as_levels(levels: Any) -> IntArray:
     if isinstance(levels, range):
         arr = np.arange(levels.start, levels.stop, levels.step, dtype=np.int64)
     else:
@@ -151,7 +156,7 @@ def _as_levels(levels: Any) -> np.ndarray:
 class _LevelIndex:
     """Maps level ids to positions in ``levels`` (arithmetic for a contiguous range, else binary search)."""
 
-    def __init__(self, levels: np.ndarray) -> None:
+    def __init__(self, levels: IntArray) -> None:
         self.levels = levels
         n = levels.size
         self.start = int(levels[0])
@@ -174,7 +179,7 @@ class _LevelIndex:
                 return int(self.sorter[pos])
         raise KeyError(f"level {lvl} is not one of this sampler's levels")
 
-    def indices(self, levels: np.ndarray) -> np.ndarray:
+    def indices(self, levels: npt.NDArray[Any]) -> IntArray:
         if levels.dtype == np.bool_ or not np.issubdtype(levels.dtype, np.integer):
             raise TypeError(f"levels must be int level ids, got dtype {levels.dtype}")
         lv = levels.astype(np.int64)
@@ -193,7 +198,7 @@ class _LevelIndex:
 # --------------------------------------------------------------------------------------------------
 # dense transforms (the definition; used by sample_weights and as the O(N) fallback)
 # --------------------------------------------------------------------------------------------------
-def _dense_transform(transform: str, temperature: float, eps: float, values: np.ndarray) -> np.ndarray:
+def _dense_transform(transform: str, temperature: float, eps: float, values: npt.NDArray[Any]) -> FloatArray:
     """Normalised weights of one component over the given values (all of them seen levels).
 
     ``values`` are "higher is more likely" quantities (scores, or staleness counts), ordered by level
@@ -217,13 +222,16 @@ def _dense_transform(transform: str, temperature: float, eps: float, values: np.
         w = np.exp(_exponents(transform, values, temperature))
     else:  # pragma: no cover - guarded by constructor checks
         raise AssertionError(transform)
-    total = w.sum()
+    total = float(w.sum())
     if not total > 0.0:
         return np.full(n, 1.0 / n)
-    return w / total
+    out: FloatArray = w / total
+    return out
 
 
-def _exponents(transform: str, values: np.ndarray, temperature: float, shift: float | None = None) -> np.ndarray:
+def _exponents(
+    transform: str, values: npt.NDArray[Any], temperature: float, shift: float | None = None
+) -> FloatArray:
     """``(g(v) − shift)/β`` with ``g = log`` (power) or identity (softmax); ``shift`` defaults to ``max g``.
 
     ``exp`` of the result is the transform's weight up to a common factor. Zero values under ``power``
@@ -296,14 +304,14 @@ class LevelSampler:
         >>> for level, score in zip(range(4), [0.1, 0.9, 0.5, 0.3]):
         ...     sampler.update(level, score)
         >>> sampler.sample_weights().round(3)                  # rank ** -10, mixed with staleness
-        array([0.033, 0.9  , 0.035, 0.032])
+        array([0.05 , 0.899, 0.013, 0.038])
         >>> int(sampler.sample()) in range(4)
         True
     """
 
     def __init__(
         self,
-        levels: Iterable[int] | np.ndarray = range(200),
+        levels: Iterable[int] | npt.NDArray[np.integer[Any]] = range(200),
         strategy: Strategy = "value_l1",
         score_transform: str = "rank",
         temperature: float = 0.1,
@@ -333,7 +341,9 @@ class LevelSampler:
         self.min_seen_ratio = _check_unit("min_seen_ratio", min_seen_ratio)
         self.alpha = _check_unit("alpha", alpha, open_low=True)
         self.eps = _check_unit("eps", eps)
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (numbers.Integral, np.integer))):
+        if seed is not None and (
+            isinstance(seed, bool) or not isinstance(seed, (numbers.Integral, np.integer))
+        ):
             raise TypeError(f"seed must be an int or None, got {type(seed).__name__} {seed!r}")
         if seed is not None and int(seed) < 0:
             raise ValueError(f"seed must be non-negative, got {seed!r}")
@@ -359,22 +369,22 @@ class LevelSampler:
 
     # ------------------------------------------------------------------ public read-only state
     @property
-    def levels(self) -> np.ndarray:
+    def levels(self) -> IntArray:
         """Level ids, in the order given at construction (read-only)."""
         return self._levels
 
     @property
-    def scores(self) -> np.ndarray:
+    def scores(self) -> FloatArray:
         """Current score ``S_i`` of every level (0 for unseen levels); a copy."""
         return self._scores.copy()
 
     @property
-    def staleness(self) -> np.ndarray:
+    def staleness(self) -> IntArray:
         """Number of levels sampled since each level was last sampled (``c − C_i``); a copy."""
         return self._t - self._last
 
     @property
-    def seen(self) -> np.ndarray:
+    def seen(self) -> npt.NDArray[np.bool_]:
         """Boolean mask of levels that have received at least one score; a copy."""
         mask = np.zeros(self._levels.size, dtype=bool)
         mask[self._perm[: self._n_seen]] = True
@@ -424,7 +434,7 @@ class LevelSampler:
         )
 
     # ------------------------------------------------------------------ sampling structures
-    def _build_structures(self) -> None:
+    def _build_structures(self, reanchor: bool = False) -> None:
         n = self._levels.size
         seen_idx = self._perm[: self._n_seen]
         self._score_keys: OrderedKeys | None = None
@@ -438,7 +448,7 @@ class LevelSampler:
             self._score_keys.rebuild(seen_idx, -self._scores[seen_idx])
         elif self.score_transform in ("power", "softmax"):
             self._score_tree = SumTree(n)
-            self._rebuild_score_tree(self._softmax_shift if self._n_seen else None)
+            self._rebuild_score_tree(None if reanchor or not self._n_seen else self._softmax_shift)
         if self.score_transform == "rank":
             self._rank_cdf = np.cumsum(np.arange(1, n + 1, dtype=np.float64) ** (-1.0 / self.temperature))
         if self.staleness_coef > 0:
@@ -460,7 +470,7 @@ class LevelSampler:
         return score
 
     def _rebuild_score_tree(self, shift: float | None = None) -> None:
-        """Recompute every ``power``/``softmax`` leaf, anchored at ``shift`` (default: the best seen score)."""
+        """Recompute every ``power``/``softmax`` leaf, anchored at ``shift`` (default: best seen score)."""
         assert self._score_tree is not None
         seen_idx = self._perm[: self._n_seen]
         weights = np.zeros(self._levels.size)
@@ -471,7 +481,9 @@ class LevelSampler:
                     top = self._score_exponent(top)
                 shift = top if math.isfinite(top) else 0.0
             self._softmax_shift = shift
-            weights[seen_idx] = np.exp(_exponents(self.score_transform, self._scores[seen_idx], self.temperature, shift))
+            weights[seen_idx] = np.exp(
+                _exponents(self.score_transform, self._scores[seen_idx], self.temperature, shift)
+            )
         self._score_tree.rebuild(weights)
 
     def _set_score_weight(self, i: int, score: float) -> None:
@@ -540,7 +552,7 @@ class LevelSampler:
     def _uniform_seen(self) -> int:
         return int(self._perm[int(self._rng.integers(self._n_seen))])
 
-    def _sample_ordered(self, keys: OrderedKeys, transform: str, cdf: np.ndarray | None) -> int:
+    def _sample_ordered(self, keys: OrderedKeys, transform: str, cdf: FloatArray | None) -> int:
         if transform == "rank":
             assert cdf is not None
             n = self._n_seen
@@ -593,7 +605,7 @@ class LevelSampler:
                 self._stale_keys.replace(i, old_last, self._t)
 
     # ------------------------------------------------------------------ weights
-    def sample_weights(self) -> np.ndarray:
+    def sample_weights(self) -> FloatArray:
         """The replay distribution ``P_replay`` over ``levels`` (zero on unseen levels).
 
         For the ``random`` strategy this is uniform over all levels and for ``sequential`` it is one-hot
@@ -638,7 +650,9 @@ class LevelSampler:
         i = self._index.index(level)
         self._update_index(i, self._check_score(score, level))
 
-    def update_batch(self, levels: Iterable[int] | np.ndarray, scores: Iterable[float] | np.ndarray) -> None:
+    def update_batch(
+        self, levels: Iterable[int] | npt.NDArray[Any], scores: Iterable[float] | npt.NDArray[Any]
+    ) -> None:
         """Apply :meth:`update` to each ``(level, score)`` pair, in order.
 
         All inputs are validated before anything is stored: one bad pair leaves the sampler unchanged.
@@ -650,7 +664,9 @@ class LevelSampler:
         if lv.size == 0:
             return
         idx = self._index.indices(lv)
-        if sc.dtype == np.bool_ or not (np.issubdtype(sc.dtype, np.floating) or np.issubdtype(sc.dtype, np.integer)):
+        if sc.dtype == np.bool_ or not (
+            np.issubdtype(sc.dtype, np.floating) or np.issubdtype(sc.dtype, np.integer)
+        ):
             raise TypeError(f"scores must be real numbers, got dtype {sc.dtype}")
         scf = sc.astype(np.float64)
         bad = ~np.isfinite(scf)
@@ -660,6 +676,16 @@ class LevelSampler:
         if self.score_transform == "power" and self.uses_scores and (scf < 0).any():
             k = int(np.argmax(scf < 0))
             self._check_score(float(scf[k]), int(lv[k]))
+        if idx.size >= _BULK_UPDATE and np.unique(idx).size == idx.size:
+            # Same result as the loop below, with the sampling structures rebuilt once.
+            was_seen = self._pos[idx] < self._n_seen
+            self._scores[idx] = np.where(
+                was_seen, (1.0 - self.alpha) * self._scores[idx] + self.alpha * scf, scf
+            )
+            for i in idx[~was_seen].tolist():
+                self._mark_seen(i)
+            self._build_structures(reanchor=True)
+            return
         for i, s in zip(idx.tolist(), scf.tolist()):
             self._update_index(i, s)
 
@@ -748,7 +774,8 @@ class LevelSampler:
         if not np.array_equal(levels, self._levels):
             raise ValueError("state levels differ from this sampler's levels")
         mine, theirs = self._config(), dict(state["config"])
-        diff = sorted(k for k in mine if mine[k] != theirs.get(k))
+        # the seed only initialises the RNG, whose exact state is restored below
+        diff = sorted(k for k in mine if k != "seed" and mine[k] != theirs.get(k))
         if diff:
             details = ", ".join(f"{k}: state has {theirs.get(k)!r}, sampler has {mine[k]!r}" for k in diff)
             raise ValueError(f"state was saved with a different configuration ({details})")
@@ -763,6 +790,7 @@ class LevelSampler:
         rng = np.random.default_rng()
         rng.bit_generator.state = state["rng"]
         self._rng = rng
+        self.seed = theirs.get("seed")
         self._scores = scores.copy()
         self._last = last.copy()
         self._perm = order.copy()
@@ -796,7 +824,9 @@ class LevelSampler:
         saved = config.pop("strategy")
         if isinstance(saved, str) and saved.startswith("callable:"):
             if strategy is None or not callable(strategy):
-                raise ValueError(f"{os.fspath(path)} was saved with strategy {saved!r}; pass strategy=<the callable>")
+                raise ValueError(
+                    f"{os.fspath(path)} was saved with strategy {saved!r}; pass strategy=<the callable>"
+                )
             if "callable:" + getattr(strategy, "__qualname__", type(strategy).__name__) != saved:
                 raise ValueError(f"strategy {strategy!r} does not match the saved {saved!r}")
             config["strategy"] = strategy

@@ -23,6 +23,9 @@ A user strategy is any callable ``fn(episode: EpisodeData) -> float``.
 
 Example:
     >>> import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.floating[Any]]
     >>> from plr_gym.scoring import EpisodeData, value_l1, one_step_td_error
     >>> ep = EpisodeData(rewards=np.array([0.0, 1.0]), values=np.array([0.5, 0.8]),
     ...                  advantages=np.array([0.3, -0.2]), next_value=0.0, gamma=0.9)
@@ -36,9 +39,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.floating[Any]]
 
 __all__ = [
     "DISCRETE_ONLY",
@@ -73,17 +79,17 @@ class EpisodeData:
         ``max_mc``.
     """
 
-    rewards: Optional[np.ndarray] = None
-    values: Optional[np.ndarray] = None
-    advantages: Optional[np.ndarray] = None
+    rewards: Optional[FloatArray] = None
+    values: Optional[FloatArray] = None
+    advantages: Optional[FloatArray] = None
     next_value: float = 0.0
     gamma: float = 0.99
-    log_policy: Optional[np.ndarray] = None
-    entropies: Optional[np.ndarray] = None
+    log_policy: Optional[FloatArray] = None
+    entropies: Optional[FloatArray] = None
     max_return: Optional[float] = None
 
 
-def _need(ep: EpisodeData, name: str, strategy: str) -> np.ndarray:
+def _need(ep: EpisodeData, name: str, strategy: str) -> FloatArray:
     arr = getattr(ep, name)
     if arr is None:
         raise ValueError(f"strategy {strategy!r} needs EpisodeData.{name}")
