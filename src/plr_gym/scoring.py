@@ -23,9 +23,6 @@ A user strategy is any callable ``fn(episode: EpisodeData) -> float``.
 
 Example:
     >>> import numpy as np
-import numpy.typing as npt
-
-FloatArray = npt.NDArray[np.floating[Any]]
     >>> from plr_gym.scoring import EpisodeData, value_l1, one_step_td_error
     >>> ep = EpisodeData(rewards=np.array([0.0, 1.0]), values=np.array([0.5, 0.8]),
     ...                  advantages=np.array([0.3, -0.2]), next_value=0.0, gamma=0.9)
