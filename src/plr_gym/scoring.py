@@ -34,9 +34,11 @@ Example:
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +49,7 @@ __all__ = [
     "DISCRETE_ONLY",
     "SCORE_FUNCTIONS",
     "EpisodeData",
+    "EpisodeScorer",
     "gae",
     "get_score_function",
     "least_confidence",
@@ -67,7 +70,10 @@ class EpisodeData:
     :param values: ``(T,)`` value predictions ``V(s_t)``.
     :param advantages: ``(T,)`` advantage estimates ``A_t`` (GAE), for value_l1, positive_value_loss, gae.
     :param next_value: ``V(s_T)`` after the last step: 0 if the episode terminated, the bootstrap value if
-        it was truncated. Used by ``one_step_td_error``.
+        it was truncated. Used by ``one_step_td_error`` when ``next_values`` is not given.
+    :param next_values: ``(T,)`` the value ``V(s_{t+1})`` used to bootstrap step ``t`` (overrides
+        ``values[1:]`` + ``next_value``; :class:`EpisodeScorer` sets it so that an episode stitched
+        across rollouts bootstraps each step exactly as GAE did).
     :param gamma: discount factor, for ``one_step_td_error``.
     :param log_policy: ``(T, n_actions)`` normalised log-probabilities ``log π(·|s_t)`` (discrete actions),
         for policy_entropy, least_confidence, min_margin.
@@ -80,6 +86,7 @@ class EpisodeData:
     values: Optional[FloatArray] = None
     advantages: Optional[FloatArray] = None
     next_value: float = 0.0
+    next_values: Optional[FloatArray] = None
     gamma: float = 0.99
     log_policy: Optional[FloatArray] = None
     entropies: Optional[FloatArray] = None
@@ -150,7 +157,14 @@ def one_step_td_error(ep: EpisodeData) -> float:
     values = _need(ep, "values", "one_step_td_error")
     if rewards.shape != values.shape:
         raise ValueError(f"rewards {rewards.shape} and values {values.shape} must have the same shape")
-    next_values = np.append(values[1:], float(ep.next_value))
+    if ep.next_values is not None:
+        next_values = np.asarray(ep.next_values, dtype=np.float64)
+        if next_values.shape != values.shape:
+            raise ValueError(
+                f"next_values {next_values.shape} and values {values.shape} must have the same shape"
+            )
+    else:
+        next_values = np.append(values[1:], float(ep.next_value))
     return float(np.abs(rewards + ep.gamma * next_values - values).mean())
 
 
@@ -180,3 +194,288 @@ def get_score_function(strategy: str | Callable[[EpisodeData], float]) -> Callab
         raise ValueError(
             f"strategy={strategy!r} has no score function; choose one of {', '.join(SCORE_FUNCTIONS)}"
         ) from None
+
+
+# --------------------------------------------------------------------------------------------------
+# EpisodeScorer: rollouts in, one score per completed episode out
+# --------------------------------------------------------------------------------------------------
+#: Fields an :class:`EpisodeScorer` keeps per step, and their per-step shape suffix.
+_STEP_FIELDS = ("rewards", "values", "next_values", "advantages", "log_policy", "entropies")
+
+
+class ScoreTarget(Protocol):
+    """What an :class:`EpisodeScorer` reports to: a :class:`~plr_gym.LevelSampler` or anything alike."""
+
+    def update_batch(self, levels: Any, scores: Any) -> None: ...
+
+
+class EpisodeScorer:
+    """Cuts rollouts into episodes and reports each completed episode's score exactly once.
+
+    One scoring engine for every front end (the SB3 :class:`~plr_gym.PLRCallback` and the Gymnasium
+    vector wrapper). Call :meth:`process_rollout` once per rollout with arrays shaped
+    ``(n_steps, n_envs)``, as in SB3's ``RolloutBuffer``: step ``t`` of env ``e`` holds the observation
+    ``s_t``, whether ``s_t`` starts an episode (``episode_starts``), the reward of the action taken in it,
+    ``V(s_t)`` and the GAE advantage.
+
+    - An episode that runs past the end of a rollout stays *open*; its arrays are concatenated with its
+      continuation in the next rollout and it is scored when it completes. For every mean-over-steps
+      strategy this is the step-weighted mean of the chunk scores (what PLR's reference code computes);
+      ``max_mc`` uses the best return known when the episode completes; ``one_step_td_error``
+      bootstraps the chunk's last step with the ``last_values`` GAE used.
+    - An episode whose start was not observed (the scorer was attached mid-episode), or whose
+      continuation never came (the env was reset in between, e.g. a new ``learn()`` call), is dropped,
+      never scored: a level with no completed episode stays unscored.
+    - All scores of one rollout reach the target in one ``update_batch`` call, in completion order.
+
+    :param target: where scores go: a :class:`~plr_gym.LevelSampler` (or an object with ``update_batch``).
+    :param n_envs: number of parallel envs (columns of the rollout arrays).
+    :param strategy: a strategy name of :data:`SCORE_FUNCTIONS` or a callable ``fn(EpisodeData) -> float``.
+    :param gamma: the algorithm's discount, passed to the score function (``one_step_td_error``).
+
+    Example:
+        >>> import numpy as np
+        >>> from plr_gym import LevelSampler
+        >>> from plr_gym.scoring import EpisodeScorer
+        >>> sampler = LevelSampler(levels=range(10))
+        >>> scorer = EpisodeScorer(sampler, n_envs=1, strategy="value_l1")
+        >>> starts = np.array([[1], [0], [0], [1]], dtype=bool)   # episodes: steps 0-2, then 3-...
+        >>> levels = np.array([[4], [4], [4], [7]])
+        >>> adv = np.array([[0.5], [-0.5], [1.0], [2.0]])
+        >>> scorer.process_rollout(levels=levels, episode_starts=starts, dones=np.array([False]),
+        ...                        rewards=np.zeros((4, 1)), values=np.zeros((4, 1)), advantages=adv)
+        [(4, 0.6666666666666666)]
+        >>> scorer.num_open_episodes      # level 7's episode continues in the next rollout
+        1
+    """
+
+    def __init__(
+        self,
+        target: ScoreTarget,
+        n_envs: int,
+        strategy: str | Callable[[EpisodeData], float] = "value_l1",
+        gamma: float = 0.99,
+    ) -> None:
+        if isinstance(n_envs, bool) or not isinstance(n_envs, (int, np.integer)) or n_envs < 1:
+            raise ValueError(f"n_envs must be a positive int, got {n_envs!r}")
+        if not (isinstance(gamma, (int, float)) and 0.0 <= float(gamma) <= 1.0):
+            raise ValueError(f"gamma must be a number in [0, 1], got {gamma!r}")
+        self.target = target
+        self.n_envs = int(n_envs)
+        self.strategy = strategy
+        self.score_fn = get_score_function(strategy)
+        self.gamma = float(gamma)
+        self._open: list[dict[str, Any] | None] = [None] * self.n_envs
+        self.max_returns: dict[Any, float] = {}
+        self.num_scored = 0
+        self.num_dropped = 0
+
+    @property
+    def num_open_episodes(self) -> int:
+        return sum(o is not None for o in self._open)
+
+    @property
+    def needs_policy(self) -> bool:
+        """True if the strategy needs the action distribution (``log_policy`` or ``entropies``)."""
+        return self.strategy in ("policy_entropy", "least_confidence", "min_margin")
+
+    def process_rollout(
+        self,
+        *,
+        levels: Any,
+        episode_starts: Any,
+        dones: Any,
+        rewards: Any,
+        values: Any,
+        advantages: Any = None,
+        last_values: Any = None,
+        log_policy: Any = None,
+        entropies: Any = None,
+    ) -> list[tuple[Any, float]]:
+        """Score the episodes that complete in this rollout and report them to the target.
+
+        :param levels: ``(n_steps, n_envs)`` level of each step's episode (``infos[e]["level"]``).
+        :param episode_starts: ``(n_steps, n_envs)`` whether ``s_t`` is the first observation of an episode.
+        :param dones: ``(n_envs,)`` whether the rollout's last step ended its episode.
+        :param rewards: ``(n_steps, n_envs)`` rewards (SB3 folds ``γ·V(terminal obs)`` into the reward of a
+            truncated episode's last step, so episode ends bootstrap with 0 here).
+        :param values: ``(n_steps, n_envs)`` value predictions ``V(s_t)``.
+        :param advantages: ``(n_steps, n_envs)`` GAE advantages (value_l1, positive_value_loss, gae).
+        :param last_values: ``(n_envs,)`` ``V`` of the observation after the last step (GAE's bootstrap);
+            zeros if omitted.
+        :param log_policy: ``(n_steps, n_envs, n_actions)`` normalised log-probabilities of the policy.
+        :param entropies: ``(n_steps, n_envs)`` policy entropies (continuous actions).
+        :return: the ``(level, score)`` pairs reported, in completion order.
+        """
+        starts = np.asarray(episode_starts).astype(bool)
+        n_steps, n_envs = self._check_shape("episode_starts", starts, None)
+        lv = np.asarray(levels)
+        if lv.shape[:2] != (n_steps, n_envs):
+            raise ValueError(f"levels must have shape {(n_steps, n_envs)}, got {lv.shape}")
+        last_done = np.asarray(dones).astype(bool).reshape(-1)
+        if last_done.shape != (n_envs,):
+            raise ValueError(f"dones must have shape ({n_envs},), got {last_done.shape}")
+        fields: dict[str, Any] = {
+            "rewards": self._check_shape("rewards", np.asarray(rewards, dtype=np.float64), (n_steps, n_envs)),
+            "values": self._check_shape("values", np.asarray(values, dtype=np.float64), (n_steps, n_envs)),
+        }
+        for name, arr in (("advantages", advantages), ("log_policy", log_policy), ("entropies", entropies)):
+            if arr is not None:
+                fields[name] = self._check_shape(name, np.asarray(arr, dtype=np.float64), (n_steps, n_envs))
+        for name, arr in fields.items():
+            if not np.isfinite(arr).all() and name != "log_policy":
+                raise ValueError(f"{name} contains NaN or inf")
+        # where each episode ends, and the value that bootstraps each step
+        ends = np.empty_like(starts)
+        ends[:-1] = starts[1:]
+        ends[-1] = last_done
+        boot = (
+            np.zeros(n_envs) if last_values is None else np.asarray(last_values, dtype=np.float64).reshape(-1)
+        )
+        if boot.shape != (n_envs,):
+            raise ValueError(f"last_values must have shape ({n_envs},), got {boot.shape}")
+        next_values = np.empty((n_steps, n_envs))
+        next_values[:-1] = fields["values"][1:]
+        next_values[-1] = boot
+        next_values[ends] = 0.0
+        fields["next_values"] = next_values
+
+        done_levels: list[Any] = []
+        done_scores: list[float] = []
+        new_open = list(self._open)
+        for e in range(n_envs):
+            end_steps = np.flatnonzero(ends[:, e]).tolist()
+            carried = new_open[e]
+            if carried is not None and starts[0, e]:
+                carried = None  # the env was reset: the open episode never completes
+                self.num_dropped += 1
+            begin = 0
+            for t_end in [*end_steps, None]:
+                stop = n_steps if t_end is None else t_end + 1
+                if stop <= begin:
+                    continue
+                chunk = {k: v[begin:stop, e] for k, v in fields.items()}
+                chunk_levels = lv[begin:stop, e]
+                level = chunk_levels[0].item() if chunk_levels.dtype != object else chunk_levels[0]
+                if chunk_levels.dtype != object and (chunk_levels != chunk_levels[0]).any():
+                    raise ValueError(
+                        f"env {e} reported levels {np.unique(chunk_levels).tolist()} within one episode "
+                        f"(steps {begin}..{stop - 1}); the level must only change at episode starts"
+                    )
+                observed_start = bool(starts[begin, e]) or (begin == 0 and carried is not None)
+                if begin == 0 and carried is not None:
+                    if carried["level"] != level:
+                        raise ValueError(
+                            f"env {e}: episode on level {carried['level']!r} continued on level {level!r}"
+                        )
+                    chunk = {k: np.concatenate([carried[k], chunk[k]]) for k in chunk}
+                    carried = None
+                if t_end is None:  # runs past the rollout's end
+                    new_open[e] = {"level": level, **chunk} if observed_start else None
+                    if not observed_start:
+                        self.num_dropped += 1
+                    continue
+                if not observed_start:
+                    self.num_dropped += 1
+                else:
+                    done_levels.append(level)
+                    done_scores.append(self._score(level, chunk))
+                begin = stop
+            if end_steps and end_steps[-1] == n_steps - 1:
+                new_open[e] = None
+        if done_levels:
+            self.target.update_batch(done_levels, np.asarray(done_scores, dtype=np.float64))
+        self._open = new_open
+        self.num_scored += len(done_levels)
+        return list(zip(done_levels, done_scores))
+
+    def _check_shape(self, name: str, arr: Any, shape: tuple[int, int] | None) -> Any:
+        """With ``shape=None``: check ``(n_steps, n_envs)`` and return it; else check and return ``arr``."""
+        if shape is None:
+            if arr.ndim != 2 or arr.shape[1] != self.n_envs or arr.shape[0] < 1:
+                raise ValueError(f"{name} must have shape (n_steps, {self.n_envs}), got {arr.shape}")
+            return arr.shape[0], arr.shape[1]
+        if arr.shape[:2] != shape:
+            raise ValueError(
+                f"{name} must have shape {shape}{'...' if arr.ndim > 2 else ''}, got {arr.shape}"
+            )
+        return arr
+
+    def _score(self, level: Any, ep: dict[str, Any]) -> float:
+        max_return = None
+        if self.strategy == "max_mc" or callable(self.strategy):
+            ret = float(ep["rewards"].sum())
+            key = level if isinstance(level, (int, str)) else repr(level)
+            max_return = max(self.max_returns.get(key, -np.inf), ret)
+            self.max_returns[key] = max_return
+        data = EpisodeData(
+            rewards=ep["rewards"],
+            values=ep["values"],
+            advantages=ep.get("advantages"),
+            next_values=ep["next_values"],
+            gamma=self.gamma,
+            log_policy=ep.get("log_policy"),
+            entropies=ep.get("entropies"),
+            max_return=max_return,
+        )
+        return float(self.score_fn(data))
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Open episodes and per-level max returns, as numpy arrays and JSON-compatible values."""
+        open_eps = []
+        for e, ep in enumerate(self._open):
+            if ep is not None:
+                level = ep["level"]
+                if not isinstance(level, (int, float, str)):
+                    raise TypeError(f"cannot checkpoint non-scalar level {level!r} of env {e}")
+                open_eps.append({"env": e, "level": level, **{k: ep[k] for k in _STEP_FIELDS if k in ep}})
+        return {
+            "n_envs": self.n_envs,
+            "open": open_eps,
+            "max_returns": dict(self.max_returns),
+            "num_scored": self.num_scored,
+            "num_dropped": self.num_dropped,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if int(state["n_envs"]) != self.n_envs:
+            raise ValueError(f"state has n_envs={state['n_envs']}, this scorer has {self.n_envs}")
+        self._open = [None] * self.n_envs
+        for ep in state["open"]:
+            e = int(ep["env"])
+            self._open[e] = {
+                k: (np.asarray(v) if k in _STEP_FIELDS else v) for k, v in ep.items() if k != "env"
+            }
+        self.max_returns = {(int(k) if isinstance(k, str) and k.lstrip("-").isdigit() else k): float(v)
+                            for k, v in state["max_returns"].items()}  # fmt: skip
+        self.num_scored = int(state["num_scored"])
+        self.num_dropped = int(state["num_dropped"])
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write :meth:`state_dict` as ``.npz`` (arrays + JSON; loading never unpickles)."""
+        state = self.state_dict()
+        arrays: dict[str, Any] = {}
+        meta_open = []
+        for j, ep in enumerate(state["open"]):
+            meta_open.append({"env": ep["env"], "level": ep["level"], "fields": []})
+            for k in _STEP_FIELDS:
+                if k in ep:
+                    arrays[f"open{j}_{k}"] = ep[k]
+                    meta_open[-1]["fields"].append(k)
+        meta = {
+            **state,
+            "open": meta_open,
+            "max_returns": {str(k): v for k, v in state["max_returns"].items()},
+        }
+        with open(path, "wb") as f:
+            np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        """Restore a file written by :meth:`save`."""
+        with np.load(path, allow_pickle=False) as npz:
+            meta = json.loads(str(npz["meta"]))
+            for j, ep in enumerate(meta["open"]):
+                for k in ep.pop("fields"):
+                    ep[k] = npz[f"open{j}_{k}"]
+        self.load_state_dict(meta)
