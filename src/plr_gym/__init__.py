@@ -7,8 +7,9 @@ Example:
     >>> sampler.update(level, 0.5)
 """
 
+from plr_gym.level_buffer import LevelBuffer
 from plr_gym.sampler import LevelSampler
 from plr_gym.scoring import EpisodeData
 
-__all__ = ["EpisodeData", "LevelSampler"]
+__all__ = ["EpisodeData", "LevelBuffer", "LevelSampler"]
 __version__ = "0.1.0.dev0"
