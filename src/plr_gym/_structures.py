@@ -119,6 +119,15 @@ class LinearStalenessTree:
             s[p] = s[2 * p] + s[2 * p + 1]
             p >>= 1
 
+    def move(self, i: int, old_last: int, new_last: int) -> None:
+        """A seen level was sampled again: only the ``last`` sums change (count is unchanged)."""
+        s = self._last
+        delta = new_last - old_last
+        p = self.size + i
+        while p:
+            s[p] += delta
+            p >>= 1
+
     def rebuild(self, seen: npt.NDArray[np.bool_], last: npt.NDArray[np.int64]) -> None:
         for src, attr in ((seen.astype(np.int64), "_count"), (np.where(seen, last, 0), "_last")):
             full = np.zeros(2 * self.size, dtype=np.int64)

@@ -399,8 +399,8 @@ class LevelBuffer:
         else:
             idx = self._order.kth(int(self._rng.integers(min(self.topk, self._size))))
         self._count += 1
+        self._stale.move(idx, int(self._timestamps[idx]), self._count)
         self._timestamps[idx] = self._count
-        self._stale.set(idx, True, self._count)
         return idx, self._levels[idx]
 
     def sample_replay_levels(self, n: int) -> tuple[npt.NDArray[np.int64], list[Any]]:

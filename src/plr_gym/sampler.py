@@ -600,7 +600,7 @@ class LevelSampler:
         self._last[i] = self._t
         if self._pos[i] < self._n_seen:
             if self._stale_tree is not None:
-                self._stale_tree.set(i, True, self._t)
+                self._stale_tree.move(i, old_last, self._t)
             elif self._stale_keys is not None:
                 self._stale_keys.replace(i, old_last, self._t)
 

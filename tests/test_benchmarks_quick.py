@@ -1,0 +1,31 @@
+"""``benchmarks/sampler_speed.py --quick`` runs and reports both samplers (no timing assertions)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "sampler_speed.py"
+VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
+
+
+def test_quick_benchmark_reports_both_samplers() -> None:
+    python = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
+    proc = subprocess.run(
+        [python, str(SCRIPT), "--quick"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, (
+        f"exit code {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    )
+    out = proc.stdout
+    for header in ("- command:", "- commit:", "- machine:", "- date:", "- load average at start:"):
+        assert header in out, f"missing {header!r} in:\n{out}"
+    rows = [line for line in out.splitlines() if line.startswith("| ")]
+    for n in ("200", "10k"):
+        for name in ("plr_gym LevelSampler", "Syllabus TaskSampler"):
+            assert any(line.startswith(f"| {n} | {name} |") for line in rows), (
+                f"no {name} row for N={n}:\n{out}"
+            )
+    assert "Speedup" in out
