@@ -8,8 +8,17 @@ Example:
 """
 
 from plr_gym.level_buffer import LevelBuffer
+from plr_gym.replay import PERDQN, PERSAC, PERTD3, PrioritizedReplayBuffer
 from plr_gym.sampler import LevelSampler
 from plr_gym.scoring import EpisodeData
 
-__all__ = ["EpisodeData", "LevelBuffer", "LevelSampler"]
+__all__ = [
+    "PERDQN",
+    "PERSAC",
+    "PERTD3",
+    "EpisodeData",
+    "LevelBuffer",
+    "LevelSampler",
+    "PrioritizedReplayBuffer",
+]
 __version__ = "0.1.0.dev0"

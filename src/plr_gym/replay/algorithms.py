@@ -1,0 +1,509 @@
+"""SB3 off-policy algorithms that train with prioritized experience replay.
+
+Each class is the SB3 (or sb3-contrib) algorithm with one mixin, :class:`PrioritizedReplayMixin`, and a
+``train()`` copied from upstream with three marked changes (``# PER:``): β is annealed from training
+progress, the per-sample loss is multiplied by the importance weights, and ``|TD error|`` is written
+back with ``update_priorities``. Supported upstream versions: :data:`SUPPORTED_SB3`; the test suite
+checks :data:`UPSTREAM_TRAIN_SHA256` against the installed upstream ``train()`` sources.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+import numpy as np
+import stable_baselines3
+import torch as th
+from gymnasium import spaces
+from stable_baselines3 import DQN, SAC, TD3
+from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
+from stable_baselines3.common.utils import polyak_update
+from torch.nn import functional as F
+
+from plr_gym.replay.buffers import (
+    PrioritizedDictReplayBuffer,
+    PrioritizedReplayBuffer,
+    _PrioritizedBufferBase,
+)
+
+try:
+    from sb3_contrib import QRDQN
+    from sb3_contrib.common.utils import quantile_huber_loss
+
+    _HAS_SB3_CONTRIB = True
+except ImportError:  # pragma: no cover - sb3-contrib is optional
+    _HAS_SB3_CONTRIB = False
+
+__all__ = ["PERDQN", "PERSAC", "PERTD3", "SUPPORTED_SB3", "UPSTREAM_TRAIN_SHA256", "PrioritizedReplayMixin"]
+
+#: SB3 versions whose ``train()`` the overrides below mirror (major.minor).
+SUPPORTED_SB3 = ("2.9",)
+#: sha256 of ``inspect.getsource(cls.train)`` for the upstream methods copied here (SB3 / sb3-contrib 2.9.2).
+UPSTREAM_TRAIN_SHA256 = {
+    "stable_baselines3.DQN": "696507cb4053336a892a34781e07fc6884c8d43673ea5cc7cb463f64e086c17e",
+    "stable_baselines3.SAC": "0ac7abe1c18ba7fe1b8a5bbf2b301b6fff4f4573aa02c4342187a953600ce50c",
+    "stable_baselines3.TD3": "4f3638f813b0efba78224a5bf37c407f045c868efa60fcbefc717c02b5ddbc78",
+    "sb3_contrib.QRDQN": "a6f745272c74831864f8eeeb5b0d5de31c97d168e04d2a29c846ca2b568cfa41",
+}
+
+
+class PrioritizedReplayMixin(OffPolicyAlgorithm):
+    """
+    Sets up a prioritized buffer for an SB3 off-policy algorithm and gives its ``train()`` access to it.
+
+    - ``replay_buffer_class`` defaults to :class:`~plr_gym.replay.PrioritizedReplayBuffer` (or the Dict
+      variant); other buffer classes are refused with a ``TypeError``. Pass buffer options through
+      ``replay_buffer_kwargs``, e.g. ``{"prioritization": "rank"}``.
+    - The algorithm's ``n_steps`` argument is forwarded to the buffer, which computes n-step
+      returns itself, together with ``gamma``; a buffer whose ``gamma`` differs is refused.
+    - Each ``train()`` call anneals the buffer's β from its initial value to 1 with the training
+      progress ``1 - progress_remaining``.
+
+    Use it first in the bases: ``class PERAlgo(PrioritizedReplayMixin, Algo)``, then override
+    ``train()`` as the classes in this module do.
+
+    Example:
+        >>> from stable_baselines3 import DQN
+        >>> class MyPERDQN(PrioritizedReplayMixin, DQN):
+        ...     pass  # a real subclass also overrides train() to use weights and update priorities
+        >>> type(MyPERDQN("MlpPolicy", "CartPole-v1", buffer_size=500).replay_buffer).__name__
+        'PrioritizedReplayBuffer'
+    """
+
+    def _setup_model(self) -> None:
+        version = ".".join(stable_baselines3.__version__.split(".")[:2])
+        if version not in SUPPORTED_SB3:
+            warnings.warn(
+                f"{type(self).__name__}.train() mirrors SB3 {'/'.join(SUPPORTED_SB3)}'s train(); "
+                f"the installed SB3 is {stable_baselines3.__version__}. Check the upstream train() for "
+                "changes (tests/test_per_algorithms.py compares source hashes).",
+                UserWarning,
+                stacklevel=2,
+            )
+        if self.replay_buffer_class is None:
+            if isinstance(self.observation_space, spaces.Dict):
+                self.replay_buffer_class = PrioritizedDictReplayBuffer
+            else:
+                self.replay_buffer_class = PrioritizedReplayBuffer
+        if not issubclass(self.replay_buffer_class, _PrioritizedBufferBase):
+            raise TypeError(
+                f"{type(self).__name__} needs a prioritized replay buffer (PrioritizedReplayBuffer or "
+                f"PrioritizedDictReplayBuffer), got replay_buffer_class={self.replay_buffer_class.__name__}"
+            )
+        kwargs = self.replay_buffer_kwargs
+        if self.n_steps > 1:
+            kwargs.setdefault("n_steps", self.n_steps)
+        if kwargs.get("n_steps", 1) > 1:
+            kwargs.setdefault("gamma", self.gamma)
+            if kwargs["gamma"] != self.gamma:
+                raise ValueError(
+                    f"replay_buffer_kwargs gamma={kwargs['gamma']} differs from the algorithm's "
+                    f"gamma={self.gamma}; the n-step returns must use the algorithm's discount"
+                )
+        # The buffer computes n-step returns; hide n_steps from SB3 so it doesn't warn they are ignored.
+        n_steps, self.n_steps = self.n_steps, 1
+        try:
+            super()._setup_model()
+        finally:
+            self.n_steps = n_steps
+
+    def _prioritized_replay_buffer(self) -> _PrioritizedBufferBase:
+        """The replay buffer, with β annealed to the current training progress."""
+        buffer = self.replay_buffer
+        if not isinstance(buffer, _PrioritizedBufferBase):
+            raise TypeError(
+                f"{type(self).__name__} needs a prioritized replay buffer, got {type(buffer).__name__} "
+                "(was a plain buffer loaded with load_replay_buffer?)"
+            )
+        buffer.anneal_beta(min(max(1.0 - self._current_progress_remaining, 0.0), 1.0))
+        return buffer
+
+
+class PERDQN(PrioritizedReplayMixin, DQN):
+    """
+    DQN (SB3) with prioritized experience replay: the Huber loss of each sample is weighted by its
+    importance weight and its ``|TD error|`` becomes its new priority. All DQN arguments apply; buffer
+    options go in ``replay_buffer_kwargs`` (see :class:`~plr_gym.replay.PrioritizedReplayBuffer`).
+
+    Example:
+        >>> model = PERDQN(
+        ...     "MlpPolicy", "CartPole-v1", learning_starts=32, batch_size=16, buffer_size=500, seed=0
+        ... )
+        >>> model = model.learn(64)
+        >>> bool((model.replay_buffer.priorities[:32] != 1.0).any())  # priorities came from TD errors
+        True
+    """
+
+    def train(self, gradient_steps: int, batch_size: int = 100) -> None:
+        # PER: anneal beta with training progress
+        replay_buffer = self._prioritized_replay_buffer()
+        # Switch to train mode (this affects batch norm / dropout)
+        self.policy.set_training_mode(True)
+        # Update learning rate according to schedule
+        self._update_learning_rate(self.policy.optimizer)
+
+        losses = []
+        for _ in range(gradient_steps):
+            # Sample replay buffer
+            replay_data = replay_buffer.sample(batch_size, env=self._vec_normalize_env)
+            # For n-step replay, discount factor is gamma**n_steps (when no early termination)
+            discounts = replay_data.discounts if replay_data.discounts is not None else self.gamma
+
+            with th.no_grad():
+                # Compute the next Q-values using the target network
+                next_q_values = self.q_net_target(replay_data.next_observations)
+                # Follow greedy policy: use the one with the highest value
+                next_q_values, _ = next_q_values.max(dim=1)
+                # Avoid potential broadcast issue
+                next_q_values = next_q_values.reshape(-1, 1)
+                # 1-step TD target
+                target_q_values = replay_data.rewards + (1 - replay_data.dones) * discounts * next_q_values
+
+            # Get current Q-values estimates
+            current_q_values = self.q_net(replay_data.observations)
+
+            # Retrieve the q-values for the actions from the replay buffer
+            current_q_values = th.gather(current_q_values, dim=1, index=replay_data.actions.long())
+
+            # Compute Huber loss (less sensitive to outliers)
+            # PER: per-sample loss weighted by the importance weights
+            loss = (
+                replay_data.weights * F.smooth_l1_loss(current_q_values, target_q_values, reduction="none")
+            ).mean()
+            losses.append(loss.item())
+
+            # Optimize the policy
+            self.policy.optimizer.zero_grad()
+            loss.backward()  # type: ignore[no-untyped-call]
+            # Clip gradient norm
+            th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+            self.policy.optimizer.step()
+
+            # PER: new priorities are the absolute TD errors
+            replay_buffer.update_priorities(
+                replay_data.indices, (target_q_values - current_q_values).abs().detach()
+            )
+
+        # Increase update counter
+        self._n_updates += gradient_steps
+
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        self.logger.record("train/loss", np.mean(losses))
+
+
+def _critics_td_error(current_q_values: tuple[th.Tensor, ...], target_q_values: th.Tensor) -> th.Tensor:
+    """Mean over critics of ``|Q_k - target|``, shape ``(batch, 1)``."""
+    return (
+        th.stack([(current_q - target_q_values).abs() for current_q in current_q_values]).mean(dim=0).detach()
+    )
+
+
+class PERSAC(PrioritizedReplayMixin, SAC):
+    """
+    SAC (SB3) with prioritized experience replay: each critic's squared error is weighted by the
+    importance weights and the mean over critics of ``|TD error|`` becomes the new priority. The actor
+    and entropy losses stay unweighted (the weights correct the critic's regression target
+    distribution). Buffer options go in ``replay_buffer_kwargs``.
+
+    Example:
+        >>> model = PERSAC(
+        ...     "MlpPolicy", "Pendulum-v1", learning_starts=32, batch_size=16, buffer_size=500, seed=0
+        ... )
+        >>> model = model.learn(48)
+        >>> bool((model.replay_buffer.priorities[:32] != 1.0).any())
+        True
+    """
+
+    def train(self, gradient_steps: int, batch_size: int = 64) -> None:
+        # PER: anneal beta with training progress
+        replay_buffer = self._prioritized_replay_buffer()
+        # Switch to train mode (this affects batch norm / dropout)
+        self.policy.set_training_mode(True)
+        # Update optimizers learning rate
+        optimizers = [self.actor.optimizer, self.critic.optimizer]
+        if self.ent_coef_optimizer is not None:
+            optimizers += [self.ent_coef_optimizer]
+
+        # Update learning rate according to lr schedule
+        self._update_learning_rate(optimizers)
+
+        ent_coef_losses, ent_coefs = [], []
+        actor_losses, critic_losses = [], []
+
+        for gradient_step in range(gradient_steps):
+            # Sample replay buffer
+            replay_data = replay_buffer.sample(batch_size, env=self._vec_normalize_env)
+            # For n-step replay, discount factor is gamma**n_steps (when no early termination)
+            discounts = replay_data.discounts if replay_data.discounts is not None else self.gamma
+
+            # We need to sample because `log_std` may have changed between two gradient steps
+            if self.use_sde:
+                self.actor.reset_noise()
+
+            # Action by the current actor for the sampled state
+            actions_pi, log_prob = self.actor.action_log_prob(replay_data.observations)
+            log_prob = log_prob.reshape(-1, 1)
+
+            ent_coef_loss = None
+            if self.ent_coef_optimizer is not None and self.log_ent_coef is not None:
+                # Important: detach the variable from the graph
+                # so we don't change it with other losses
+                # see https://github.com/rail-berkeley/softlearning/issues/60
+                ent_coef = th.exp(self.log_ent_coef.detach())
+                assert isinstance(self.target_entropy, float)
+                ent_coef_loss = -(self.log_ent_coef * (log_prob + self.target_entropy).detach()).mean()
+                ent_coef_losses.append(ent_coef_loss.item())
+            else:
+                ent_coef = self.ent_coef_tensor
+
+            ent_coefs.append(ent_coef.item())
+
+            # Optimize entropy coefficient, also called
+            # entropy temperature or alpha in the paper
+            if ent_coef_loss is not None and self.ent_coef_optimizer is not None:
+                self.ent_coef_optimizer.zero_grad()
+                ent_coef_loss.backward()  # type: ignore[no-untyped-call]
+                self.ent_coef_optimizer.step()
+
+            with th.no_grad():
+                # Select action according to policy
+                next_actions, next_log_prob = self.actor.action_log_prob(replay_data.next_observations)
+                # Compute the next Q values: min over all critics targets
+                next_q_values = th.cat(self.critic_target(replay_data.next_observations, next_actions), dim=1)
+                next_q_values, _ = th.min(next_q_values, dim=1, keepdim=True)
+                # add entropy term
+                next_q_values = next_q_values - ent_coef * next_log_prob.reshape(-1, 1)
+                # td error + entropy term
+                target_q_values = replay_data.rewards + (1 - replay_data.dones) * discounts * next_q_values
+
+            # Get current Q-values estimates for each critic network
+            # using action from the replay buffer
+            current_q_values = self.critic(replay_data.observations, replay_data.actions)
+
+            # Compute critic loss
+            # PER: per-sample squared errors weighted by the importance weights
+            critic_loss = 0.5 * sum(
+                (replay_data.weights * F.mse_loss(current_q, target_q_values, reduction="none")).mean()
+                for current_q in current_q_values
+            )
+            assert isinstance(critic_loss, th.Tensor)  # for type checker
+            critic_losses.append(critic_loss.item())
+
+            # Optimize the critic
+            self.critic.optimizer.zero_grad()
+            critic_loss.backward()  # type: ignore[no-untyped-call]
+            self.critic.optimizer.step()
+
+            # PER: new priorities are the absolute TD errors, averaged over critics
+            replay_buffer.update_priorities(
+                replay_data.indices, _critics_td_error(current_q_values, target_q_values)
+            )
+
+            # Compute actor loss
+            # Alternative: actor_loss = th.mean(log_prob - qf1_pi)
+            # Min over all critic networks
+            q_values_pi = th.cat(self.critic(replay_data.observations, actions_pi), dim=1)
+            min_qf_pi, _ = th.min(q_values_pi, dim=1, keepdim=True)
+            actor_loss = (ent_coef * log_prob - min_qf_pi).mean()
+            actor_losses.append(actor_loss.item())
+
+            # Optimize the actor
+            self.actor.optimizer.zero_grad()
+            actor_loss.backward()  # type: ignore[no-untyped-call]
+            self.actor.optimizer.step()
+
+            # Update target networks
+            if gradient_step % self.target_update_interval == 0:
+                polyak_update(self.critic.parameters(), self.critic_target.parameters(), self.tau)
+                # Copy running stats, see GH issue #996
+                polyak_update(self.batch_norm_stats, self.batch_norm_stats_target, 1.0)
+
+        self._n_updates += gradient_steps
+
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        self.logger.record("train/ent_coef", np.mean(ent_coefs))
+        self.logger.record("train/actor_loss", np.mean(actor_losses))
+        self.logger.record("train/critic_loss", np.mean(critic_losses))
+        if len(ent_coef_losses) > 0:
+            self.logger.record("train/ent_coef_loss", np.mean(ent_coef_losses))
+
+
+class PERTD3(PrioritizedReplayMixin, TD3):
+    """
+    TD3 (SB3) with prioritized experience replay: each critic's squared error is weighted by the
+    importance weights and the mean over critics of ``|TD error|`` becomes the new priority; the
+    delayed actor loss stays unweighted. Buffer options go in ``replay_buffer_kwargs``.
+
+    Example:
+        >>> model = PERTD3(
+        ...     "MlpPolicy", "Pendulum-v1", learning_starts=32, batch_size=16, buffer_size=500, seed=0
+        ... )
+        >>> model = model.learn(48)
+        >>> bool((model.replay_buffer.priorities[:32] != 1.0).any())
+        True
+    """
+
+    def train(self, gradient_steps: int, batch_size: int = 100) -> None:
+        # PER: anneal beta with training progress
+        replay_buffer = self._prioritized_replay_buffer()
+        # Switch to train mode (this affects batch norm / dropout)
+        self.policy.set_training_mode(True)
+
+        # Update learning rate according to lr schedule
+        self._update_learning_rate([self.actor.optimizer, self.critic.optimizer])
+
+        actor_losses, critic_losses = [], []
+        for _ in range(gradient_steps):
+            self._n_updates += 1
+            # Sample replay buffer
+            replay_data = replay_buffer.sample(batch_size, env=self._vec_normalize_env)
+            # For n-step replay, discount factor is gamma**n_steps (when no early termination)
+            discounts = replay_data.discounts if replay_data.discounts is not None else self.gamma
+
+            with th.no_grad():
+                # Select action according to policy and add clipped noise
+                noise = replay_data.actions.clone().data.normal_(0, self.target_policy_noise)
+                noise = noise.clamp(-self.target_noise_clip, self.target_noise_clip)
+                next_actions = (self.actor_target(replay_data.next_observations) + noise).clamp(-1, 1)
+
+                # Compute the next Q-values: min over all critics targets
+                next_q_values = th.cat(self.critic_target(replay_data.next_observations, next_actions), dim=1)
+                next_q_values, _ = th.min(next_q_values, dim=1, keepdim=True)
+                target_q_values = replay_data.rewards + (1 - replay_data.dones) * discounts * next_q_values
+
+            # Get current Q-values estimates for each critic network
+            current_q_values = self.critic(replay_data.observations, replay_data.actions)
+
+            # Compute critic loss
+            # PER: per-sample squared errors weighted by the importance weights
+            critic_loss = sum(
+                (replay_data.weights * F.mse_loss(current_q, target_q_values, reduction="none")).mean()
+                for current_q in current_q_values
+            )
+            assert isinstance(critic_loss, th.Tensor)
+            critic_losses.append(critic_loss.item())
+
+            # Optimize the critics
+            self.critic.optimizer.zero_grad()
+            critic_loss.backward()  # type: ignore[no-untyped-call]
+            self.critic.optimizer.step()
+
+            # PER: new priorities are the absolute TD errors, averaged over critics
+            replay_buffer.update_priorities(
+                replay_data.indices, _critics_td_error(current_q_values, target_q_values)
+            )
+
+            # Delayed policy updates
+            if self._n_updates % self.policy_delay == 0:
+                # Compute actor loss
+                actor_loss = -self.critic.q1_forward(
+                    replay_data.observations,  # type: ignore[arg-type]
+                    self.actor(replay_data.observations),
+                ).mean()
+                actor_losses.append(actor_loss.item())
+
+                # Optimize the actor
+                self.actor.optimizer.zero_grad()
+                actor_loss.backward()  # type: ignore[no-untyped-call]
+                self.actor.optimizer.step()
+
+                polyak_update(self.critic.parameters(), self.critic_target.parameters(), self.tau)
+                polyak_update(self.actor.parameters(), self.actor_target.parameters(), self.tau)
+                # Copy running stats, see GH issue #996
+                polyak_update(self.critic_batch_norm_stats, self.critic_batch_norm_stats_target, 1.0)
+                polyak_update(self.actor_batch_norm_stats, self.actor_batch_norm_stats_target, 1.0)
+
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        if len(actor_losses) > 0:
+            self.logger.record("train/actor_loss", np.mean(actor_losses))
+        self.logger.record("train/critic_loss", np.mean(critic_losses))
+
+
+if _HAS_SB3_CONTRIB:
+    __all__ += ["PERQRDQN"]
+
+    def _per_sample_quantile_loss() -> Callable[[th.Tensor, th.Tensor], th.Tensor]:
+        """sb3-contrib's quantile Huber loss, one value per sample (vmapped over the batch)."""
+        loss: Callable[[th.Tensor, th.Tensor], th.Tensor] = th.func.vmap(
+            lambda current, target: quantile_huber_loss(current[None], target[None], sum_over_quantiles=True)
+        )
+        return loss
+
+    class PERQRDQN(PrioritizedReplayMixin, QRDQN):
+        """
+        QR-DQN (sb3-contrib) with prioritized experience replay: the quantile Huber loss of each sample
+        is weighted by its importance weight, and ``|mean(target quantiles) - mean(current quantiles)|``
+        (the TD error of the Q-value) becomes its priority.
+
+        Example:
+            >>> model = PERQRDQN(
+            ...     "MlpPolicy", "CartPole-v1", learning_starts=32, batch_size=16, buffer_size=500, seed=0
+            ... )
+            >>> model = model.learn(64)
+            >>> bool((model.replay_buffer.priorities[:32] != 1.0).any())
+            True
+        """
+
+        def train(self, gradient_steps: int, batch_size: int = 100) -> None:
+            # PER: anneal beta with training progress
+            replay_buffer = self._prioritized_replay_buffer()
+            per_sample_loss = _per_sample_quantile_loss()
+            # Switch to train mode (this affects batch norm / dropout)
+            self.policy.set_training_mode(True)
+            # Update learning rate according to schedule
+            self._update_learning_rate(self.policy.optimizer)
+
+            losses = []
+            for _ in range(gradient_steps):
+                # Sample replay buffer
+                replay_data = replay_buffer.sample(batch_size, env=self._vec_normalize_env)
+                # For n-step replay, discount factor is gamma**n_steps (when no early termination)
+                discounts = replay_data.discounts if replay_data.discounts is not None else self.gamma
+
+                with th.no_grad():
+                    # Compute the quantiles of next observation
+                    next_quantiles = self.quantile_net_target(replay_data.next_observations)
+                    # Compute the greedy actions which maximize the next Q values
+                    next_greedy_actions = next_quantiles.mean(dim=1, keepdim=True).argmax(dim=2, keepdim=True)
+                    # Make "n_quantiles" copies of actions, and reshape to (batch_size, n_quantiles, 1)
+                    next_greedy_actions = next_greedy_actions.expand(batch_size, self.n_quantiles, 1)
+                    # Follow greedy policy: use the one with the highest Q values
+                    next_quantiles = next_quantiles.gather(dim=2, index=next_greedy_actions).squeeze(dim=2)
+                    # 1-step TD target
+                    target_quantiles = (
+                        replay_data.rewards + (1 - replay_data.dones) * discounts * next_quantiles
+                    )
+
+                # Get current quantile estimates
+                current_quantiles = self.quantile_net(replay_data.observations)
+
+                # Make "n_quantiles" copies of actions, and reshape to (batch_size, n_quantiles, 1).
+                actions = replay_data.actions[..., None].long().expand(batch_size, self.n_quantiles, 1)
+                # Retrieve the quantiles for the actions from the replay buffer
+                current_quantiles = th.gather(current_quantiles, dim=2, index=actions).squeeze(dim=2)
+
+                # Compute Quantile Huber loss, summing over a quantile dimension as in the paper.
+                # PER: per-sample loss weighted by the importance weights
+                loss = (
+                    replay_data.weights.flatten() * per_sample_loss(current_quantiles, target_quantiles)
+                ).mean()
+                losses.append(loss.item())
+
+                # Optimize the policy
+                self.policy.optimizer.zero_grad()
+                loss.backward()  # type: ignore[no-untyped-call]
+                # Clip gradient norm
+                if self.max_grad_norm is not None:
+                    th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                self.policy.optimizer.step()
+
+                # PER: new priorities are the absolute TD errors of the Q-values (quantile means)
+                td_errors = (target_quantiles.mean(dim=1) - current_quantiles.mean(dim=1)).abs().detach()
+                replay_buffer.update_priorities(replay_data.indices, td_errors)
+
+            # Increase update counter
+            self._n_updates += gradient_steps
+
+            self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+            self.logger.record("train/loss", np.mean(losses))

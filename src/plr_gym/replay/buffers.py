@@ -1,0 +1,963 @@
+"""Prioritized experience replay (Schaul et al., 2015) as drop-in Stable-Baselines3 replay buffers."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from typing import Any, NamedTuple, Optional, Union
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from numpy.typing import ArrayLike, NDArray
+from stable_baselines3.common.buffers import DictReplayBuffer, ReplayBuffer
+from stable_baselines3.common.type_aliases import TensorDict
+from stable_baselines3.common.vec_env import VecNormalize
+
+from plr_gym.replay.sum_tree import SumTree
+
+__all__ = [
+    "PrioritizedDictReplayBuffer",
+    "PrioritizedDictReplayBufferSamples",
+    "PrioritizedReplayBuffer",
+    "PrioritizedReplayBufferSamples",
+    "SequenceSamples",
+]
+
+PRIORITIZATIONS = ("proportional", "rank")
+# Defaults from Schaul et al. (2015), Table 3: (alpha, beta0) per prioritization variant.
+_DEFAULT_ALPHA_BETA = {"proportional": (0.6, 0.4), "rank": (0.7, 0.5)}
+_FORMAT_VERSION = 1
+
+
+class PrioritizedReplayBufferSamples(NamedTuple):
+    """
+    A batch from :class:`PrioritizedReplayBuffer`: SB3's ``ReplayBufferSamples`` fields, in the same
+    order, followed by ``weights`` and ``indices``.
+
+    :param observations: shape ``(batch, *obs_shape)``
+    :param actions: shape ``(batch, action_dim)``
+    :param next_observations: observation ``k`` steps later, ``k`` = steps summed in ``rewards``,
+        shape ``(batch, *obs_shape)``
+    :param dones: 1 where the episode truly terminated within those ``k`` steps (timeouts excluded
+        when ``handle_timeout_termination``), shape ``(batch, 1)``
+    :param rewards: discounted sum of the ``k`` rewards, shape ``(batch, 1)``
+    :param discounts: ``gamma ** k`` to bootstrap with, shape ``(batch, 1)``; ``None`` when
+        ``n_steps == 1`` so the algorithm uses its own ``gamma`` (as SB3's ``ReplayBuffer``)
+    :param weights: importance-sampling weights, at most 1, shape ``(batch, 1)``
+    :param indices: flat slot index of each sample, for ``update_priorities``, shape ``(batch,)``
+
+    Example:
+        >>> PrioritizedReplayBufferSamples._fields[-3:]
+        ('discounts', 'weights', 'indices')
+    """
+
+    observations: th.Tensor
+    actions: th.Tensor
+    next_observations: th.Tensor
+    dones: th.Tensor
+    rewards: th.Tensor
+    discounts: Optional[th.Tensor]
+    weights: th.Tensor
+    indices: NDArray[np.int64]
+
+
+class PrioritizedDictReplayBufferSamples(NamedTuple):
+    """
+    :class:`PrioritizedReplayBufferSamples` for ``Dict`` observation spaces: ``observations`` and
+    ``next_observations`` map each key to a tensor of shape ``(batch, *obs_shape[key])``.
+
+    Example:
+        >>> PrioritizedDictReplayBufferSamples._fields == PrioritizedReplayBufferSamples._fields
+        True
+    """
+
+    observations: TensorDict
+    actions: th.Tensor
+    next_observations: TensorDict
+    dones: th.Tensor
+    rewards: th.Tensor
+    discounts: Optional[th.Tensor]
+    weights: th.Tensor
+    indices: NDArray[np.int64]
+
+
+class SequenceSamples(NamedTuple):
+    """
+    A batch of contiguous sequences of one env's steps, all fields shaped ``(batch, length, ...)``.
+
+    Steps outside the sampled episode (past its end, before its start, or past the newest data) are
+    padding: they repeat the nearest step of the episode, with ``mask``, ``rewards``, ``dones`` and
+    ``timeouts`` set to 0, so no data from another episode appears in a sequence.
+
+    :param observations: shape ``(batch, length, *obs_shape)`` (a dict of such for ``Dict`` spaces)
+    :param actions: shape ``(batch, length, action_dim)``
+    :param next_observations: shape ``(batch, length, *obs_shape)``
+    :param rewards: one-step rewards, shape ``(batch, length)``
+    :param dones: 1 where the episode truly terminated at that step, shape ``(batch, length)``
+    :param timeouts: 1 where the episode was truncated at that step, shape ``(batch, length)``
+    :param mask: 1 for real steps, 0 for padding, shape ``(batch, length)``
+    :param weights: importance-sampling weights of the anchor step, shape ``(batch, 1)``
+    :param indices: flat slot index of each anchor step, shape ``(batch,)``
+
+    Example:
+        >>> SequenceSamples._fields[-3:]
+        ('mask', 'weights', 'indices')
+    """
+
+    observations: Union[th.Tensor, TensorDict]
+    actions: th.Tensor
+    next_observations: Union[th.Tensor, TensorDict]
+    rewards: th.Tensor
+    dones: th.Tensor
+    timeouts: th.Tensor
+    mask: th.Tensor
+    weights: th.Tensor
+    indices: NDArray[np.int64]
+
+
+def _check_fraction(name: str, value: float) -> float:
+    if not isinstance(value, (int, float, np.floating)) or not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+class _PrioritizedBufferBase(ReplayBuffer):
+    """Prioritized sampling shared by the array and ``Dict`` observation buffers."""
+
+    def __init__(
+        self,
+        buffer_size: int,
+        observation_space: spaces.Space[Any],
+        action_space: spaces.Space[Any],
+        device: Union[th.device, str] = "auto",
+        n_envs: int = 1,
+        optimize_memory_usage: bool = False,
+        handle_timeout_termination: bool = True,
+        *,
+        prioritization: str = "proportional",
+        alpha: Optional[float] = None,
+        beta: Optional[float] = None,
+        eps: float = 1e-6,
+        n_steps: int = 1,
+        gamma: float = 0.99,
+        replacement: bool = True,
+        recent_data_ratio: float = 0.0,
+        recent_data_steps: Optional[int] = None,
+        rank_refresh_interval: int = 1000,
+        seed: Optional[int] = None,
+    ) -> None:
+        if optimize_memory_usage:
+            raise ValueError(
+                f"{type(self).__name__} does not support optimize_memory_usage=True (it stores next "
+                "observations separately to gather n-step targets and sequences); pass "
+                "optimize_memory_usage=False."
+            )
+        if prioritization not in PRIORITIZATIONS:
+            raise ValueError(f"prioritization must be one of {PRIORITIZATIONS}, got {prioritization!r}")
+        default_alpha, default_beta = _DEFAULT_ALPHA_BETA[prioritization]
+        alpha = default_alpha if alpha is None else alpha
+        beta = default_beta if beta is None else beta
+        if not isinstance(alpha, (int, float, np.floating)) or not np.isfinite(alpha) or alpha < 0:
+            raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
+        if not isinstance(eps, (int, float, np.floating)) or not np.isfinite(eps) or eps < 0:
+            raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+        if not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
+            raise ValueError(f"n_steps must be an int >= 1, got {n_steps!r}")
+        _check_fraction("gamma", gamma)
+        ratio = _check_fraction("recent_data_ratio", recent_data_ratio)
+        if ratio > 0 and (
+            recent_data_steps is None
+            or not isinstance(recent_data_steps, (int, np.integer))
+            or recent_data_steps < 1
+        ):
+            raise ValueError(
+                "recent_data_ratio > 0 needs recent_data_steps, the number of most recent steps (per env) "
+                f"to draw that share from, as an int >= 1; got recent_data_steps={recent_data_steps!r}"
+            )
+        if not isinstance(rank_refresh_interval, (int, np.integer)) or rank_refresh_interval < 1:
+            raise ValueError(f"rank_refresh_interval must be an int >= 1, got {rank_refresh_interval!r}")
+
+        super().__init__(
+            buffer_size,
+            observation_space,
+            action_space,
+            device=device,
+            n_envs=n_envs,
+            optimize_memory_usage=False,
+            handle_timeout_termination=handle_timeout_termination,
+        )
+        self.prioritization = prioritization
+        self.alpha = float(alpha)
+        self.beta0 = _check_fraction("beta", beta)
+        self._beta = self.beta0
+        self.eps = float(eps)
+        self.n_steps = int(n_steps)
+        self.gamma = float(gamma)
+        self.replacement = bool(replacement)
+        self.recent_data_ratio = ratio
+        self.recent_data_steps = None if recent_data_steps is None else int(recent_data_steps)
+        self.rank_refresh_interval = int(rank_refresh_interval)
+
+        self.capacity = self.buffer_size * self.n_envs
+        self._tree = SumTree(self.capacity)
+        # Raw priority p_i = |delta_i| + eps of every slot (0 for empty slots); leaves hold p_i**alpha
+        # (proportional) or rank_i**-alpha (rank).
+        self._priorities = np.zeros(self.capacity, dtype=np.float64)
+        self._max_priority = 1.0
+        self._rank_snapshot = np.zeros(0, dtype=np.float64)  # ascending raw priorities at last sort
+        self._samples_since_refresh = 0
+        self._size_at_refresh = 0
+        self._reward_trees: Optional[tuple[SumTree, SumTree]] = None
+        self._samples_since_update = 0
+        self._warned_no_update = False
+        if seed is None:
+            # Follow numpy's global RNG, which SB3 seeds from the algorithm's `seed=`.
+            seed = int(np.random.randint(0, 2**31 - 1))  # noqa: NPY002
+        self._rng = np.random.default_rng(seed)
+
+    # ------------------------------------------------------------------ state and hyper-parameters
+
+    @property
+    def beta(self) -> float:
+        """Current importance-sampling exponent (annealed from ``beta0`` to 1 by :meth:`anneal_beta`)."""
+        return self._beta
+
+    @beta.setter
+    def beta(self, value: float) -> None:
+        self._beta = _check_fraction("beta", value)
+
+    def anneal_beta(self, progress: float) -> None:
+        """
+        Set ``beta = beta0 + progress * (1 - beta0)`` (linear annealing to 1, Schaul et al. 2015).
+
+        :param progress: fraction of training done, in ``[0, 1]``
+        """
+        progress = _check_fraction("progress", progress)
+        self._beta = self.beta0 + progress * (1.0 - self.beta0)
+
+    @property
+    def n_transitions(self) -> int:
+        """Number of stored transitions over all envs (``size() * n_envs``)."""
+        return self.size() * self.n_envs
+
+    @property
+    def priorities(self) -> NDArray[np.float64]:
+        """Copy of the raw priorities ``|delta| + eps`` (0 when empty), shape ``(buffer_size, n_envs)``."""
+        return self._priorities.reshape(self.buffer_size, self.n_envs).copy()
+
+    @property
+    def max_priority(self) -> float:
+        """Largest raw priority seen so far (at least 1); new transitions enter with it."""
+        return self._max_priority
+
+    def sampling_probabilities(self) -> NDArray[np.float64]:
+        """
+        :return: the probability ``P(i)`` that one prioritized draw picks each slot,
+            shape ``(buffer_size, n_envs)`` (ignores ``recent_data_ratio``)
+        """
+        leaves = np.asarray(self._tree.leaves, dtype=np.float64)
+        total = self._tree.total
+        return (leaves / total if total > 0 else np.zeros_like(leaves)).reshape(self.buffer_size, self.n_envs)
+
+    def reset(self) -> None:
+        super().reset()
+        self._tree = SumTree(self.capacity)
+        self._priorities[:] = 0.0
+        self._max_priority = 1.0
+        self._rank_snapshot = np.zeros(0, dtype=np.float64)
+        self._samples_since_refresh = 0
+        self._size_at_refresh = 0
+        self._reward_trees = None
+        self._samples_since_update = 0
+
+    # ------------------------------------------------------------------ adding and priorities
+
+    def add(
+        self,
+        obs: Union[NDArray[Any], dict[str, NDArray[Any]]],
+        next_obs: Union[NDArray[Any], dict[str, NDArray[Any]]],
+        action: NDArray[Any],
+        reward: NDArray[Any],
+        done: NDArray[Any],
+        infos: list[dict[str, Any]],
+    ) -> None:
+        """
+        Store one step of every env (SB3's ``add``), each at the maximum priority seen so far.
+
+        :param obs: observations, shape ``(n_envs, *obs_shape)``
+        :param next_obs: next observations, shape ``(n_envs, *obs_shape)``
+        :param action: actions, shape ``(n_envs, action_dim)``
+        :param reward: rewards, shape ``(n_envs,)``
+        :param done: episode ended (terminated or truncated), shape ``(n_envs,)``
+        :param infos: one info dict per env; ``"TimeLimit.truncated"`` marks timeouts
+        """
+        row = self.pos
+        super().add(obs, next_obs, action, reward, done, infos)  # type: ignore[arg-type]
+        self._after_add(row, infos)
+
+    def _after_add(self, row: int, infos: list[dict[str, Any]]) -> None:
+        """Give the slots of row ``row`` their initial priority. Subclasses may also store per-env data
+        taken from ``infos`` here (one entry per env)."""
+        slots = row * self.n_envs + np.arange(self.n_envs)
+        self._priorities[slots] = self._max_priority
+        if self.prioritization == "rank":
+            leaf = 1.0  # the largest priority ranks first: 1 ** -alpha
+        else:
+            leaf = self._max_priority**self.alpha
+        self._tree.update(slots, np.full(self.n_envs, leaf))
+        if self._reward_trees is not None:
+            nonzero = (self.rewards[row] != 0).astype(np.float64)
+            self._reward_trees[0].update(slots, nonzero)
+            self._reward_trees[1].update(slots, 1.0 - nonzero)
+
+    def update_priorities(
+        self, indices: Union[ArrayLike, th.Tensor], priorities: Union[ArrayLike, th.Tensor]
+    ) -> None:
+        """
+        Set the priority of sampled transitions, typically to their absolute TD error.
+
+        Each slot then gets raw priority ``p = priority + eps``, stored in the tree as ``p ** alpha``
+        (proportional) or ``rank(p) ** -alpha`` (rank; see the class docstring).
+
+        :param indices: flat slot indices from ``samples.indices``, shape ``(batch,)``
+        :param priorities: non-negative finite priorities, shape ``(batch,)`` (or ``(batch, 1)``)
+        :raises ValueError: on a NaN, infinite or negative priority, a shape mismatch, or an index
+            that is out of range or points at an empty slot
+        """
+        if isinstance(indices, th.Tensor):
+            indices = indices.detach().cpu().numpy()
+        if isinstance(priorities, th.Tensor):
+            priorities = priorities.detach().cpu().numpy()
+        idx = np.asarray(indices).reshape(-1)
+        prio = np.asarray(priorities, dtype=np.float64).reshape(-1)
+        if idx.shape != prio.shape:
+            raise ValueError(
+                f"indices and priorities must have the same length, got {idx.size} and {prio.size}"
+            )
+        if idx.size and not np.issubdtype(idx.dtype, np.integer):
+            raise ValueError(f"indices must be integers, got dtype {idx.dtype}")
+        if not np.all(np.isfinite(prio)):
+            raise ValueError(
+                f"priorities must be finite, got NaN or inf at positions {np.flatnonzero(~np.isfinite(prio))}"
+            )
+        if np.any(prio < 0):
+            raise ValueError(
+                f"priorities must be >= 0, got negative values at positions {np.flatnonzero(prio < 0)}"
+            )
+        n_valid = self.n_transitions
+        if idx.size and (idx.min() < 0 or idx.max() >= n_valid):
+            raise ValueError(
+                f"indices must point at stored transitions, in [0, {n_valid}); "
+                f"got range [{idx.min()}, {idx.max()}]"
+            )
+        raw = prio + self.eps
+        self._priorities[idx] = raw
+        if raw.size:
+            self._max_priority = max(self._max_priority, float(raw.max()))
+        self._tree.update(idx, self._leaf_values(raw))
+        self._samples_since_update = 0
+
+    def _leaf_values(self, raw: NDArray[np.float64]) -> NDArray[np.float64]:
+        if self.prioritization == "proportional":
+            return np.asarray(raw**self.alpha, dtype=np.float64)
+        # Rank among the last sorted snapshot: 1 + number of snapshot priorities strictly above.
+        snapshot = self._rank_snapshot
+        ranks = 1 + snapshot.size - np.searchsorted(snapshot, raw, side="right")
+        return np.asarray(ranks.astype(np.float64) ** -self.alpha, dtype=np.float64)
+
+    def refresh_ranks(self) -> None:
+        """
+        Rank-based mode: sort all stored priorities (``O(N log N)``) and give every slot the exact leaf
+        ``rank ** -alpha`` (rank 1 = largest priority, ties broken by slot order). Called automatically
+        every ``rank_refresh_interval`` samples and whenever the buffer has doubled since the last sort.
+        """
+        n = self.n_transitions  # stored slots are exactly [0, n): rows fill from 0 before wrapping
+        raw = self._priorities[:n]
+        order = np.argsort(-raw, kind="stable")
+        ranks = np.empty(n, dtype=np.float64)
+        ranks[order] = np.arange(1, n + 1, dtype=np.float64)
+        leaves = np.zeros(self.capacity, dtype=np.float64)
+        leaves[:n] = ranks**-self.alpha
+        self._tree.build(leaves)
+        self._rank_snapshot = np.sort(raw)
+        self._samples_since_refresh = 0
+        self._size_at_refresh = n
+
+    # ------------------------------------------------------------------ sampling
+
+    def sample_indices(self, batch_size: int) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """
+        Draw slots by priority, without gathering their data.
+
+        The prioritized part of the batch is stratified: the total priority is cut into as many equal
+        segments as draws and one value is drawn uniformly in each, then all values descend the tree
+        together. A share ``recent_data_ratio`` of the batch is drawn uniformly from the
+        ``recent_data_steps`` newest steps of all envs instead.
+
+        :param batch_size: number of slots to draw
+        :return: flat slot indices, shape ``(batch_size,)``, and importance weights
+            ``(N · P(i)) ** -beta / max_j (N · P(j)) ** -beta``, shape ``(batch_size,)``
+        """
+        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        n = self.n_transitions
+        if n == 0:
+            raise ValueError("cannot sample from an empty buffer: add transitions first")
+        if not self.replacement and batch_size > n:
+            raise ValueError(
+                f"replacement=False needs batch_size <= stored transitions ({n}), got {batch_size}"
+            )
+        self._samples_since_update += 1
+        if self._samples_since_update == 2 and not self._warned_no_update:
+            self._warned_no_update = True
+            warnings.warn(
+                f"{type(self).__name__}.sample() was called twice without update_priorities(): priorities "
+                "are never updated, so every transition keeps the same priority and sampling is uniform "
+                "with all importance weights 1. Use plr_gym's PERDQN / PERSAC / PERTD3 (or call "
+                "update_priorities(samples.indices, td_errors) after each sample).",
+                UserWarning,
+                stacklevel=2,
+            )
+        if self.prioritization == "rank":
+            self._samples_since_refresh += 1
+            if self._samples_since_refresh > self.rank_refresh_interval or n > 2 * self._size_at_refresh:
+                self.refresh_ranks()
+
+        n_recent = round(self.recent_data_ratio * batch_size) if self.recent_data_ratio > 0 else 0
+        recent_slots = self._recent_slot_count()
+        if not self.replacement:
+            n_recent = min(n_recent, recent_slots)
+        recent = np.zeros(0, dtype=np.int64)
+        if n_recent > 0:
+            picks = self._rng.choice(recent_slots, size=n_recent, replace=self.replacement)
+            recent = self._recent_slot(picks)
+        if self.replacement:
+            prioritized = self._tree.find(self._stratified(batch_size - n_recent, self._tree.total))
+        else:
+            prioritized = self._sample_distinct(batch_size - n_recent, exclude=recent)
+        indices = np.concatenate([recent, prioritized]).astype(np.int64)
+        return indices, self._weights(indices, n_recent / batch_size, recent_slots)
+
+    def _stratified(self, count: int, total: float) -> NDArray[np.float64]:
+        segment = total / count
+        return (np.arange(count) + self._rng.random(count)) * segment
+
+    def _sample_distinct(self, count: int, exclude: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Stratified draws, redrawing duplicates from the mass that is left until ``count`` are distinct."""
+        taken = np.unique(exclude)
+        saved_idx = [taken]
+        saved_val = [self._tree.get(taken)]
+        self._tree.update(taken, np.zeros(taken.size))
+        chosen: list[NDArray[np.int64]] = []
+        try:
+            while count > 0:
+                if not self._tree.total > 0.0:
+                    raise ValueError(
+                        "replacement=False: fewer transitions with positive priority than batch_size"
+                    )
+                draw = self._tree.find(self._stratified(count, self._tree.total))
+                _, first = np.unique(draw, return_index=True)
+                new = draw[np.sort(first)]  # keep draw order
+                saved_idx.append(new)
+                saved_val.append(self._tree.get(new))
+                self._tree.update(new, np.zeros(new.size))
+                chosen.append(new)
+                count -= new.size
+        finally:
+            self._tree.update(np.concatenate(saved_idx), np.concatenate(saved_val))
+        return np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
+
+    def _recent_slot_count(self) -> int:
+        if self.recent_data_steps is None:
+            return 0
+        return min(self.recent_data_steps, self.size()) * self.n_envs
+
+    def _recent_slot(self, picks: NDArray[np.int64]) -> NDArray[np.int64]:
+        age, env = np.divmod(picks, self.n_envs)  # age 0 = newest row
+        rows = (self.pos - 1 - age) % self.buffer_size
+        return np.asarray(rows * self.n_envs + env, dtype=np.int64)
+
+    def _weights(
+        self, indices: NDArray[np.int64], recent_share: float, recent_slots: int
+    ) -> NDArray[np.float64]:
+        total, min_leaf = self._tree.total, self._tree.min
+        if recent_share >= 1.0:
+            return np.ones(indices.size, dtype=np.float64)
+        prob = (1.0 - recent_share) * self._tree.get(indices) / total
+        if recent_share > 0.0:
+            # Mixture probability; the normaliser (1 - r) * p_min / total lower-bounds min_j P(j), so the
+            # largest weight is at most 1 (exactly 1 unless the lowest-priority slot is also recent).
+            age = (self.pos - 1 - indices // self.n_envs) % self.buffer_size
+            prob = prob + recent_share * (age < recent_slots // self.n_envs) / recent_slots
+        p_min = (1.0 - recent_share) * min_leaf / total
+        return np.asarray(np.minimum((p_min / prob) ** self._beta, 1.0), dtype=np.float64)
+
+    def sample(  # type: ignore[override]
+        self, batch_size: int, env: Optional[VecNormalize] = None
+    ) -> Union[PrioritizedReplayBufferSamples, PrioritizedDictReplayBufferSamples]:
+        """
+        Sample a prioritized batch; each sample's env comes from the tree, not from a random draw.
+
+        :param batch_size: number of transitions
+        :param env: VecNormalize to normalise observations and rewards with, as in SB3
+        :return: SB3's sample fields plus ``discounts``, ``weights`` and ``indices``
+        """
+        indices, weights = self.sample_indices(batch_size)
+        return self._get_prioritized_samples(indices, weights, env)
+
+    def _get_prioritized_samples(
+        self, slots: NDArray[np.int64], weights: NDArray[np.float64], env: Optional[VecNormalize]
+    ) -> Union[PrioritizedReplayBufferSamples, PrioritizedDictReplayBufferSamples]:
+        rewards_f = self.rewards.reshape(-1)
+        dones_f = self.dones.reshape(-1)
+        timeouts_f = self.timeouts.reshape(-1)
+        discounts: Optional[th.Tensor] = None
+        if self.n_steps == 1:
+            last = slots
+            rewards = self._normalize_reward(rewards_f[slots].reshape(-1, 1), env)
+        else:
+            steps = np.arange(self.n_steps)
+            rows, envs = np.divmod(slots, self.n_envs)
+            t = (rows[:, None] + steps) % self.buffer_size
+            window = t * self.n_envs + envs[:, None]  # (batch, n_steps)
+            # Stop at an episode end, or at the newest step (the next slot is older data or empty).
+            stop = (dones_f[window] > 0) | (timeouts_f[window] > 0) | (t == (self.pos - 1) % self.buffer_size)
+            k = np.where(stop.any(axis=1), stop.argmax(axis=1), self.n_steps - 1)
+            mask = steps <= k[:, None]
+            step_rewards = self._normalize_reward(rewards_f[window], env)
+            pows = self.gamma ** steps.astype(np.float64)
+            rewards = (step_rewards * pows * mask).sum(axis=1, keepdims=True).astype(np.float32)
+            last = window[np.arange(slots.size), k]
+            discounts = self.to_torch((self.gamma ** (k + 1.0)).reshape(-1, 1).astype(np.float32))
+        dones = (dones_f[last] * (1.0 - timeouts_f[last])).reshape(-1, 1)
+        actions = self.actions.reshape(self.capacity, self.action_dim)[slots]
+        return self._make_samples(
+            observations=self._gather_obs(slots, False, env),
+            actions=self.to_torch(actions),
+            next_observations=self._gather_obs(last, True, env),
+            dones=self.to_torch(dones),
+            rewards=self.to_torch(np.asarray(rewards, dtype=np.float32)),
+            discounts=discounts,
+            weights=self.to_torch(weights.astype(np.float32).reshape(-1, 1)),
+            indices=slots,
+        )
+
+    def _gather_obs(self, slots: NDArray[np.int64], next_obs: bool, env: Optional[VecNormalize]) -> Any:
+        source = self.next_observations if next_obs else self.observations
+        data = source.reshape(self.capacity, *self.obs_shape)[slots]
+        return self.to_torch(np.asarray(self._normalize_obs(data, env)))
+
+    def _make_samples(
+        self, **fields: Any
+    ) -> Union[PrioritizedReplayBufferSamples, PrioritizedDictReplayBufferSamples]:
+        return PrioritizedReplayBufferSamples(**fields)
+
+    # ------------------------------------------------------------------ sequences
+
+    def sample_sequences(
+        self,
+        batch_size: int,
+        batch_length: int,
+        env: Optional[VecNormalize] = None,
+        allow_episode_crossing: bool = False,
+    ) -> SequenceSamples:
+        """
+        Sample contiguous sequences of one env's steps, for recurrent or auxiliary losses.
+
+        The first step of each sequence is drawn exactly as :meth:`sample_indices` draws transitions
+        (priorities, stratification, recent share), and ``weights``/``indices`` refer to it. A sequence
+        runs ``batch_length`` steps forward from there; steps after its episode ended (or after the
+        newest step) are padding, see :class:`SequenceSamples`.
+
+        :param batch_size: number of sequences
+        :param batch_length: steps per sequence
+        :param env: VecNormalize to normalise observations and rewards with
+        :param allow_episode_crossing: let sequences run on into the env's next episode (use
+            ``dones``/``timeouts`` to reset recurrent state); the newest step still ends a sequence
+        :return: fields shaped ``(batch_size, batch_length, ...)``
+        """
+        length = self._check_length(batch_length)
+        indices, weights = self.sample_indices(batch_size)
+        return self._gather_sequences(indices, weights, length, False, allow_episode_crossing, env)
+
+    def sample_reward_sequences(
+        self,
+        batch_size: int,
+        batch_length: int,
+        nonzero_reward_prob: float = 0.5,
+        env: Optional[VecNormalize] = None,
+    ) -> SequenceSamples:
+        """
+        Reward-rebalanced sequences (UNREAL's reward prediction): each sequence ends at a step whose
+        reward is non-zero with probability ``nonzero_reward_prob``, and at a zero-reward step
+        otherwise; within each group the last step is uniform. Steps before the episode start are
+        padding. Priorities are not used and ``weights`` are all 1. If one group is empty, every
+        sequence comes from the other.
+
+        :param batch_size: number of sequences
+        :param batch_length: steps per sequence, the last one being the (non-)rewarding step
+        :param nonzero_reward_prob: probability that a sequence ends in a non-zero reward
+        :param env: VecNormalize to normalise observations and rewards with
+        :return: fields shaped ``(batch_size, batch_length, ...)``; ``indices`` are the last steps
+        """
+        length = self._check_length(batch_length)
+        prob = _check_fraction("nonzero_reward_prob", nonzero_reward_prob)
+        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        if self.n_transitions == 0:
+            raise ValueError("cannot sample from an empty buffer: add transitions first")
+        if self._reward_trees is None:
+            n = self.n_transitions
+            nonzero = np.zeros(self.capacity)
+            nonzero[:n] = self.rewards.reshape(-1)[:n] != 0
+            zero = np.zeros(self.capacity)
+            zero[:n] = 1.0 - nonzero[:n]
+            self._reward_trees = (SumTree(self.capacity), SumTree(self.capacity))
+            self._reward_trees[0].build(nonzero)
+            self._reward_trees[1].build(zero)
+        rewarding, plain = self._reward_trees
+        n_rewarding = int(self._rng.binomial(batch_size, prob))
+        if rewarding.total == 0:
+            n_rewarding = 0
+        elif plain.total == 0:
+            n_rewarding = batch_size
+        ends = [
+            tree.find(self._rng.random(count) * tree.total)
+            for tree, count in ((rewarding, n_rewarding), (plain, batch_size - n_rewarding))
+            if count > 0
+        ]
+        indices = np.concatenate(ends).astype(np.int64)
+        return self._gather_sequences(indices, np.ones(batch_size), length, True, False, env)
+
+    @staticmethod
+    def _check_length(batch_length: int) -> int:
+        if not isinstance(batch_length, (int, np.integer)) or batch_length < 1:
+            raise ValueError(f"batch_length must be an int >= 1, got {batch_length!r}")
+        return int(batch_length)
+
+    def _gather_sequences(
+        self,
+        anchors: NDArray[np.int64],
+        weights: NDArray[np.float64],
+        length: int,
+        anchor_at_end: bool,
+        allow_episode_crossing: bool,
+        env: Optional[VecNormalize],
+    ) -> SequenceSamples:
+        rows, envs = np.divmod(anchors, self.n_envs)
+        offsets = np.arange(length) - (length - 1 if anchor_at_end else 0)
+        t = (rows[:, None] + offsets) % self.buffer_size
+        slots = t * self.n_envs + envs[:, None]  # (batch, length)
+        # breaks[:, j]: step j + 1 does not follow step j in the same stream (or episode).
+        last_rows = t[:, :-1]
+        breaks = last_rows == (self.pos - 1) % self.buffer_size
+        if not self.full:
+            breaks |= last_rows == self.buffer_size - 1
+        if not allow_episode_crossing:
+            breaks |= self.dones.reshape(-1)[slots[:, :-1]] > 0
+        cut = np.zeros((anchors.size, length), dtype=bool)
+        if anchor_at_end:  # step j is valid when no break lies in [j, length - 1)
+            cut[:, :-1] = np.cumsum(breaks[:, ::-1], axis=1)[:, ::-1] > 0
+            first_valid = cut.sum(axis=1)  # cut is True on a prefix
+            source_col = np.maximum(np.arange(length), first_valid[:, None])
+        else:  # step j is valid when no break lies in [0, j)
+            cut[:, 1:] = np.cumsum(breaks, axis=1) > 0
+            last_valid = (~cut).sum(axis=1) - 1
+            source_col = np.minimum(np.arange(length), last_valid[:, None])
+        slots = np.take_along_axis(slots, source_col, axis=1)
+        mask = (~cut).astype(np.float32)
+        rewards = self._normalize_reward(self.rewards.reshape(-1)[slots], env) * mask
+        dones_raw = self.dones.reshape(-1)[slots]
+        timeouts_raw = self.timeouts.reshape(-1)[slots]
+        return SequenceSamples(
+            observations=self._gather_obs(slots, False, env),
+            actions=self.to_torch(self.actions.reshape(self.capacity, self.action_dim)[slots]),
+            next_observations=self._gather_obs(slots, True, env),
+            rewards=self.to_torch(np.asarray(rewards, dtype=np.float32)),
+            dones=self.to_torch((dones_raw * (1.0 - timeouts_raw) * mask).astype(np.float32)),
+            timeouts=self.to_torch((timeouts_raw * mask).astype(np.float32)),
+            mask=self.to_torch(mask),
+            weights=self.to_torch(weights.astype(np.float32).reshape(-1, 1)),
+            indices=anchors,
+        )
+
+    # ------------------------------------------------------------------ save / load
+
+    def _config(self) -> dict[str, Any]:
+        return {
+            "class": type(self).__name__,
+            "buffer_size": self.buffer_size,
+            "n_envs": self.n_envs,
+            "action_dim": self.action_dim,
+            "handle_timeout_termination": self.handle_timeout_termination,
+            "prioritization": self.prioritization,
+            "alpha": self.alpha,
+            "beta0": self.beta0,
+            "eps": self.eps,
+            "n_steps": self.n_steps,
+            "gamma": self.gamma,
+            "replacement": self.replacement,
+            "recent_data_ratio": self.recent_data_ratio,
+            "recent_data_steps": self.recent_data_steps,
+            "rank_refresh_interval": self.rank_refresh_interval,
+        }
+
+    def _obs_arrays(self) -> dict[str, NDArray[Any]]:
+        return {"observations": self.observations, "next_observations": self.next_observations}
+
+    def save(self, path: Union[str, os.PathLike[str]]) -> None:
+        """
+        Save the buffer, its priorities and its RNG state to an ``.npz`` file (no pickle: loading it
+        runs no code). A buffer loaded from it samples exactly what this one would have sampled next.
+
+        :param path: file path; numpy appends ``.npz`` if missing
+        """
+        arrays: dict[str, Any] = {
+            "config": np.array(json.dumps(self._config(), sort_keys=True)),
+            "format_version": np.array(_FORMAT_VERSION),
+            "rng_state": np.array(json.dumps(self._rng.bit_generator.state)),
+            "pos": np.array(self.pos),
+            "full": np.array(self.full),
+            "beta": np.array(self._beta),
+            "max_priority": np.array(self._max_priority),
+            "priorities": self._priorities,
+            "leaves": np.asarray(self._tree.leaves),
+            "rank_snapshot": self._rank_snapshot,
+            "rank_counters": np.array([self._samples_since_refresh, self._size_at_refresh]),
+            "actions": self.actions,
+            "rewards": self.rewards,
+            "dones": self.dones,
+            "timeouts": self.timeouts,
+        }
+        arrays.update(self._obs_arrays())
+        np.savez(path, **arrays)
+
+    def load(self, path: Union[str, os.PathLike[str]]) -> None:
+        """
+        Restore a buffer saved by :meth:`save` into this one, which must have been built with the same
+        spaces and settings.
+
+        :param path: path of the ``.npz`` file
+        :raises ValueError: if the file's settings or array shapes differ from this buffer's
+        """
+        with np.load(path, allow_pickle=False) as data:
+            version = int(data["format_version"])
+            if version != _FORMAT_VERSION:
+                raise ValueError(f"unsupported buffer file format {version} (expected {_FORMAT_VERSION})")
+            saved = json.loads(str(data["config"]))
+            mine = self._config()
+            differ = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k))
+            if differ:
+                detail = ", ".join(f"{k}: file {saved.get(k)!r} vs buffer {mine.get(k)!r}" for k in differ)
+                raise ValueError(
+                    f"cannot load {os.fspath(path)!r} into this buffer, settings differ: {detail}"
+                )
+            targets: dict[str, NDArray[Any]] = {
+                "actions": self.actions,
+                "rewards": self.rewards,
+                "dones": self.dones,
+                "timeouts": self.timeouts,
+                "priorities": self._priorities,
+            }
+            targets.update(self._obs_arrays())
+            for key, target in targets.items():
+                if data[key].shape != target.shape:
+                    raise ValueError(
+                        f"array {key!r} has shape {data[key].shape} in the file, {target.shape} here"
+                    )
+            for key, target in targets.items():
+                target[...] = data[key]
+            self.pos = int(data["pos"])
+            self.full = bool(data["full"])
+            self._beta = float(data["beta"])
+            self._max_priority = float(data["max_priority"])
+            self._tree.build(data["leaves"])
+            self._rank_snapshot = np.array(data["rank_snapshot"], dtype=np.float64)
+            self._samples_since_refresh, self._size_at_refresh = (int(v) for v in data["rank_counters"])
+            self._rng.bit_generator.state = json.loads(str(data["rng_state"]))
+        self._reward_trees = None
+        self._samples_since_update = 0
+
+
+class PrioritizedReplayBuffer(_PrioritizedBufferBase):
+    """
+    Prioritized experience replay (Schaul et al., 2015) as an SB3 ``ReplayBuffer``.
+
+    Every (position, env) slot is a leaf of one sum tree (with a min tree beside it), so a sample's env
+    comes from its priority. A batch of ``B`` draws is stratified: the total priority is cut into ``B``
+    equal segments and one value is drawn in each; all values then descend the tree together, one numpy
+    operation per level. New transitions enter with the largest raw priority seen so far (at least 1).
+    :meth:`update_priorities` takes ``|TD error|`` and stores ``p = |delta| + eps``.
+
+    Prioritization (``prioritization=``):
+
+    - ``"proportional"`` (default ``alpha=0.6``, ``beta=0.4``): ``P(i) = p_i^alpha / sum_k p_k^alpha``,
+      exact.
+    - ``"rank"`` (default ``alpha=0.7``, ``beta=0.5``): ``P(i) ∝ rank(i)^-alpha``, rank 1 = largest
+      ``p``. Exact right after :meth:`refresh_ranks`, which sorts all priorities and runs every
+      ``rank_refresh_interval`` samples and whenever the buffer has doubled since the last sort. In
+      between, an updated priority gets its rank within the last sorted snapshot (binary search) and a new
+      transition gets rank 1; other slots keep their snapshot rank. So ranks are approximate between
+      sorts (Schaul et al. also re-sort only periodically), while sampling given the ranks is exact.
+      Rank-based PER is less sensitive to outliers and to the scale of the TD errors.
+
+    Importance weights are ``w_i = (N · P(i))^-beta / max_j (N · P(j))^-beta`` with the max taken over
+    all stored transitions (via the min tree), so ``w <= 1``. ``beta`` is annealed from ``beta`` to 1 by
+    :meth:`anneal_beta` (the PER algorithms call it with their training progress).
+
+    Other options:
+
+    - ``n_steps``/``gamma``: n-step returns in the buffer (SB3 disables its own for custom buffer
+      classes). ``rewards`` is the discounted sum of up to ``n_steps`` rewards, cut at the episode's end
+      (termination or timeout) and at the newest step; ``next_observations`` is the observation after the
+      last step summed; ``dones`` is true termination; ``discounts = gamma ** k`` for the ``k`` steps
+      summed, which SB3 2.9's DQN/SAC/TD3 ``train()`` use in place of ``gamma``. Same semantics as SB3's
+      ``NStepReplayBuffer``. ``gamma`` must match the algorithm's.
+    - ``replacement=False``: a batch holds distinct transitions (for small buffers or large batches where
+      repeats waste compute). Duplicates of a stratified draw are redrawn from the remaining priority mass
+      until the batch is distinct; weights still use the single-draw ``P(i)``.
+    - ``recent_data_ratio``/``recent_data_steps``: that share of each batch is drawn uniformly from the
+      ``recent_data_steps`` newest steps of all envs (as ALF's ``recent_data_ratio``), to keep learning
+      from fresh on-policy-ish data. Weights use the mixture probability.
+    - :meth:`sample_sequences`: contiguous sequences (``batch_length``) for recurrent or auxiliary losses,
+      kept within one episode unless ``allow_episode_crossing=True``.
+    - :meth:`sample_reward_sequences`: sequences ending in a non-zero reward with a set probability
+      (UNREAL's reward prediction task; btgym).
+
+    Randomness comes from one ``np.random.Generator`` seeded by ``seed=`` (or, when ``None``, from numpy's
+    global RNG, which SB3 seeds from the algorithm's ``seed``). :meth:`save`/:meth:`load` keep data,
+    priorities and RNG state in an ``.npz`` file; SB3's pickle-based ``save_replay_buffer`` also works.
+
+    :param buffer_size: maximum number of transitions (split evenly over envs, as in SB3)
+    :param observation_space: observation space
+    :param action_space: action space
+    :param device: PyTorch device of the sampled tensors
+    :param n_envs: number of parallel environments
+    :param optimize_memory_usage: must be ``False`` (not supported)
+    :param handle_timeout_termination: treat ``TimeLimit.truncated`` ends as non-terminal (bootstrap)
+    :param prioritization: ``"proportional"`` or ``"rank"``
+    :param alpha: priority exponent (0 = uniform); default 0.6 (proportional) or 0.7 (rank)
+    :param beta: initial importance-sampling exponent, annealed to 1; default 0.4 or 0.5
+    :param eps: added to ``|TD error|`` so no transition gets probability 0
+    :param n_steps: steps summed per target (1 = one-step transitions)
+    :param gamma: discount for n-step sums
+    :param replacement: allow one transition several times in a batch
+    :param recent_data_ratio: share of each batch drawn uniformly from the newest steps
+    :param recent_data_steps: number of newest steps (per env) for that share
+    :param rank_refresh_interval: rank mode: samples between full re-sorts
+    :param seed: seed of the buffer's random generator
+
+    Example:
+        >>> import numpy as np
+        >>> from gymnasium import spaces
+        >>> buffer = PrioritizedReplayBuffer(
+        ...     100, spaces.Box(-1, 1, (3,)), spaces.Discrete(2), device="cpu", n_envs=2, seed=0
+        ... )
+        >>> for _ in range(10):
+        ...     buffer.add(np.zeros((2, 3)), np.zeros((2, 3)), np.zeros(2), np.ones(2), np.zeros(2), [{}, {}])
+        >>> batch = buffer.sample(4)
+        >>> tuple(batch.weights.shape), batch.indices.shape
+        ((4, 1), (4,))
+        >>> buffer.update_priorities(batch.indices, np.array([0.5, 2.0, 0.1, 3.0]))
+        >>> buffer.max_priority
+        3.000001
+    """
+
+    observations: NDArray[Any]
+    next_observations: NDArray[Any]
+
+    def sample(self, batch_size: int, env: Optional[VecNormalize] = None) -> PrioritizedReplayBufferSamples:  # type: ignore[override]
+        """
+        Sample a prioritized batch; each sample's env comes from the tree, not from a random draw.
+
+        :param batch_size: number of transitions
+        :param env: VecNormalize to normalise observations and rewards with, as in SB3
+        :return: SB3's ``ReplayBufferSamples`` fields plus ``discounts``, ``weights``, ``indices``
+        """
+        samples = super().sample(batch_size, env)
+        assert isinstance(samples, PrioritizedReplayBufferSamples)
+        return samples
+
+
+class PrioritizedDictReplayBuffer(_PrioritizedBufferBase, DictReplayBuffer):
+    """
+    :class:`PrioritizedReplayBuffer` for ``Dict`` observation spaces (SB3's ``DictReplayBuffer``),
+    with the same arguments, options and sampling; observations are dicts of arrays.
+
+    Example:
+        >>> import numpy as np
+        >>> from gymnasium import spaces
+        >>> space = spaces.Dict({"pos": spaces.Box(-1, 1, (2,)), "goal": spaces.Discrete(3)})
+        >>> buffer = PrioritizedDictReplayBuffer(50, space, spaces.Discrete(2), device="cpu", seed=0)
+        >>> obs = {"pos": np.zeros((1, 2)), "goal": np.array([1])}
+        >>> for _ in range(5):
+        ...     buffer.add(obs, obs, np.zeros(1), np.ones(1), np.zeros(1), [{}])
+        >>> batch = buffer.sample(3)
+        >>> sorted(batch.observations), tuple(batch.observations["pos"].shape)
+        (['goal', 'pos'], (3, 2))
+    """
+
+    observations: dict[str, NDArray[Any]]
+    next_observations: dict[str, NDArray[Any]]
+    observation_space: spaces.Dict
+    obs_shape: dict[str, tuple[int, ...]]
+
+    def __init__(
+        self,
+        buffer_size: int,
+        observation_space: spaces.Dict,
+        action_space: spaces.Space[Any],
+        device: Union[th.device, str] = "auto",
+        n_envs: int = 1,
+        optimize_memory_usage: bool = False,
+        handle_timeout_termination: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(observation_space, spaces.Dict):
+            raise TypeError(
+                f"PrioritizedDictReplayBuffer needs a gymnasium.spaces.Dict observation space, got "
+                f"{type(observation_space).__name__}; use PrioritizedReplayBuffer instead"
+            )
+        super().__init__(
+            buffer_size,
+            observation_space,
+            action_space,
+            device,
+            n_envs,
+            optimize_memory_usage,
+            handle_timeout_termination,
+            **kwargs,
+        )
+
+    def sample(  # type: ignore[override]
+        self, batch_size: int, env: Optional[VecNormalize] = None
+    ) -> PrioritizedDictReplayBufferSamples:
+        """
+        Sample a prioritized batch of dict observations.
+
+        :param batch_size: number of transitions
+        :param env: VecNormalize to normalise observations and rewards with, as in SB3
+        :return: SB3's ``DictReplayBufferSamples`` fields plus ``discounts``, ``weights``, ``indices``
+        """
+        samples = super().sample(batch_size, env)
+        assert isinstance(samples, PrioritizedDictReplayBufferSamples)
+        return samples
+
+    def _gather_obs(self, slots: NDArray[np.int64], next_obs: bool, env: Optional[VecNormalize]) -> Any:
+        source = self.next_observations if next_obs else self.observations
+        data = {key: arr.reshape(self.capacity, *self.obs_shape[key])[slots] for key, arr in source.items()}
+        normalized = self._normalize_obs(data, env)
+        assert isinstance(normalized, dict)
+        return {key: self.to_torch(value) for key, value in normalized.items()}
+
+    def _make_samples(
+        self, **fields: Any
+    ) -> Union[PrioritizedReplayBufferSamples, PrioritizedDictReplayBufferSamples]:
+        return PrioritizedDictReplayBufferSamples(**fields)
+
+    def _obs_arrays(self) -> dict[str, NDArray[Any]]:
+        arrays = {f"observations.{key}": value for key, value in self.observations.items()}
+        arrays.update({f"next_observations.{key}": value for key, value in self.next_observations.items()})
+        return arrays
