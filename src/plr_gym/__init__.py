@@ -7,18 +7,25 @@ Example:
     >>> sampler.update(level, 0.5)
 """
 
+from plr_gym.callbacks import PLRCallback
 from plr_gym.level_buffer import LevelBuffer
 from plr_gym.replay import PERDQN, PERSAC, PERTD3, PrioritizedReplayBuffer
 from plr_gym.sampler import LevelSampler
-from plr_gym.scoring import EpisodeData
+from plr_gym.scoring import EpisodeData, EpisodeScorer
+from plr_gym.wrappers.level import LevelWrapper
+from plr_gym.wrappers.sb3 import PrioritizedLevelReplay
 
 __all__ = [
     "PERDQN",
     "PERSAC",
     "PERTD3",
     "EpisodeData",
+    "EpisodeScorer",
     "LevelBuffer",
     "LevelSampler",
+    "LevelWrapper",
+    "PLRCallback",
+    "PrioritizedLevelReplay",
     "PrioritizedReplayBuffer",
 ]
 __version__ = "0.1.0.dev0"

@@ -43,6 +43,8 @@ from typing import Any, Optional, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from plr_gym._levels import level_key
+
 FloatArray = npt.NDArray[np.floating[Any]]
 
 __all__ = [
@@ -291,12 +293,14 @@ class EpisodeScorer:
         last_values: Any = None,
         log_policy: Any = None,
         entropies: Any = None,
+        valid: Any = None,
     ) -> list[tuple[Any, float]]:
         """Score the episodes that complete in this rollout and report them to the target.
 
         :param levels: ``(n_steps, n_envs)`` level of each step's episode (``infos[e]["level"]``).
         :param episode_starts: ``(n_steps, n_envs)`` whether ``s_t`` is the first observation of an episode.
-        :param dones: ``(n_envs,)`` whether the rollout's last step ended its episode.
+        :param dones: whether a step ended its episode: ``(n_envs,)`` for the rollout's last step only (SB3:
+            the other ends follow from ``episode_starts``), or ``(n_steps, n_envs)`` for every step.
         :param rewards: ``(n_steps, n_envs)`` rewards (SB3 folds ``γ·V(terminal obs)`` into the reward of a
             truncated episode's last step, so episode ends bootstrap with 0 here).
         :param values: ``(n_steps, n_envs)`` value predictions ``V(s_t)``.
@@ -305,6 +309,8 @@ class EpisodeScorer:
             zeros if omitted.
         :param log_policy: ``(n_steps, n_envs, n_actions)`` normalised log-probabilities of the policy.
         :param entropies: ``(n_steps, n_envs)`` policy entropies (continuous actions).
+        :param valid: ``(n_steps, n_envs)`` steps that belong to an episode (default: all). Invalid steps,
+            e.g. the reset steps of Gymnasium's ``NEXT_STEP`` autoreset, are removed before cutting.
         :return: the ``(level, score)`` pairs reported, in completion order.
         """
         starts = np.asarray(episode_starts).astype(bool)
@@ -312,9 +318,15 @@ class EpisodeScorer:
         lv = np.asarray(levels)
         if lv.shape[:2] != (n_steps, n_envs):
             raise ValueError(f"levels must have shape {(n_steps, n_envs)}, got {lv.shape}")
-        last_done = np.asarray(dones).astype(bool).reshape(-1)
-        if last_done.shape != (n_envs,):
-            raise ValueError(f"dones must have shape ({n_envs},), got {last_done.shape}")
+        done_arr = np.asarray(dones).astype(bool)
+        if done_arr.shape not in ((n_envs,), (n_steps, n_envs)) and done_arr.size != n_envs:
+            raise ValueError(
+                f"dones must have shape ({n_envs},) or ({n_steps}, {n_envs}), got {done_arr.shape}"
+            )
+        if done_arr.shape != (n_steps, n_envs):
+            done_arr = done_arr.reshape(n_envs)
+        mask = np.ones((n_steps, n_envs), dtype=bool) if valid is None else np.asarray(valid).astype(bool)
+        self._check_shape("valid", mask, (n_steps, n_envs))
         fields: dict[str, Any] = {
             "rewards": self._check_shape("rewards", np.asarray(rewards, dtype=np.float64), (n_steps, n_envs)),
             "values": self._check_shape("values", np.asarray(values, dtype=np.float64), (n_steps, n_envs)),
@@ -323,71 +335,86 @@ class EpisodeScorer:
             if arr is not None:
                 fields[name] = self._check_shape(name, np.asarray(arr, dtype=np.float64), (n_steps, n_envs))
         for name, arr in fields.items():
-            if not np.isfinite(arr).all() and name != "log_policy":
+            if name != "log_policy" and not np.isfinite(arr[mask]).all():
                 raise ValueError(f"{name} contains NaN or inf")
-        # where each episode ends, and the value that bootstraps each step
-        ends = np.empty_like(starts)
-        ends[:-1] = starts[1:]
-        ends[-1] = last_done
         boot = (
             np.zeros(n_envs) if last_values is None else np.asarray(last_values, dtype=np.float64).reshape(-1)
         )
         if boot.shape != (n_envs,):
             raise ValueError(f"last_values must have shape ({n_envs},), got {boot.shape}")
-        next_values = np.empty((n_steps, n_envs))
-        next_values[:-1] = fields["values"][1:]
-        next_values[-1] = boot
-        next_values[ends] = 0.0
-        fields["next_values"] = next_values
 
         done_levels: list[Any] = []
         done_scores: list[float] = []
         new_open = list(self._open)
         for e in range(n_envs):
-            end_steps = np.flatnonzero(ends[:, e]).tolist()
+            rows = np.flatnonzero(mask[:, e])
+            if rows.size == 0:
+                continue
+            env_starts = starts[rows, e]
+            env_levels = lv[rows, e]
+            env = {k: v[rows, e] for k, v in fields.items()}
+            # where each episode ends, and the value that bootstraps each step (0 at an episode's end)
+            if done_arr.ndim == 2:
+                ends = done_arr[rows, e]
+            else:
+                ends = np.append(env_starts[1:], done_arr[e])
+            nxt = np.append(env["values"][1:], boot[e])
+            nxt[ends] = 0.0
+            env["next_values"] = nxt
             carried = new_open[e]
-            if carried is not None and starts[0, e]:
+            if carried is not None and env_starts[0]:
                 carried = None  # the env was reset: the open episode never completes
                 self.num_dropped += 1
+            new_open[e] = None
+            bounds = np.flatnonzero(ends).tolist()
             begin = 0
-            for t_end in [*end_steps, None]:
-                stop = n_steps if t_end is None else t_end + 1
-                if stop <= begin:
-                    continue
-                chunk = {k: v[begin:stop, e] for k, v in fields.items()}
-                chunk_levels = lv[begin:stop, e]
-                level = chunk_levels[0].item() if chunk_levels.dtype != object else chunk_levels[0]
-                if chunk_levels.dtype != object and (chunk_levels != chunk_levels[0]).any():
-                    raise ValueError(
-                        f"env {e} reported levels {np.unique(chunk_levels).tolist()} within one episode "
-                        f"(steps {begin}..{stop - 1}); the level must only change at episode starts"
-                    )
-                observed_start = bool(starts[begin, e]) or (begin == 0 and carried is not None)
+            for stop in [b + 1 for b in bounds] + (
+                [rows.size] if not bounds or bounds[-1] + 1 < rows.size else []
+            ):
+                chunk = {k: v[begin:stop] for k, v in env.items()}
+                level = self._episode_level(e, env_levels[begin:stop], rows[begin])
+                observed_start = bool(env_starts[begin])
                 if begin == 0 and carried is not None:
-                    if carried["level"] != level:
+                    if level_key(carried["level"]) != level_key(level):
                         raise ValueError(
                             f"env {e}: episode on level {carried['level']!r} continued on level {level!r}"
                         )
                     chunk = {k: np.concatenate([carried[k], chunk[k]]) for k in chunk}
-                    carried = None
-                if t_end is None:  # runs past the rollout's end
-                    new_open[e] = {"level": level, **chunk} if observed_start else None
-                    if not observed_start:
+                    observed_start = True
+                if not ends[stop - 1]:  # runs past the rollout's end
+                    if observed_start:
+                        new_open[e] = {"level": level, **chunk}
+                    else:
                         self.num_dropped += 1
-                    continue
-                if not observed_start:
-                    self.num_dropped += 1
-                else:
+                elif observed_start:
                     done_levels.append(level)
                     done_scores.append(self._score(level, chunk))
+                else:
+                    self.num_dropped += 1
                 begin = stop
-            if end_steps and end_steps[-1] == n_steps - 1:
-                new_open[e] = None
         if done_levels:
             self.target.update_batch(done_levels, np.asarray(done_scores, dtype=np.float64))
         self._open = new_open
         self.num_scored += len(done_levels)
         return list(zip(done_levels, done_scores))
+
+    @staticmethod
+    def _episode_level(env: int, levels: Any, first_row: int) -> Any:
+        """The level of one episode's steps; they must all agree."""
+        first = levels[0]
+        if levels.dtype != object:
+            if (levels != first).any():
+                raise ValueError(
+                    f"env {env} reported levels {np.unique(levels).tolist()} within one episode (from step "
+                    f"{first_row}); the level must only change at episode starts"
+                )
+            return first.item()
+        key = level_key(first)
+        if any(level_key(x) != key for x in levels[1:]):
+            raise ValueError(
+                f"env {env} reported different levels within one episode (from step {first_row})"
+            )
+        return first
 
     def _check_shape(self, name: str, arr: Any, shape: tuple[int, int] | None) -> Any:
         """With ``shape=None``: check ``(n_steps, n_envs)`` and return it; else check and return ``arr``."""
@@ -405,7 +432,7 @@ class EpisodeScorer:
         max_return = None
         if self.strategy == "max_mc" or callable(self.strategy):
             ret = float(ep["rewards"].sum())
-            key = level if isinstance(level, (int, str)) else repr(level)
+            key = level if isinstance(level, (int, str)) else level_key(level)
             max_return = max(self.max_returns.get(key, -np.inf), ret)
             self.max_returns[key] = max_return
         data = EpisodeData(
@@ -430,6 +457,10 @@ class EpisodeScorer:
                 if not isinstance(level, (int, float, str)):
                     raise TypeError(f"cannot checkpoint non-scalar level {level!r} of env {e}")
                 open_eps.append({"env": e, "level": level, **{k: ep[k] for k in _STEP_FIELDS if k in ep}})
+        if any(not isinstance(k, (int, float, str)) for k in self.max_returns):
+            raise TypeError(
+                "cannot checkpoint max returns of non-scalar levels (store them in LevelBuffer extras)"
+            )
         return {
             "n_envs": self.n_envs,
             "open": open_eps,

@@ -1,0 +1,279 @@
+"""PLRCallback: Prioritized Level Replay for Stable-Baselines3's on-policy algorithms.
+
+Add ``callback=PLRCallback()`` to ``model.learn`` on an env wrapped in
+:class:`plr_gym.PrioritizedLevelReplay`; every completed episode is scored from the rollout buffer and
+reported to the wrapper's sampler, which then picks the levels of the next episodes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+from stable_baselines3.common.utils import obs_as_tensor
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
+
+from plr_gym.scoring import DISCRETE_ONLY, EpisodeScorer
+
+__all__ = ["LOGIT_STRATEGIES", "PLRCallback", "find_plr_wrapper"]
+
+#: Strategies that need the policy's action distribution (computed in one batched pass per rollout).
+LOGIT_STRATEGIES = frozenset({"policy_entropy", "least_confidence", "min_margin"})
+_SCORELESS = ("random", "sequential")
+_BATCH = 4096  # observations per forward pass when computing action distributions
+
+
+def find_plr_wrapper(env: VecEnv | None) -> Any:
+    """The :class:`~plr_gym.PrioritizedLevelReplay` in a chain of vec env wrappers, else ``ValueError``."""
+    from plr_gym.wrappers.sb3 import PrioritizedLevelReplay
+
+    chain = []
+    current: Any = env
+    while current is not None:
+        chain.append(type(current).__name__)
+        if isinstance(current, PrioritizedLevelReplay):
+            return current
+        current = current.venv if isinstance(current, VecEnvWrapper) else None
+    raise ValueError(
+        "PLRCallback needs the training env to contain plr_gym.PrioritizedLevelReplay, found the chain "
+        f"{' -> '.join(chain) or 'None'}. Wrap the raw vec env first, then the normalising/stacking "
+        "wrappers: VecNormalize(PrioritizedLevelReplay(make_vec_env(...), levels=...))."
+    )
+
+
+class PLRCallback(BaseCallback):
+    """Scores every completed episode from the rollout buffer and reports it to the PLR sampler.
+
+    The callback records ``infos[i]["level"]`` at every step and, at the end of each rollout (when SB3
+    has computed returns and advantages), hands the rollout buffer's arrays to an
+    :class:`~plr_gym.scoring.EpisodeScorer` using the sampler's ``strategy`` and the algorithm's
+    ``gamma``. Works with PPO, A2C and sb3-contrib's RecurrentPPO and MaskablePPO.
+
+    Strategies and action spaces: ``value_l1``, ``positive_value_loss``, ``gae``, ``max_mc``,
+    ``one_step_td_error`` and callables work with every action space. ``policy_entropy`` uses the
+    normalised entropy of the full distribution for ``Discrete`` actions and the distribution's entropy
+    otherwise. ``least_confidence`` and ``min_margin`` need ``Discrete`` actions. The action distribution
+    is computed once per rollout in batched no-grad passes, never per step.
+
+    Logged under ``plr/`` (through the model's logger): ``replay_fraction`` (share of the episodes started
+    during the rollout that replayed a seen level), ``num_seen``, ``score_mean``, ``score_max``,
+    ``weight_entropy`` (entropy of the replay distribution, nats), ``episodes_scored`` and, for
+    TensorBoard only, the histogram ``scores``.
+
+    :param save_path: directory where the sampler (``plr_sampler.npz``) and the scorer's open episodes
+        (``plr_scorer.npz``) are written every ``save_freq`` rollouts and at the end of training
+        (safe npz + JSON). ``None`` disables saving.
+    :param save_freq: save every this many rollouts (with ``save_path``).
+    :param resume_from: a directory written by a previous run: the sampler and the scorer are restored
+        from it when training starts.
+    :param verbose: verbosity level.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> from minigrid.wrappers import FlatObsWrapper
+        >>> from stable_baselines3 import PPO
+        >>> from stable_baselines3.common.env_util import make_vec_env
+        >>> from plr_gym import LevelWrapper, PLRCallback, PrioritizedLevelReplay
+        >>> venv = make_vec_env("MiniGrid-Empty-5x5-v0", n_envs=2,
+        ...                     wrapper_class=lambda e: LevelWrapper(FlatObsWrapper(e)))
+        >>> venv = PrioritizedLevelReplay(venv, levels=range(10), seed=0)
+        >>> model = PPO("MlpPolicy", venv, n_steps=64, batch_size=64, n_epochs=1, seed=0)
+        >>> model = model.learn(256, callback=PLRCallback())
+        >>> venv.sampler.num_seen > 0
+        True
+    """
+
+    def __init__(
+        self,
+        save_path: str | os.PathLike[str] | None = None,
+        save_freq: int = 10,
+        resume_from: str | os.PathLike[str] | None = None,
+        verbose: int = 0,
+    ) -> None:
+        super().__init__(verbose)
+        if isinstance(save_freq, bool) or not isinstance(save_freq, int) or save_freq < 1:
+            raise ValueError(f"save_freq must be a positive int, got {save_freq!r}")
+        self.save_path = None if save_path is None else Path(save_path)
+        self.save_freq = save_freq
+        self.resume_from = None if resume_from is None else Path(resume_from)
+        self.wrapper: Any = None
+        self.scorer: EpisodeScorer | None = None
+        self._levels: np.ndarray[Any, Any] | None = None
+        self._step = 0
+        self._rollouts = 0
+        self._samples_at_start = (0, 0)
+
+    # ------------------------------------------------------------------ SB3 hooks
+    def _init_callback(self) -> None:
+        if not isinstance(self.model, OnPolicyAlgorithm):
+            raise TypeError(
+                f"PLRCallback works with on-policy algorithms (PPO, A2C, RecurrentPPO, MaskablePPO), got "
+                f"{type(self.model).__name__}; for off-policy algorithms use plr_gym's PER classes"
+            )
+        self.wrapper = find_plr_wrapper(self.model.get_env())
+        sampler = self.wrapper.sampler
+        strategy = sampler.strategy
+        action_space = self.model.action_space
+        if (
+            isinstance(strategy, str)
+            and strategy in DISCRETE_ONLY
+            and not isinstance(action_space, spaces.Discrete)
+        ):
+            raise ValueError(
+                f"strategy {strategy!r} needs a Discrete action space, got {action_space}; use "
+                "'policy_entropy', 'value_l1', 'positive_value_loss', 'gae', 'max_mc' or 'one_step_td_error'"
+            )
+        n_envs = self.model.n_envs
+        if strategy not in _SCORELESS:
+            self.scorer = EpisodeScorer(
+                sampler, n_envs=n_envs, strategy=strategy, gamma=float(self.model.gamma)
+            )
+        n_steps = int(self.model.n_steps)
+        self._levels = np.zeros((n_steps, n_envs), dtype=np.int64)
+        if self.resume_from is not None:
+            self.load(self.resume_from)
+
+    def _on_rollout_start(self) -> None:
+        self._step = 0
+        self._samples_at_start = (
+            self.wrapper.sampler.num_replay_samples,
+            self.wrapper.sampler.num_explore_samples,
+        )
+
+    def _on_step(self) -> bool:
+        assert self._levels is not None
+        if self._step < self._levels.shape[0]:
+            self._levels[self._step] = self.wrapper.step_levels
+        self._step += 1
+        return True
+
+    def _on_rollout_end(self) -> None:
+        assert self._levels is not None
+        buffer = self.model.rollout_buffer  # type: ignore[attr-defined]
+        if self._step != buffer.buffer_size or not buffer.full:
+            raise RuntimeError(
+                f"PLRCallback saw {self._step} steps but the rollout buffer holds {buffer.buffer_size}: was "
+                "the callback skipped for some steps (by a parent callback that does not forward on_step)?"
+            )
+        reported: list[tuple[Any, float]] = []
+        if self.scorer is not None:
+            extra: dict[str, Any] = {}
+            if self.scorer.needs_policy:
+                extra = self._policy_outputs(buffer)
+            last_values = self.locals.get("values")
+            dones = self.locals.get("dones")
+            reported = self.scorer.process_rollout(
+                levels=self._levels,
+                episode_starts=buffer.episode_starts,
+                dones=dones,
+                rewards=buffer.rewards,
+                values=buffer.values,
+                advantages=buffer.advantages,
+                last_values=None if last_values is None else last_values.detach().cpu().numpy().reshape(-1),
+                **extra,
+            )
+        self._rollouts += 1
+        self._log(len(reported))
+        if self.save_path is not None and self._rollouts % self.save_freq == 0:
+            self.save(self.save_path)
+
+    def _on_training_end(self) -> None:
+        if self.save_path is not None:
+            self.save(self.save_path)
+
+    # ------------------------------------------------------------------ action distributions
+    def _policy_outputs(self, buffer: Any) -> dict[str, np.ndarray[Any, Any]]:
+        """Normalised log-probabilities (Discrete) or entropies (other spaces) for every buffer step."""
+        policy: Any = self.model.policy
+        n_steps, n_envs = buffer.episode_starts.shape
+        total = n_steps * n_envs
+        obs = buffer.observations
+        flat_obs: Any = (
+            {k: v.reshape(total, *v.shape[2:]) for k, v in obs.items()}
+            if isinstance(obs, dict)
+            else obs.reshape(total, *obs.shape[2:])
+        )
+        discrete = isinstance(self.model.action_space, spaces.Discrete)
+        recurrent = hasattr(buffer, "hidden_states_pi")
+        masks = getattr(buffer, "action_masks", None)
+        chunks = []
+        with th.no_grad():
+            for lo in range(0, total, _BATCH):
+                hi = min(lo + _BATCH, total)
+                part = (
+                    {k: v[lo:hi] for k, v in flat_obs.items()}
+                    if isinstance(flat_obs, dict)
+                    else flat_obs[lo:hi]
+                )
+                obs_t = obs_as_tensor(part, self.model.device)
+                if recurrent:
+                    states = tuple(
+                        th.as_tensor(
+                            np.ascontiguousarray(
+                                s.transpose(1, 0, 2, 3).reshape(s.shape[1], total, s.shape[3])[:, lo:hi]
+                            ),
+                            device=self.model.device,
+                        )
+                        for s in (buffer.hidden_states_pi, buffer.cell_states_pi)
+                    )
+                    starts = th.as_tensor(
+                        buffer.episode_starts.reshape(total)[lo:hi], device=self.model.device
+                    )
+                    dist, _ = policy.get_distribution(obs_t, states, starts)
+                elif masks is not None:
+                    dist = policy.get_distribution(obs_t, action_masks=masks.reshape(total, -1)[lo:hi])
+                else:
+                    dist = policy.get_distribution(obs_t)
+                if discrete:
+                    chunks.append(th.log_softmax(dist.distribution.logits, dim=-1).cpu().numpy())
+                else:
+                    chunks.append(dist.entropy().cpu().numpy().reshape(hi - lo))
+        out = np.concatenate(chunks)
+        if discrete:
+            return {"log_policy": out.reshape(n_steps, n_envs, -1)}
+        return {"entropies": out.reshape(n_steps, n_envs)}
+
+    # ------------------------------------------------------------------ logging
+    def _log(self, n_scored: int) -> None:
+        sampler = self.wrapper.sampler
+        replay0, explore0 = self._samples_at_start
+        replays = sampler.num_replay_samples - replay0
+        started = replays + sampler.num_explore_samples - explore0
+        if started:
+            self.logger.record("plr/replay_fraction", replays / started)
+        self.logger.record("plr/num_seen", sampler.num_seen)
+        self.logger.record("plr/episodes_scored", n_scored)
+        if sampler.num_seen:
+            seen = sampler.seen
+            scores = sampler.scores[seen]
+            self.logger.record("plr/score_mean", float(scores.mean()))
+            self.logger.record("plr/score_max", float(scores.max()))
+            w = sampler.sample_weights()
+            w = w[w > 0]
+            self.logger.record("plr/weight_entropy", float(-(w * np.log(w)).sum()))
+            self.logger.record("plr/scores", th.as_tensor(scores), exclude=("stdout", "log", "json", "csv"))
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, directory: str | os.PathLike[str]) -> None:
+        """Write the sampler and the scorer's open episodes to ``directory`` (npz + JSON, no pickle)."""
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        self.wrapper.sampler.save(path / "plr_sampler.npz")
+        if self.scorer is not None:
+            self.scorer.save(path / "plr_scorer.npz")
+
+    def load(self, directory: str | os.PathLike[str]) -> None:
+        """Restore the sampler and the scorer from ``directory`` (call once training has started, or pass
+        ``resume_from=`` to the constructor)."""
+        path = Path(directory)
+        if self.wrapper is None:
+            raise RuntimeError("PLRCallback.load needs the training env: pass resume_from= instead")
+        self.wrapper.sampler.load_from(path / "plr_sampler.npz")
+        if self.scorer is not None and (path / "plr_scorer.npz").exists():
+            self.scorer.load(path / "plr_scorer.npz")

@@ -1,0 +1,164 @@
+"""Evaluate a policy on chosen levels (e.g. held-out seeds) and summarise with confidence intervals.
+
+Generalization is measured on levels the agent never trained on: with training levels ``range(200)``,
+evaluate on e.g. ``range(10_000, 10_100)``. :func:`evaluate_levels` plays a fixed number of episodes on
+every given level with a vec env whose sub-envs are :class:`~plr_gym.LevelWrapper` s, and returns the
+episodic returns per level. :func:`summarize` gives the mean and the interquartile mean (IQM, the mean of
+the middle 50%; Agarwal et al., NeurIPS 2021) with stratified bootstrap 95% confidence intervals
+(``scipy.stats.bootstrap``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
+
+__all__ = ["evaluate_levels", "iqm", "summarize"]
+
+
+def _base_venv(venv: VecEnv) -> VecEnv:
+    from plr_gym.wrappers.sb3 import PrioritizedLevelReplay
+
+    current: Any = venv
+    while isinstance(current, VecEnvWrapper):
+        if isinstance(current, PrioritizedLevelReplay):
+            raise ValueError(
+                "evaluate_levels needs a vec env without PrioritizedLevelReplay (it would draw levels from "
+                "the training sampler); build a separate evaluation env with LevelWrapper sub-envs"
+            )
+        current = current.venv
+    return venv
+
+
+def evaluate_levels(
+    model: Any,
+    venv: VecEnv,
+    levels: Iterable[int],
+    n_episodes: int = 1,
+    deterministic: bool = True,
+) -> dict[int, list[float]]:
+    """Play ``n_episodes`` on every level and return the episodic returns, per level.
+
+    :param model: anything with SB3's ``predict(obs, state, episode_start, deterministic)`` (PPO, A2C,
+        DQN, RecurrentPPO, ...).
+    :param venv: an SB3 VecEnv whose sub-envs are wrapped in :class:`~plr_gym.LevelWrapper` (e.g.
+        ``make_vec_env(env_id, n_envs=8, wrapper_class=LevelWrapper)``); it may be wrapped in
+        VecNormalize/VecFrameStack/VecTransposeImage, but not in ``PrioritizedLevelReplay``. Returns are
+        read from ``infos[i]["episode"]["r"]`` (SB3's ``Monitor``, added by ``make_vec_env``) when present,
+        which are the raw rewards even under ``VecNormalize``; otherwise they are summed from the VecEnv.
+    :param levels: the level ids to evaluate on (distinct ints).
+    :param n_episodes: episodes per level (more than one only helps if the policy or the env is random).
+    :param deterministic: use the policy's deterministic action.
+    :return: ``{level: [return of each episode]}`` in the order of ``levels``.
+
+    Example:
+        >>> from minigrid.wrappers import FlatObsWrapper
+        >>> from stable_baselines3 import PPO
+        >>> from stable_baselines3.common.env_util import make_vec_env
+        >>> from plr_gym import LevelWrapper
+        >>> from plr_gym.evaluation import evaluate_levels, summarize
+        >>> venv = make_vec_env("MiniGrid-Empty-5x5-v0", n_envs=2,
+        ...                     wrapper_class=lambda e: LevelWrapper(FlatObsWrapper(e)))
+        >>> model = PPO("MlpPolicy", venv, seed=0)
+        >>> returns = evaluate_levels(model, venv, levels=range(1000, 1004))
+        >>> sorted(returns)
+        [1000, 1001, 1002, 1003]
+        >>> stats = summarize(returns)
+        >>> sorted(stats)
+        ['iqm', 'iqm_ci', 'mean', 'mean_ci', 'n_levels']
+    """
+    level_list = [int(lvl) for lvl in levels]
+    if not level_list:
+        raise ValueError("levels must not be empty")
+    if len(set(level_list)) != len(level_list):
+        raise ValueError("levels must be distinct")
+    if isinstance(n_episodes, bool) or not isinstance(n_episodes, int) or n_episodes < 1:
+        raise ValueError(f"n_episodes must be an int >= 1, got {n_episodes!r}")
+    _base_venv(venv)
+    n_envs = venv.num_envs
+    queue = [lvl for lvl in level_list for _ in range(n_episodes)]
+    queue.reverse()  # pop() from the end
+    results: dict[int, list[float]] = {lvl: [] for lvl in level_list}
+    running: list[int | None] = [None] * n_envs  # level of each env's current episode (None: idle)
+
+    def queue_next(i: int) -> int | None:
+        nxt = queue.pop() if queue else None
+        venv.env_method("set_next_level", nxt, indices=[i])
+        return nxt
+
+    queued = [queue_next(i) for i in range(n_envs)]
+    obs = venv.reset()
+    for i in range(n_envs):
+        running[i] = queued[i]
+        queued[i] = queue_next(i)
+    ep_returns = np.zeros(n_envs)
+    states = None
+    starts = np.ones(n_envs, dtype=bool)
+    remaining = len(level_list) * n_episodes
+    while remaining:
+        actions, states = model.predict(obs, state=states, episode_start=starts, deterministic=deterministic)
+        obs, rewards, dones, infos = venv.step(actions)
+        ep_returns += rewards
+        starts = dones
+        for i in np.flatnonzero(dones).tolist():
+            level = running[i]
+            if level is not None:
+                episode = infos[i].get("episode")
+                results[level].append(float(episode["r"]) if episode is not None else float(ep_returns[i]))
+                remaining -= 1
+            ep_returns[i] = 0.0
+            running[i] = queued[i]
+            queued[i] = queue_next(i)
+    return results
+
+
+def iqm(values: Sequence[float] | npt.NDArray[Any], axis: int = -1) -> Any:
+    """Interquartile mean: the mean of the middle 50% of the values (``scipy.stats.trim_mean(x, 0.25)``)."""
+    from scipy.stats import trim_mean
+
+    return trim_mean(np.asarray(values, dtype=np.float64), 0.25, axis=axis)
+
+
+def summarize(
+    returns: dict[int, list[float]] | Sequence[float],
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Mean and IQM over levels of the per-level mean returns, with bootstrap confidence intervals.
+
+    :param returns: the output of :func:`evaluate_levels`, or one number per level.
+    :param confidence: confidence level of the intervals.
+    :param n_resamples: bootstrap resamples (percentile method, levels resampled with replacement).
+    :param seed: seed of the bootstrap.
+    :return: ``{"mean", "mean_ci": (lo, hi), "iqm", "iqm_ci": (lo, hi), "n_levels"}``.
+    """
+    from scipy.stats import bootstrap
+
+    if isinstance(returns, dict):
+        per_level = np.array([np.mean(v) for v in returns.values() if len(v)], dtype=np.float64)
+    else:
+        per_level = np.asarray(returns, dtype=np.float64)
+    if per_level.size == 0:
+        raise ValueError("returns must hold at least one level with an episode")
+    out: dict[str, Any] = {"n_levels": int(per_level.size), "mean": float(per_level.mean())}
+    out["iqm"] = float(iqm(per_level))
+    for name, stat in (("mean", np.mean), ("iqm", iqm)):
+        if per_level.size < 2 or np.ptp(per_level) == 0:
+            out[f"{name}_ci"] = (out[name], out[name])
+            continue
+        res = bootstrap(
+            (per_level,),
+            stat,
+            confidence_level=confidence,
+            n_resamples=n_resamples,
+            method="percentile",
+            random_state=np.random.default_rng(seed),
+            vectorized=True,
+        )
+        out[f"{name}_ci"] = (float(res.confidence_interval.low), float(res.confidence_interval.high))
+    return out

@@ -1,0 +1,245 @@
+"""Per-environment level control: :class:`LevelWrapper`.
+
+A *level* is what an environment's ``reset(seed=level)`` selects (MiniGrid, Procgen through
+:mod:`plr_gym.envs`, or your own env). :class:`LevelWrapper` makes one environment play the level it is
+told to play, also on the resets that vectorized environments trigger themselves (autoresets, which never
+pass a seed), and reports the level in ``info["level"]`` on every reset and step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import numbers
+import warnings
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+
+from plr_gym.sampler import LevelSampler
+
+__all__ = ["LevelWrapper", "NondeterministicLevelWarning", "is_int_level", "observation_digest"]
+
+
+class NondeterministicLevelWarning(UserWarning):
+    """Two resets on the same level gave different first observations: the env may ignore its seed."""
+
+
+def is_int_level(level: Any) -> bool:
+    """True for an integer level id (Python or numpy int, not ``bool``): such a level is a reset seed."""
+    return isinstance(level, numbers.Integral) and not isinstance(level, (bool, np.bool_))
+
+
+def _digest(obs: Any, h: Any) -> None:
+    """Feed a canonical byte form of an observation (array, scalar, str, dict, tuple, list) into ``h``."""
+    if isinstance(obs, np.ndarray):
+        h.update(f"a{obs.dtype.str}{obs.shape}".encode())
+        h.update(np.ascontiguousarray(obs).tobytes())
+    elif isinstance(obs, dict):
+        h.update(b"d")
+        for key in sorted(obs, key=str):
+            h.update(str(key).encode())
+            _digest(obs[key], h)
+    elif isinstance(obs, (tuple, list)):
+        h.update(f"t{len(obs)}".encode())
+        for item in obs:
+            _digest(item, h)
+    elif isinstance(obs, (str, bytes)):
+        h.update(b"s" + (obs.encode() if isinstance(obs, str) else obs))
+    else:
+        h.update(b"o" + repr(obs).encode())
+
+
+def observation_digest(obs: Any) -> bytes:
+    """A 16-byte digest of an observation, equal for equal observations."""
+    h = hashlib.blake2b(digest_size=16)
+    _digest(obs, h)
+    return h.digest()
+
+
+class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
+    """Play a chosen level on every reset and report it in ``info["level"]``.
+
+    Which level the next reset plays, in order of precedence:
+
+    1. ``options["level"]`` passed to :meth:`reset`;
+    2. an ``int`` ``seed`` passed to :meth:`reset` (the level *is* the seed);
+    3. the level queued with :meth:`set_next_level` (or the :attr:`next_level` attribute), which is how
+       vectorized environments choose the level of an autoreset: neither Stable-Baselines3 nor
+       Gymnasium passes a seed when it resets a finished sub-environment;
+    4. none: the env is reset as usual (e.g. ``reset()`` continues its random stream) and the episode's
+       level is ``None``.
+
+    Every reset consumes the queued level. An ``int`` level ``L`` resets the wrapped env with
+    ``env.reset(seed=L)``; any other level (a dict, an array: levels from an open-ended generator) with
+    ``env.reset(options={"level": level})``, which the wrapped env must understand. Other ``options``
+    keys are passed through.
+
+    ``info["level"]`` is set on the reset and on every step of the episode, including the step that ends
+    it. :attr:`level` holds the current episode's level.
+
+    **Seed check (best effort).** For ``int`` levels the wrapper remembers a 16-byte digest of the first
+    observation of up to ``max_checked_levels`` levels; if a later reset on a remembered level gives a
+    different first observation, it warns once with :class:`NondeterministicLevelWarning`: the env probably
+    ignores its seed, so the level replayed is not the level that was scored. The check cannot see
+    differences hidden from the first observation (e.g. a partially observed layout), nor envs whose first
+    observation is random by design; pass ``max_checked_levels=0`` to turn it off.
+
+    :param env: the environment; its ``reset(seed=s)`` must select level ``s`` (for ``int`` levels).
+    :param max_checked_levels: how many levels the seed check remembers (oldest forgotten first);
+        ``0`` disables the check. Default 10 000 (about 0.5 MB).
+
+    Example:
+        >>> import gymnasium as gym
+        >>> import minigrid  # registers the MiniGrid envs
+        >>> from plr_gym.wrappers import LevelWrapper
+        >>> env = LevelWrapper(gym.make("MiniGrid-DoorKey-5x5-v0"))
+        >>> obs, info = env.reset(seed=3)
+        >>> info["level"]
+        3
+        >>> env.set_next_level(7)                # e.g. from a vectorized env, before its autoreset
+        >>> obs, info = env.reset()
+        >>> info["level"], env.level
+        (7, 7)
+        >>> obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        >>> info["level"]
+        7
+    """
+
+    def __init__(self, env: gym.Env[Any, Any], max_checked_levels: int = 10_000) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, max_checked_levels=max_checked_levels)
+        super().__init__(env)
+        if not is_int_level(max_checked_levels) or max_checked_levels < 0:
+            raise ValueError(f"max_checked_levels must be an int >= 0, got {max_checked_levels!r}")
+        self.max_checked_levels = int(max_checked_levels)
+        self._level: Any = None
+        self._next_level: Any = None
+        self._first_obs: dict[int, bytes] = {}
+        self._warned = False
+
+    # ------------------------------------------------------------------ level control
+    @property
+    def level(self) -> Any:
+        """Level of the current episode (``None`` before the first reset or for an unleveled reset)."""
+        return self._level
+
+    @property
+    def next_level(self) -> Any:
+        """Level queued for the next reset, or ``None``; settable (e.g. by a vector env's ``set_attr``)."""
+        return self._next_level
+
+    @next_level.setter
+    def next_level(self, level: Any) -> None:
+        if isinstance(level, (bool, np.bool_)):
+            raise TypeError(f"level must be an int level id or a level object, got bool {level!r}")
+        self._next_level = int(level) if is_int_level(level) else level
+
+    def set_next_level(self, level: Any) -> None:
+        """Queue ``level`` for the next reset (callable through ``VecEnv.env_method`` / ``VectorEnv.call``).
+
+        :param level: an ``int`` level id (a reset seed) or a level object for ``options={"level": ...}``;
+            ``None`` clears the queue.
+        """
+        self.next_level = level
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset on the chosen level (see the class docstring for which one) and report it in ``info``."""
+        inner_options = options
+        if options is not None and "level" in options:
+            inner_options = {k: v for k, v in options.items() if k != "level"}
+            level = options["level"]
+            if isinstance(level, (bool, np.bool_)):
+                raise TypeError(f"options['level'] must be an int level id or a level object, got {level!r}")
+        elif seed is not None:
+            level = seed
+        else:
+            level = self._next_level
+        self._next_level = None
+
+        if level is None:
+            obs, info = self.env.reset(seed=seed, options=inner_options)
+        elif is_int_level(level):
+            level = int(level)
+            obs, info = self.env.reset(seed=level, options=inner_options)
+            self._check_first_obs(level, obs)
+        else:
+            obs, info = self.env.reset(seed=seed, options={**(inner_options or {}), "level": level})
+        self._level = level
+        info["level"] = level
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Step the env; ``info["level"]`` is the level of this step's episode."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        info["level"] = self._level
+        return obs, reward, terminated, truncated, info
+
+    # ------------------------------------------------------------------ seed check
+    def _check_first_obs(self, level: int, obs: Any) -> None:
+        if self.max_checked_levels == 0 or self._warned:
+            return
+        digest = observation_digest(obs)
+        known = self._first_obs.get(level)
+        if known is None:
+            if len(self._first_obs) >= self.max_checked_levels:
+                del self._first_obs[next(iter(self._first_obs))]
+            self._first_obs[level] = digest
+        elif known != digest:
+            self._warned = True
+            self._first_obs.clear()
+            warnings.warn(
+                f"{self.env}: two resets with seed={level} gave different first observations. The env seems "
+                "to ignore the seed passed to reset(), so a level cannot be replayed and Prioritized Level "
+                "Replay will not work. Make reset(seed=s) select level s (call super().reset(seed=seed) and "
+                "draw the layout from self.np_random). This warning is shown once per env.",
+                NondeterministicLevelWarning,
+                stacklevel=2,
+            )
+
+
+# --------------------------------------------------------------------------------------------------
+# helpers shared by the vectorized wrappers (plr_gym.wrappers.sb3, plr_gym.wrappers.vector)
+# --------------------------------------------------------------------------------------------------
+def build_sampler(sampler: LevelSampler | None, sampler_kwargs: dict[str, Any], owner: str) -> LevelSampler:
+    """A vectorized wrapper's ``sampler``, or a :class:`LevelSampler` built from ``sampler_kwargs``."""
+    if sampler is not None:
+        if sampler_kwargs:
+            raise ValueError(
+                f"{owner}: pass either sampler=LevelSampler(...) or the LevelSampler keyword arguments "
+                f"(got both sampler= and {', '.join(sorted(sampler_kwargs))}=)"
+            )
+        if not isinstance(sampler, LevelSampler):
+            raise TypeError(f"{owner}: sampler must be a plr_gym.LevelSampler, got {type(sampler).__name__}")
+        return sampler
+    if "levels" not in sampler_kwargs:
+        raise ValueError(
+            f"{owner}: pass sampler=LevelSampler(levels=..., ...) or the LevelSampler keyword arguments, "
+            "at least levels=... (e.g. levels=range(200))"
+        )
+    try:
+        return LevelSampler(**sampler_kwargs)
+    except TypeError as exc:
+        if "unexpected keyword argument" in str(exc):
+            raise TypeError(
+                f"{owner}: {exc} (keyword arguments other than the env go to LevelSampler)"
+            ) from exc
+        raise
+
+
+def sample_levels(sampler: LevelSampler, n: int) -> npt.NDArray[np.int64]:
+    """Draw ``n`` levels (``int64`` array) and check that each is one of the sampler's levels."""
+    levels = np.asarray(sampler.sample(n))
+    if levels.shape != (n,):
+        raise ValueError(
+            f"sampler.sample({n}) must return {n} level ids, got an array of shape {levels.shape}"
+        )
+    try:
+        sampler._index.indices(levels)
+    except (KeyError, TypeError) as exc:
+        msg = exc.args[0] if exc.args else str(exc)
+        raise ValueError(f"the sampler returned a level it does not hold: {msg}") from exc
+    return levels.astype(np.int64, copy=False)

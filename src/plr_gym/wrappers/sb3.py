@@ -1,0 +1,260 @@
+"""Prioritized Level Replay for Stable-Baselines3 vectorized environments.
+
+:class:`PrioritizedLevelReplay` is a :class:`~stable_baselines3.common.vec_env.VecEnvWrapper`: it draws
+each sub-environment's levels from a :class:`~plr_gym.LevelSampler` and tells each sub-environment's
+:class:`~plr_gym.wrappers.LevelWrapper` which level to play next. Only level ids cross process
+boundaries; the sampler stays in the main process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from stable_baselines3.common.vec_env import SubprocVecEnv, VecEnv, VecEnvWrapper
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
+
+from plr_gym.sampler import LevelSampler
+from plr_gym.wrappers.level import LevelWrapper, build_sampler, sample_levels
+
+__all__ = ["PrioritizedLevelReplay"]
+
+# What a SubprocVecEnv pipe raises when the worker process on its other end has died.
+_WORKER_DEATH = (EOFError, ConnectionError)
+
+
+class PrioritizedLevelReplay(VecEnvWrapper):
+    """Play the levels a :class:`~plr_gym.LevelSampler` chooses, in a ``DummyVecEnv`` or ``SubprocVecEnv``.
+
+    Each sub-environment must be wrapped in :class:`~plr_gym.wrappers.LevelWrapper`, e.g.
+    ``make_vec_env(env_id, n_envs, wrapper_class=LevelWrapper)``. Every ``infos[i]["level"]`` is the level
+    of the episode that step's transition belongs to: on the step that ends an episode, the finished
+    episode's level (the first observation of the next episode, which SB3 returns in the same step, belongs
+    to ``venv.reset_infos[i]["level"]``, also :attr:`current_levels` ``[i]`` after the step).
+
+    **One-episode lag.** SB3 resets a finished sub-environment inside ``step_wait`` (in the worker process
+    for ``SubprocVecEnv``), without passing a seed, so the level of an env's next episode has to be queued
+    in its ``LevelWrapper`` *before* the step that ends the current episode. This wrapper draws it as soon
+    as the current episode starts: the level of env ``i``'s next episode (:attr:`next_levels` ``[i]``) is
+    chosen before the score of its current episode reaches the sampler. Exactly one level per env is queued
+    ahead, so the lag is at most one episode per env. (:meth:`reset` draws ``2 * num_envs`` levels: the
+    first episode's and the queued one of each env.)
+
+    **Order of wrappers.** Wrap the raw ``DummyVecEnv``/``SubprocVecEnv`` (or any VecEnv that is not a
+    ``VecEnvWrapper``); ``VecNormalize``, ``VecFrameStack``, ``VecMonitor``, ``VecTransposeImage``... go
+    outside: ``VecNormalize(PrioritizedLevelReplay(venv, ...))``.
+
+    **Seeds.** A sub-environment's reset seed is its level; ``seed()`` (called by ``PPO(..., seed=...)``) is
+    forwarded but cannot change which levels are played, which is the sampler's ``seed``.
+
+    **Errors.** If a sub-environment raises (or a ``SubprocVecEnv`` worker dies), the exception reaches the
+    caller and the sampler stays consistent (a level drawn for an episode that never ran is harmless);
+    call :meth:`reset` (or :meth:`close`) before stepping again. :meth:`close` does not hang or leave
+    worker processes behind after a worker died.
+
+    :param venv: the vectorized environment; its sub-environments wrapped in ``LevelWrapper``.
+    :param sampler: the level sampler. Alternatively pass :class:`~plr_gym.LevelSampler`'s keyword arguments
+        (at least ``levels=``) and the wrapper builds its own; not both.
+    :param sampler_kwargs: keyword arguments for :class:`~plr_gym.LevelSampler` when ``sampler`` is ``None``.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> import minigrid  # registers the MiniGrid envs
+        >>> from minigrid.wrappers import ImgObsWrapper
+        >>> from stable_baselines3.common.vec_env import DummyVecEnv
+        >>> from plr_gym import LevelSampler
+        >>> from plr_gym.wrappers import LevelWrapper
+        >>> from plr_gym.wrappers.sb3 import PrioritizedLevelReplay
+        >>> make = lambda: LevelWrapper(ImgObsWrapper(gym.make("MiniGrid-DoorKey-5x5-v0", max_steps=5)))
+        >>> venv = PrioritizedLevelReplay(DummyVecEnv([make, make]), sampler=LevelSampler(range(10), seed=0))
+        >>> obs = venv.reset()
+        >>> playing = venv.current_levels
+        >>> obs, rewards, dones, infos = venv.step(np.array([0, 0]))
+        >>> [info["level"] for info in infos] == playing.tolist()
+        True
+        >>> venv.close()
+    """
+
+    def __init__(self, venv: VecEnv, sampler: LevelSampler | None = None, **sampler_kwargs: Any) -> None:
+        owner = type(self).__name__
+        if isinstance(venv, VecEnvWrapper):
+            raise ValueError(
+                f"{owner} must wrap the raw DummyVecEnv/SubprocVecEnv, got {type(venv).__name__} around "
+                f"{type(venv.unwrapped).__name__}. Put VecNormalize, VecFrameStack, VecMonitor, "
+                f"VecTransposeImage... outside: VecNormalize({owner}(venv, ...))"
+            )
+        if not isinstance(venv, VecEnv):
+            raise TypeError(f"{owner} wraps a stable_baselines3 VecEnv, got {type(venv).__name__}")
+        self.sampler: LevelSampler = build_sampler(sampler, sampler_kwargs, owner)
+        wrapped = venv.env_is_wrapped(LevelWrapper)
+        if not all(wrapped):
+            missing = [i for i, w in enumerate(wrapped) if not w]
+            raise ValueError(
+                f"{owner}: sub-environments {missing} are not wrapped in plr_gym.wrappers.LevelWrapper, "
+                "so they cannot be told which level to play. Build the VecEnv with "
+                "make_vec_env(env_id, n_envs, wrapper_class=LevelWrapper) (or wrapper_class=lambda env: "
+                "LevelWrapper(YourWrapper(env))), "
+                "or DummyVecEnv([lambda: LevelWrapper(gym.make(env_id)), ...])"
+            )
+        super().__init__(venv)
+        n = self.num_envs
+        self._current = np.zeros(n, dtype=np.int64)
+        self._next = np.zeros(n, dtype=np.int64)
+        self._step_levels = np.zeros(n, dtype=np.int64)
+        self._user_options: list[dict[str, Any]] = [{} for _ in range(n)]
+        self._needs_reset = True  # before the first reset, and after anything raised mid-step
+
+    # ------------------------------------------------------------------ levels
+    @property
+    def current_levels(self) -> npt.NDArray[np.int64]:
+        """Level each env is playing, i.e. of its latest observation; shape ``(num_envs,)``, a copy.
+
+        Valid after :meth:`reset`.
+        """
+        return self._current.copy()
+
+    @property
+    def step_levels(self) -> npt.NDArray[np.int64]:
+        """Level of each env's transition in the latest :meth:`step` (what ``infos[i]["level"]`` holds),
+        shape ``(num_envs,)``; a read-only view, overwritten by the next step."""
+        view = self._step_levels.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def next_levels(self) -> npt.NDArray[np.int64]:
+        """Level queued for each env's next episode, shape ``(num_envs,)``, a copy (see the lag above)."""
+        return self._next.copy()
+
+    def _queue(self, indices: npt.NDArray[np.int64], levels: npt.NDArray[np.int64]) -> None:
+        """Queue ``levels[k]`` as the next level of env ``indices[k]`` (one ``env_method`` call per env)."""
+        for i, level in zip(indices.tolist(), levels.tolist()):
+            self.venv.env_method("set_next_level", level, indices=[i])
+            self._next[i] = level
+
+    def _check_reset_levels(self, indices: npt.NDArray[np.int64]) -> None:
+        """Check that the envs in ``indices`` report the level they were told to play."""
+        reset_infos = self.venv.reset_infos
+        for i in indices.tolist():
+            reported = reset_infos[i].get("level", self._current[i])
+            if reported != self._current[i]:
+                raise RuntimeError(
+                    f"env {i} started an episode on level {reported!r} but {type(self).__name__} chose level "
+                    f"{int(self._current[i])}: something between the VecEnv and the LevelWrapper passes its "
+                    "own seed or level to reset(); make LevelWrapper the outermost gymnasium wrapper"
+                )
+
+    # ------------------------------------------------------------------ VecEnv API
+    def set_options(self, options: list[dict[str, Any]] | dict[str, Any] | None = None) -> None:
+        """Options for the next :meth:`reset` (used once, as in SB3); the level is added by this wrapper.
+
+        :param options: one dict for all envs, a list of one dict per env, or ``None``. Must not contain
+            ``"level"``: the sampler chooses the levels.
+        """
+        n = self.num_envs
+        if options is None:
+            per_env: list[dict[str, Any]] = [{} for _ in range(n)]
+        elif isinstance(options, dict):
+            per_env = [dict(options) for _ in range(n)]
+        else:
+            per_env = [dict(o) for o in options]
+            if len(per_env) != n:
+                raise ValueError(
+                    f"options must be a dict or a list of {n} dicts, got a list of {len(per_env)}"
+                )
+        if any("level" in o for o in per_env):
+            raise ValueError("options must not contain 'level': the sampler chooses each env's level")
+        self._user_options = per_env
+
+    def reset(self) -> VecEnvObs:
+        """Reset every env on a freshly sampled level and queue the level of its next episode.
+
+        :return: the first observations, shape ``(num_envs, *obs_shape)``.
+        """
+        n = self.num_envs
+        self._needs_reset = True
+        levels = sample_levels(self.sampler, 2 * n)
+        first, queued = levels[:n], levels[n:]
+        self.venv.set_options(
+            [{**o, "level": int(lvl)} for o, lvl in zip(self._user_options, first.tolist())]
+        )
+        self._user_options = [{} for _ in range(n)]
+        try:
+            obs = self.venv.reset()
+            self._current[:] = first
+            self._check_reset_levels(np.arange(n))
+            self._queue(np.arange(n), queued)
+        except _WORKER_DEATH as exc:
+            raise _worker_died("reset") from exc
+        self.reset_infos = self.venv.reset_infos
+        self._needs_reset = False
+        return obs
+
+    def step_async(self, actions: npt.NDArray[Any]) -> None:
+        if self._needs_reset:
+            raise RuntimeError(
+                f"{type(self).__name__}: call reset() before step() (first use, or a previous call raised)"
+            )
+        try:
+            self.venv.step_async(actions)
+        except _WORKER_DEATH as exc:
+            self._needs_reset = True
+            raise _worker_died("step") from exc
+
+    def step_wait(self) -> VecEnvStepReturn:
+        """Step every env; ``infos[i]["level"]`` is the level of env ``i``'s transition."""
+        self._needs_reset = True
+        try:
+            obs, rewards, dones, infos = self.venv.step_wait()
+            self._step_levels[:] = self._current
+            done = np.flatnonzero(dones)
+            if done.size:
+                # Autoreset envs started the episode queued for them; queue the one after.
+                self._current[done] = self._next[done]
+                self._check_reset_levels(done)
+                self._queue(done, sample_levels(self.sampler, done.size))
+        except _WORKER_DEATH as exc:
+            raise _worker_died("step") from exc
+        self.reset_infos = self.venv.reset_infos
+        self._needs_reset = False
+        return obs, rewards, dones, infos
+
+    def close(self) -> None:
+        """Close the VecEnv; after a ``SubprocVecEnv`` worker died, shut the others down without hanging."""
+        venv = self.venv
+        if self._needs_reset and isinstance(venv, SubprocVecEnv) and not venv.closed:
+            # SubprocVecEnv.close() would wait for step results that were already received or will never
+            # come; tell every live worker to close and reap them instead.
+            _shutdown_workers(venv)
+            return
+        venv.close()
+
+    # ------------------------------------------------------------------ scoring
+    # Rollout scoring is done by plr_gym.PLRCallback (SB3), which reads infos[i]["level"].
+
+
+def _worker_died(call: str) -> RuntimeError:
+    return RuntimeError(
+        f"a SubprocVecEnv worker process died during {call}() (its env raised; the worker printed the "
+        "traceback above). The sampler is unaffected; close() this VecEnv and build a new one."
+    )
+
+
+def _shutdown_workers(venv: SubprocVecEnv, timeout: float = 10.0) -> None:
+    """Close a ``SubprocVecEnv`` whose pipes are out of step: ask each worker to close, then reap it."""
+    remotes: Sequence[Any] = venv.remotes
+    for remote in remotes:
+        try:
+            remote.send(("close", None))
+        except (OSError, ValueError):  # the worker is gone, or the pipe is already closed
+            pass
+    for process in venv.processes:
+        process.join(timeout)
+        if process.is_alive():
+            process.terminate()
+            process.join(timeout)
+    for remote in remotes:
+        remote.close()
+    venv.closed = True

@@ -1,0 +1,308 @@
+"""Prioritized Level Replay for Gymnasium vector environments (``SyncVectorEnv``, ``AsyncVectorEnv``).
+
+The Gymnasium counterpart of :class:`plr_gym.wrappers.sb3.PrioritizedLevelReplay`, for your own training
+loop (CleanRL style). Public as :class:`plr_gym.vector.PrioritizedLevelReplay`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import deque
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
+
+from plr_gym.sampler import LevelSampler
+from plr_gym.scoring import EpisodeScorer
+from plr_gym.wrappers.level import build_sampler, sample_levels
+
+__all__ = ["PrioritizedLevelReplay"]
+
+#: Steps remembered for report_rollout (a rollout may not be longer).
+_MAX_LOGGED_STEPS = 1 << 16
+
+
+class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
+    """Play the levels a :class:`~plr_gym.LevelSampler` chooses, in ``SyncVectorEnv``/``AsyncVectorEnv``.
+
+    Each sub-environment must be wrapped in :class:`~plr_gym.wrappers.LevelWrapper`, e.g.
+    ``gym.make_vec(env_id, num_envs, wrappers=[LevelWrapper])``. Levels reach the sub-environments as their
+    reset seeds (:meth:`reset`) or through ``set_attr("next_level", ...)`` before an autoreset; only level ids
+    cross process boundaries and the sampler stays in the main process.
+
+    Info keys, on every :meth:`reset` and :meth:`step` (Gymnasium's vector convention):
+
+    - ``info["level"]``: ``int64`` array, shape ``(num_envs,)``: the level of the episode each env's
+      transition belongs to;
+    - ``info["_level"]``: boolean mask, shape ``(num_envs,)``: which entries are set (all of them on a step;
+      the reset envs on a partial reset).
+
+    Behaviour per ``metadata["autoreset_mode"]``:
+
+    - ``NEXT_STEP`` (Gymnasium's default): the step that ends an episode reports the finished episode's
+      level; the following *reset step* (action ignored, reward 0, the observation is the new episode's
+      first) reports the new episode's level. The new level is drawn at the start of that reset step, after
+      the previous episode ended: no lag.
+    - ``SAME_STEP``: the step that ends an episode reports the finished episode's level (also in
+      ``info["final_info"]["level"]``), while the observation it returns is the first of the next episode,
+      whose level is :attr:`current_levels` after the step. As in SB3 the env resets inside the step, so
+      the next level is queued when the current episode starts: at most one episode of lag per env
+      (:attr:`next_levels`).
+    - ``DISABLED``: call ``reset(options={"reset_mask": done})`` yourself; the wrapper draws the levels of
+      the reset envs then: no lag.
+
+    A ``seed`` passed to :meth:`reset` does not choose levels: each sub-env's reset seed is its level, and
+    the sequence of levels is set by the sampler's own ``seed``. If a sub-environment raises, the exception
+    reaches the caller and the sampler stays consistent; call :meth:`reset` (or ``close()``) before stepping
+    again.
+
+    :param env: the vector environment; its sub-environments wrapped in ``LevelWrapper``.
+    :param sampler: the level sampler. Alternatively pass :class:`~plr_gym.LevelSampler`'s keyword arguments
+        (at least ``levels=``) and the wrapper builds its own; not both.
+    :param sampler_kwargs: keyword arguments for :class:`~plr_gym.LevelSampler` when ``sampler`` is ``None``.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> import minigrid  # registers the MiniGrid envs
+        >>> from plr_gym.wrappers import LevelWrapper
+        >>> from plr_gym.vector import PrioritizedLevelReplay
+        >>> envs = gym.make_vec("MiniGrid-DoorKey-5x5-v0", num_envs=2, wrappers=[LevelWrapper])
+        >>> envs = PrioritizedLevelReplay(envs, levels=range(10), seed=0)
+        >>> obs, info = envs.reset()
+        >>> bool((info["level"] == envs.current_levels).all()), info["_level"].tolist()
+        (True, [True, True])
+        >>> obs, rewards, terminated, truncated, info = envs.step(envs.action_space.sample())
+        >>> info["level"].shape
+        (2,)
+        >>> envs.close()
+    """
+
+    def __init__(
+        self, env: VectorEnv[Any, Any, Any], sampler: LevelSampler | None = None, **sampler_kwargs: Any
+    ) -> None:
+        super().__init__(env)
+        owner = f"plr_gym.vector.{type(self).__name__}"
+        self.sampler: LevelSampler = build_sampler(sampler, sampler_kwargs, owner)
+        mode = env.metadata.get("autoreset_mode")
+        if mode is None:
+            warnings.warn(
+                f"{owner}: {type(env).__name__}.metadata has no 'autoreset_mode'; assuming NEXT_STEP",
+                stacklevel=2,
+            )
+            mode = AutoresetMode.NEXT_STEP
+        self.autoreset_mode = AutoresetMode(mode)
+        base = env.unwrapped
+        if not (hasattr(base, "call") and hasattr(base, "set_attr")):
+            raise TypeError(
+                f"{owner} needs a vector env with call() and set_attr() (SyncVectorEnv, AsyncVectorEnv), "
+                f"got {type(base).__name__}"
+            )
+        self._base = base
+        wrapped = base.call("has_wrapper_attr", "set_next_level")
+        if not all(wrapped):
+            missing = [i for i, w in enumerate(wrapped) if not w]
+            raise ValueError(
+                f"{owner}: sub-environments {missing} are not wrapped in plr_gym.wrappers.LevelWrapper, "
+                "so they cannot be told which level to play. Build the vector env with "
+                "gym.make_vec(env_id, num_envs, wrappers=[..., LevelWrapper]) or "
+                "SyncVectorEnv([lambda: LevelWrapper(gym.make(env_id)), ...])"
+            )
+        n = self.num_envs
+        self._current = np.zeros(n, dtype=np.int64)
+        self._next = np.zeros(n, dtype=np.int64)  # SAME_STEP only: queued in each LevelWrapper
+        self._autoreset = np.zeros(n, dtype=bool)  # NEXT_STEP only: envs that reset on the next step
+        self._needs_reset = True  # before the first reset, and after anything raised mid-step
+        # per-step record for report_rollout: (levels, episode starts, valid rows, dones)
+        self._start = np.ones(n, dtype=bool)  # the next step's observation starts an episode
+        self._log: deque[tuple[npt.NDArray[Any], ...]] = deque(maxlen=_MAX_LOGGED_STEPS)
+        self.scorer: EpisodeScorer | None = None
+
+    # ------------------------------------------------------------------ levels
+    @property
+    def current_levels(self) -> npt.NDArray[np.int64]:
+        """Level of each env's latest observation; shape ``(num_envs,)``, a copy. Valid after :meth:`reset`.
+
+        In ``NEXT_STEP`` mode an env that just finished keeps its finished level until its reset step.
+        """
+        return self._current.copy()
+
+    @property
+    def next_levels(self) -> npt.NDArray[np.int64]:
+        """``SAME_STEP`` mode: the level queued for each env's next episode; shape ``(num_envs,)``, a copy."""
+        return self._next.copy()
+
+    def _set_next_levels(self, indices: npt.NDArray[np.int64], levels: npt.NDArray[np.int64]) -> None:
+        """Queue ``levels`` in the ``LevelWrapper`` of the envs ``indices`` (one ``set_attr`` call)."""
+        values = np.full(self.num_envs, None, dtype=object)
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+            self._next[indices] = levels
+            values[:] = self._next.tolist()
+        else:
+            values[indices] = levels.tolist()
+        self._base.set_attr("next_level", values.tolist())
+
+    def _check_reported(self, info: dict[str, Any], indices: npt.NDArray[np.int64]) -> None:
+        """Check that the envs ``indices`` report in ``info["level"]`` the level they were told to play."""
+        reported = info.get("level")
+        if reported is None or indices.size == 0:
+            return
+        bad = np.asarray(reported)[indices] != self._current[indices]
+        if np.any(bad):
+            i = int(indices[np.argmax(bad)])
+            raise RuntimeError(
+                f"env {i} started an episode on level {reported[i]!r} but {type(self).__name__} chose level "
+                f"{int(self._current[i])}: something between the vector env and the LevelWrapper passes its "
+                "own seed or level to reset(); make LevelWrapper the outermost wrapper of each sub-env"
+            )
+
+    # ------------------------------------------------------------------ VectorEnv API
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset all envs, or those in ``options["reset_mask"]``, on freshly sampled levels.
+
+        :param seed: accepted for API compatibility; it does not choose levels (each sub-env's reset seed is
+            its level; the sampler's ``seed`` fixes the sequence of levels).
+        :param options: passed to every reset sub-env; may hold ``"reset_mask"`` (boolean array, shape
+            ``(num_envs,)``) for a partial reset, must not hold ``"level"``.
+        :return: ``(obs, info)`` with ``info["level"]``/``info["_level"]`` as in the class docstring.
+        """
+        n = self.num_envs
+        opts = dict(options) if options is not None else None
+        if opts is not None and "level" in opts:
+            raise ValueError("options must not contain 'level': the sampler chooses each env's level")
+        mask = np.ones(n, dtype=bool)
+        if opts is not None and "reset_mask" in opts:
+            mask = opts["reset_mask"]
+            if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (n,):
+                raise TypeError(
+                    f"options['reset_mask'] must be a boolean numpy array of shape ({n},), got {mask!r}"
+                )
+        indices = np.flatnonzero(mask)
+        self._needs_reset = True
+        levels = sample_levels(self.sampler, indices.size)
+        seeds = np.full(n, None, dtype=object)
+        seeds[indices] = levels.tolist()
+        obs, info = self.env.reset(seed=seeds.tolist(), options=opts)
+        self._current[indices] = levels
+        self._autoreset[indices] = False
+        self._start[indices] = True
+        self._check_reported(info, indices)
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+            self._set_next_levels(indices, sample_levels(self.sampler, indices.size))
+        info["level"] = self._current.copy()
+        info["_level"] = mask.copy()
+        self._needs_reset = False
+        return obs, info
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """Step every env; ``info["level"]`` is the level of each env's transition (see the class doc)."""
+        if self._needs_reset:
+            raise RuntimeError(
+                f"{type(self).__name__}: call reset() before step() (first use, or a previous call raised)"
+            )
+        self._needs_reset = True
+        mode = self.autoreset_mode
+        if mode == AutoresetMode.NEXT_STEP:
+            starting = np.flatnonzero(self._autoreset)
+            if starting.size:
+                new = sample_levels(self.sampler, starting.size)
+                self._set_next_levels(starting, new)
+            obs, rewards, terminated, truncated, info = self.env.step(actions)
+            if starting.size:
+                self._current[starting] = new
+                self._check_reported(info, starting)
+            ended = np.logical_or(terminated, truncated)
+            self._autoreset = ended
+            levels = self._current.copy()
+            valid = np.ones(self.num_envs, dtype=bool)
+            valid[starting] = False  # reset steps: no transition of any episode
+            self._log.append((levels, self._start.copy(), valid, ended))
+            self._start[starting] = True
+            self._start[valid] = False
+        else:
+            obs, rewards, terminated, truncated, info = self.env.step(actions)
+            levels = self._current.copy()
+            ended = np.logical_or(terminated, truncated)
+            self._log.append((levels, self._start.copy(), np.ones(self.num_envs, dtype=bool), ended))
+            self._start[:] = ended if mode == AutoresetMode.SAME_STEP else False
+            if mode == AutoresetMode.SAME_STEP:
+                done = np.flatnonzero(ended)
+                if done.size:
+                    self._current[done] = self._next[done]
+                    self._check_reported(info, done)
+                    self._set_next_levels(done, sample_levels(self.sampler, done.size))
+        info["level"] = levels
+        info["_level"] = np.ones(self.num_envs, dtype=bool)
+        self._needs_reset = False
+        return obs, rewards, terminated, truncated, info
+
+    # ------------------------------------------------------------------ scoring
+    def report_rollout(
+        self,
+        rewards: Any,
+        values: Any,
+        advantages: Any = None,
+        last_values: Any = None,
+        logits: Any = None,
+        entropies: Any = None,
+        gamma: float = 0.99,
+    ) -> list[tuple[int, float]]:
+        """Score the episodes completed in the last ``n_steps`` steps and update the sampler.
+
+        For your own training loop (CleanRL style): after computing advantages, pass the rollout's arrays,
+        shaped ``(n_steps, num_envs)`` and aligned with the last ``n_steps`` calls to :meth:`step` (row
+        ``t`` = the step taken from observation ``obs[t]``). The wrapper knows each step's level, episode
+        starts and ends, and in ``NEXT_STEP`` mode which rows are reset steps (left out of every episode);
+        the shared :class:`~plr_gym.scoring.EpisodeScorer` stitches episodes across rollouts and reports
+        each completed episode once, with the sampler's ``strategy``.
+
+        :param rewards: ``(n_steps, num_envs)`` rewards.
+        :param values: ``(n_steps, num_envs)`` value predictions ``V(s_t)``.
+        :param advantages: ``(n_steps, num_envs)`` advantages (GAE); needed by value_l1, gae,
+            positive_value_loss.
+        :param last_values: ``(num_envs,)`` ``V`` of the observation after the last step (bootstrap of
+            ``one_step_td_error``); zeros if omitted.
+        :param logits: ``(n_steps, num_envs, n_actions)`` action logits (normalised here), for
+            policy_entropy, least_confidence and min_margin with discrete actions.
+        :param entropies: ``(n_steps, num_envs)`` policy entropies (policy_entropy, continuous actions).
+        :param gamma: discount factor (``one_step_td_error``).
+        :return: the ``(level, score)`` pairs reported to the sampler.
+        """
+        if not self.sampler.uses_scores:
+            self._log.clear()
+            return []
+        rew = np.asarray(rewards)
+        if rew.ndim != 2 or rew.shape[1] != self.num_envs:
+            raise ValueError(f"rewards must have shape (n_steps, {self.num_envs}), got {rew.shape}")
+        n_steps = rew.shape[0]
+        if n_steps > len(self._log):
+            raise ValueError(
+                f"got {n_steps} steps of rollout data but only {len(self._log)} steps were taken since the "
+                "last report_rollout (or reset of the record)"
+            )
+        if self.scorer is None:
+            self.scorer = EpisodeScorer(self.sampler, n_envs=self.num_envs, strategy=self.sampler.strategy)
+        self.scorer.gamma = float(gamma)
+        steps = list(self._log)[-n_steps:]
+        levels, starts, valid, ended = (np.stack([row[k] for row in steps]) for k in range(4))
+        log_policy = None
+        if logits is not None:
+            lg = np.asarray(logits, dtype=np.float64)
+            lg = lg - lg.max(axis=-1, keepdims=True)
+            log_policy = lg - np.log(np.exp(lg).sum(axis=-1, keepdims=True))
+        self._log.clear()
+        return self.scorer.process_rollout(
+            levels=levels,
+            episode_starts=starts,
+            dones=ended,
+            rewards=rew,
+            values=values,
+            advantages=advantages,
+            last_values=last_values,
+            log_policy=log_policy,
+            entropies=entropies,
+            valid=valid,
+        )
