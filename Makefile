@@ -40,6 +40,8 @@ test: $(VENV)/.all-installed lint typecheck
 
 bench: $(VENV)/.all-installed
 	$(PY) benchmarks/sampler_speed.py
+	$(PY) benchmarks/procgen_switch.py
+	$(PY) benchmarks/per_speed.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -7,7 +7,9 @@ Example:
     >>> sampler.update(level, 0.5)
 """
 
+import plr_gym.envs  # noqa: F401  (registers plr_gym/procgen-<game>-v0; Procgen itself is imported lazily)
 from plr_gym.callbacks import PLRCallback
+from plr_gym.envs import ProcgenLevelEnv
 from plr_gym.level_buffer import LevelBuffer
 from plr_gym.replay import PERDQN, PERSAC, PERTD3, PrioritizedReplayBuffer
 from plr_gym.sampler import LevelSampler
@@ -26,6 +28,7 @@ __all__ = [
     "LevelWrapper",
     "PLRCallback",
     "PrioritizedLevelReplay",
+    "ProcgenLevelEnv",
     "PrioritizedReplayBuffer",
 ]
 __version__ = "0.1.0.dev0"

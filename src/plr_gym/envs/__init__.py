@@ -1,0 +1,42 @@
+"""Environments with per-reset level choice, registered with Gymnasium on import.
+
+Importing this package is cheap: it registers ``plr_gym/procgen-<game>-v0`` for the 16 Procgen games
+(:data:`~plr_gym.envs.procgen.GAMES`) and imports Procgen only when such an env is built, so it works
+without the ``procgen`` extra installed (building one then raises an ``ImportError`` saying what to
+install).
+
+Example:
+    >>> import gymnasium as gym
+    >>> import plr_gym.envs
+    >>> "plr_gym/procgen-bigfish-v0" in gym.registry
+    True
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+from plr_gym.envs.procgen import DISTRIBUTION_MODES, GAMES, MAX_LEVEL, ProcgenLevelEnv
+
+__all__ = ["DISTRIBUTION_MODES", "GAMES", "MAX_LEVEL", "ProcgenLevelEnv", "procgen_env_id"]
+
+
+def procgen_env_id(game: str) -> str:
+    """The Gymnasium id of a Procgen game, e.g. ``"plr_gym/procgen-coinrun-v0"``."""
+    if game not in GAMES:
+        raise ValueError(f"game must be one of {', '.join(GAMES)}; got {game!r}")
+    return f"plr_gym/procgen-{game}-v0"
+
+
+def _register_procgen() -> None:
+    for game in GAMES:
+        env_id = procgen_env_id(game)
+        if env_id not in gym.registry:  # importing twice (e.g. importlib.reload) must not re-register
+            gym.register(
+                id=env_id,
+                entry_point="plr_gym.envs.procgen:ProcgenLevelEnv",
+                kwargs={"game": game},
+            )
+
+
+_register_procgen()
