@@ -28,7 +28,7 @@ __all__ = [
     "LevelWrapper",
     "PLRCallback",
     "PrioritizedLevelReplay",
-    "ProcgenLevelEnv",
     "PrioritizedReplayBuffer",
+    "ProcgenLevelEnv",
 ]
 __version__ = "0.1.0.dev0"
