@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any
 
 import numpy as np
 
-__all__ = ["level_key"]
+__all__ = ["level_key", "load_values", "save_values"]
 
 
 def level_key(level: Any) -> Any:
@@ -39,3 +41,49 @@ def level_key(level: Any) -> Any:
             f"got {type(level)}"
         ) from None
     return ("object", level)
+
+
+def _encode(obj: Any, arrays: dict[str, Any]) -> Any:
+    if isinstance(obj, np.ndarray):
+        key = f"arr{len(arrays)}"
+        arrays[key] = obj
+        return {"__ndarray__": key}
+    if isinstance(obj, dict):
+        if not all(isinstance(k, str) for k in obj):
+            raise TypeError("only dicts with str keys can be saved")
+        return {"__dict__": {k: _encode(v, arrays) for k, v in obj.items()}}
+    if isinstance(obj, tuple):
+        return {"__tuple__": [_encode(v, arrays) for v in obj]}
+    if isinstance(obj, list):
+        return [_encode(v, arrays) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, (bool, int, float, str)) or obj is None:
+        return obj
+    raise TypeError(f"cannot save a level or extra of type {type(obj).__name__} (no pickling)")
+
+
+def _decode(obj: Any, arrays: Any) -> Any:
+    if isinstance(obj, dict):
+        if "__ndarray__" in obj:
+            return np.array(arrays[obj["__ndarray__"]])
+        if "__tuple__" in obj:
+            return tuple(_decode(v, arrays) for v in obj["__tuple__"])
+        return {k: _decode(v, arrays) for k, v in obj["__dict__"].items()}
+    if isinstance(obj, list):
+        return [_decode(v, arrays) for v in obj]
+    return obj
+
+
+def save_values(path: str | os.PathLike[str], value: Any) -> None:
+    """Write a JSON-able structure with numpy arrays inside (levels, RNG states) as ``.npz``, no pickle."""
+    arrays: dict[str, Any] = {}
+    meta = json.dumps(_encode(value, arrays))
+    with open(path, "wb") as f:
+        np.savez(f, meta=np.array(meta), **arrays)
+
+
+def load_values(path: str | os.PathLike[str]) -> Any:
+    """Read a file written by :func:`save_values`."""
+    with np.load(path, allow_pickle=False) as npz:
+        return _decode(json.loads(str(npz["meta"])), npz)

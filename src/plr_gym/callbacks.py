@@ -19,6 +19,7 @@ from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
+from plr_gym.level_buffer import load_values, save_values
 from plr_gym.scoring import DISCRETE_ONLY, EpisodeScorer
 
 __all__ = ["LOGIT_STRATEGIES", "PLRCallback", "find_plr_wrapper"]
@@ -72,7 +73,20 @@ class PLRCallback(BaseCallback):
     :param save_freq: save every this many rollouts (with ``save_path``).
     :param resume_from: a directory written by a previous run: the sampler and the scorer are restored
         from it when training starts.
+    :param exploratory_grad_updates: buffer mode (Robust PLR / ACCEL) only. If False, rollouts on new or
+        mutated levels are scored and inserted into the buffer but produce no gradient update: only replay
+        rollouts train the agent, Robust PLR's condition for its robustness guarantee. Implemented by
+        skipping ``model.train()`` after such rollouts (parameters and optimizer state stay untouched).
     :param verbose: verbosity level.
+
+    **Buffer mode** (``PrioritizedLevelReplay(venv, buffer=LevelBuffer(...), generator=fn)``): at the
+    start of every rollout the wrapper decides between replaying buffer levels and trying new ones (or,
+    with a mutator, evaluating the mutated children of the last replayed levels) and assigns one level
+    per env; the callback resets the envs onto them, so every episode of an env during the rollout plays
+    its assigned level. At the end of the rollout each level's completed episodes are scored (mean over
+    its episodes) and the buffer is updated (replay) or offered the level (new/mutated). Episodes still
+    running when the rollout ends ("cliffhangers") are not scored, as in dcd; a new level with no
+    completed episode is not inserted, and a replayed one keeps its previous score.
 
     Example:
         >>> import gymnasium as gym
@@ -94,9 +108,12 @@ class PLRCallback(BaseCallback):
         save_path: str | os.PathLike[str] | None = None,
         save_freq: int = 10,
         resume_from: str | os.PathLike[str] | None = None,
+        exploratory_grad_updates: bool = True,
         verbose: int = 0,
     ) -> None:
         super().__init__(verbose)
+        self.exploratory_grad_updates = bool(exploratory_grad_updates)
+        self._original_train: Any = None
         if isinstance(save_freq, bool) or not isinstance(save_freq, int) or save_freq < 1:
             raise ValueError(f"save_freq must be a positive int, got {save_freq!r}")
         self.save_path = None if save_path is None else Path(save_path)
@@ -117,8 +134,9 @@ class PLRCallback(BaseCallback):
                 f"{type(self.model).__name__}; for off-policy algorithms use plr_gym's PER classes"
             )
         self.wrapper = find_plr_wrapper(self.model.get_env())
-        sampler = self.wrapper.sampler
-        strategy = sampler.strategy
+        buffer_mode = self.wrapper.buffer is not None
+        target = self.wrapper.score_target if buffer_mode else self.wrapper.sampler
+        strategy = self.wrapper.strategy if buffer_mode else self.wrapper.sampler.strategy
         action_space = self.model.action_space
         if (
             isinstance(strategy, str)
@@ -132,19 +150,34 @@ class PLRCallback(BaseCallback):
         n_envs = self.model.n_envs
         if strategy not in _SCORELESS:
             self.scorer = EpisodeScorer(
-                sampler, n_envs=n_envs, strategy=strategy, gamma=float(self.model.gamma)
+                target, n_envs=n_envs, strategy=strategy, gamma=float(self.model.gamma)
             )
         n_steps = int(self.model.n_steps)
-        self._levels = np.zeros((n_steps, n_envs), dtype=np.int64)
+        self._levels = np.zeros((n_steps, n_envs), dtype=self.wrapper.step_levels.dtype)
+        if buffer_mode and not self.exploratory_grad_updates:
+            model = self.model
+            self._original_train = model.train
+            model.train = self._train_on_replay_only  # type: ignore[method-assign]
         if self.resume_from is not None:
             self.load(self.resume_from)
 
     def _on_rollout_start(self) -> None:
         self._step = 0
-        self._samples_at_start = (
-            self.wrapper.sampler.num_replay_samples,
-            self.wrapper.sampler.num_explore_samples,
-        )
+        if self.wrapper.buffer is not None:
+            # assign this rollout's levels and start every env on them
+            self.wrapper.begin_rollout()
+            model: Any = self.model
+            model._last_obs = model.env.reset()
+            model._last_episode_starts = np.ones(model.n_envs, dtype=bool)
+        else:
+            sampler = self.wrapper.sampler
+            self._samples_at_start = (sampler.num_replay_samples, sampler.num_explore_samples)
+
+    def _train_on_replay_only(self) -> None:
+        if self.wrapper.last_rollout_mode == "replay":
+            self._original_train()
+        else:
+            self.logger.record("plr/skipped_update", 1)
 
     def _on_step(self) -> bool:
         assert self._levels is not None
@@ -179,11 +212,21 @@ class PLRCallback(BaseCallback):
                 **extra,
             )
         self._rollouts += 1
-        self._log(len(reported))
+        if self.wrapper.buffer is not None:
+            self._log_buffer(len(reported))
+            self.wrapper.end_rollout()
+            if self.scorer is not None:  # keep max returns only for levels the buffer still holds
+                self.scorer.prune_max_returns(self.wrapper.buffer.levels)
+        else:
+            self._log(len(reported))
         if self.save_path is not None and self._rollouts % self.save_freq == 0:
             self.save(self.save_path)
 
     def _on_training_end(self) -> None:
+        if self._original_train is not None:
+            on_policy: Any = self.model
+            on_policy.train = self._original_train
+            self._original_train = None
         if self.save_path is not None:
             self.save(self.save_path)
 
@@ -259,12 +302,32 @@ class PLRCallback(BaseCallback):
             self.logger.record("plr/weight_entropy", float(-(w * np.log(w)).sum()))
             self.logger.record("plr/scores", th.as_tensor(scores), exclude=("stdout", "log", "json", "csv"))
 
+    def _log_buffer(self, n_scored: int) -> None:
+        buffer = self.wrapper.buffer
+        self.logger.record("plr/replay_rollout", float(self.wrapper.rollout_mode == "replay"))
+        self.logger.record("plr/buffer_size", buffer.size)
+        self.logger.record("plr/episodes_scored", n_scored)
+        self.logger.record("plr/levels_inserted", self.wrapper.score_target.inserted)
+        self.logger.record("plr/levels_rejected", self.wrapper.score_target.rejected)
+        if buffer.size:
+            scores = buffer.scores
+            self.logger.record("plr/score_mean", float(scores.mean()))
+            self.logger.record("plr/score_max", float(scores.max()))
+            w = buffer.sample_weights()
+            w = w[w > 0]
+            self.logger.record("plr/weight_entropy", float(-(w * np.log(w)).sum()))
+            self.logger.record("plr/scores", th.as_tensor(scores), exclude=("stdout", "log", "json", "csv"))
+
     # ------------------------------------------------------------------ checkpoints
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Write the sampler and the scorer's open episodes to ``directory`` (npz + JSON, no pickle)."""
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
-        self.wrapper.sampler.save(path / "plr_sampler.npz")
+        if self.wrapper.buffer is not None:
+            self.wrapper.buffer.save(path / "plr_buffer.npz")
+            save_values(path / "plr_generator.npz", self.wrapper.buffer_mode_state())
+        else:
+            self.wrapper.sampler.save(path / "plr_sampler.npz")
         if self.scorer is not None:
             self.scorer.save(path / "plr_scorer.npz")
 
@@ -274,6 +337,10 @@ class PLRCallback(BaseCallback):
         path = Path(directory)
         if self.wrapper is None:
             raise RuntimeError("PLRCallback.load needs the training env: pass resume_from= instead")
-        self.wrapper.sampler.load_from(path / "plr_sampler.npz")
+        if self.wrapper.buffer is not None:
+            self.wrapper.buffer.load_from(path / "plr_buffer.npz")
+            self.wrapper.load_buffer_mode_state(load_values(path / "plr_generator.npz"))
+        else:
+            self.wrapper.sampler.load_from(path / "plr_sampler.npz")
         if self.scorer is not None and (path / "plr_scorer.npz").exists():
             self.scorer.load(path / "plr_scorer.npz")

@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from plr_gym._levels import level_key
+from plr_gym._levels import _decode, _encode, level_key, load_values, save_values
 from plr_gym._structures import LinearStalenessTree, OrderedKeys
 from plr_gym.sampler import _check_positive, _check_real, _check_unit
 
-__all__ = ["LevelBuffer", "level_key"]
+__all__ = ["LevelBuffer", "level_key", "load_values", "save_values"]
 
 FloatArray = npt.NDArray[np.float64]
 _STATE_VERSION = 1
@@ -38,38 +38,6 @@ _STATE_VERSION = 1
 # --------------------------------------------------------------------------------------------------
 # value identity and safe (de)serialisation of arbitrary levels
 # --------------------------------------------------------------------------------------------------
-def _encode(obj: Any, arrays: dict[str, Any]) -> Any:
-    if isinstance(obj, np.ndarray):
-        key = f"arr{len(arrays)}"
-        arrays[key] = obj
-        return {"__ndarray__": key}
-    if isinstance(obj, dict):
-        if not all(isinstance(k, str) for k in obj):
-            raise TypeError("only dicts with str keys can be saved")
-        return {"__dict__": {k: _encode(v, arrays) for k, v in obj.items()}}
-    if isinstance(obj, tuple):
-        return {"__tuple__": [_encode(v, arrays) for v in obj]}
-    if isinstance(obj, list):
-        return [_encode(v, arrays) for v in obj]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, (bool, int, float, str)) or obj is None:
-        return obj
-    raise TypeError(f"cannot save a level or extra of type {type(obj).__name__} (no pickling)")
-
-
-def _decode(obj: Any, arrays: Any) -> Any:
-    if isinstance(obj, dict):
-        if "__ndarray__" in obj:
-            return np.array(arrays[obj["__ndarray__"]])
-        if "__tuple__" in obj:
-            return tuple(_decode(v, arrays) for v in obj["__tuple__"])
-        return {k: _decode(v, arrays) for k, v in obj["__dict__"].items()}
-    if isinstance(obj, list):
-        return [_decode(v, arrays) for v in obj]
-    return obj
-
-
 # --------------------------------------------------------------------------------------------------
 # LevelBuffer
 # --------------------------------------------------------------------------------------------------
@@ -450,18 +418,14 @@ class LevelBuffer:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> LevelBuffer:
         """Build a buffer from a file written by :meth:`save`."""
-        with np.load(path, allow_pickle=False) as npz:
-            meta = json.loads(str(npz["meta"]))
-            state = {
-                **meta,
-                "levels": _decode(meta["levels"], npz),
-                "extras": _decode(meta["extras"], npz),
-                "scores": npz["scores"],
-                "timestamps": npz["timestamps"],
-            }
-        buf = cls(**meta["config"])
+        state = _read_state(path)
+        buf = cls(**state["config"])
         buf.load_state_dict(state)
         return buf
+
+    def load_from(self, path: str | os.PathLike[str]) -> None:
+        """Restore this buffer's state from a file written by :meth:`save` (same configuration)."""
+        self.load_state_dict(_read_state(path))
 
     def __repr__(self) -> str:
         return (
@@ -469,3 +433,15 @@ class LevelBuffer:
             f"score_transform={self.score_transform!r}, staleness_coef={self.staleness_coef}, "
             f"replay_prob={self.replay_prob})"
         )
+
+
+def _read_state(path: str | os.PathLike[str]) -> dict[str, Any]:
+    with np.load(path, allow_pickle=False) as npz:
+        meta = json.loads(str(npz["meta"]))
+        return {
+            **meta,
+            "levels": _decode(meta["levels"], npz),
+            "extras": _decode(meta["extras"], npz),
+            "scores": npz["scores"],
+            "timestamps": npz["timestamps"],
+        }

@@ -34,16 +34,15 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from plr_gym._levels import level_key
+from plr_gym._levels import level_key, load_values, save_values
 
 FloatArray = npt.NDArray[np.floating[Any]]
 
@@ -269,6 +268,7 @@ class EpisodeScorer:
         self.gamma = float(gamma)
         self._open: list[dict[str, Any] | None] = [None] * self.n_envs
         self.max_returns: dict[Any, float] = {}
+        self._level_of_key: dict[Any, Any] = {}
         self.num_scored = 0
         self.num_dropped = 0
 
@@ -428,11 +428,25 @@ class EpisodeScorer:
             )
         return arr
 
+    def _max_key(self, level: Any) -> Any:
+        """Key of ``max_returns``: the level itself for ints and strings, else its value key."""
+        if isinstance(level, (int, str)):
+            return level
+        key = level_key(level)
+        self._level_of_key[key] = level
+        return key
+
+    def prune_max_returns(self, keep: Iterable[Any]) -> None:
+        """Forget the max returns of levels not in ``keep`` (e.g. levels evicted from a LevelBuffer)."""
+        keys = {self._max_key(level) for level in keep}
+        self.max_returns = {k: v for k, v in self.max_returns.items() if k in keys}
+        self._level_of_key = {k: v for k, v in self._level_of_key.items() if k in keys}
+
     def _score(self, level: Any, ep: dict[str, Any]) -> float:
         max_return = None
         if self.strategy == "max_mc" or callable(self.strategy):
             ret = float(ep["rewards"].sum())
-            key = level if isinstance(level, (int, str)) else level_key(level)
+            key = self._max_key(level)
             max_return = max(self.max_returns.get(key, -np.inf), ret)
             self.max_returns[key] = max_return
         data = EpisodeData(
@@ -449,22 +463,16 @@ class EpisodeScorer:
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """Open episodes and per-level max returns, as numpy arrays and JSON-compatible values."""
-        open_eps = []
-        for e, ep in enumerate(self._open):
-            if ep is not None:
-                level = ep["level"]
-                if not isinstance(level, (int, float, str)):
-                    raise TypeError(f"cannot checkpoint non-scalar level {level!r} of env {e}")
-                open_eps.append({"env": e, "level": level, **{k: ep[k] for k in _STEP_FIELDS if k in ep}})
-        if any(not isinstance(k, (int, float, str)) for k in self.max_returns):
-            raise TypeError(
-                "cannot checkpoint max returns of non-scalar levels (store them in LevelBuffer extras)"
-            )
+        """Open episodes and per-level max returns (levels may be any value :func:`save_values` can store)."""
+        open_eps = [
+            {"env": e, "level": ep["level"], **{k: ep[k] for k in _STEP_FIELDS if k in ep}}
+            for e, ep in enumerate(self._open)
+            if ep is not None
+        ]
         return {
             "n_envs": self.n_envs,
             "open": open_eps,
-            "max_returns": dict(self.max_returns),
+            "max_returns": [[self._level_of_key.get(k, k), v] for k, v in self.max_returns.items()],
             "num_scored": self.num_scored,
             "num_dropped": self.num_dropped,
         }
@@ -474,39 +482,21 @@ class EpisodeScorer:
             raise ValueError(f"state has n_envs={state['n_envs']}, this scorer has {self.n_envs}")
         self._open = [None] * self.n_envs
         for ep in state["open"]:
-            e = int(ep["env"])
-            self._open[e] = {
+            self._open[int(ep["env"])] = {
                 k: (np.asarray(v) if k in _STEP_FIELDS else v) for k, v in ep.items() if k != "env"
             }
-        self.max_returns = {(int(k) if isinstance(k, str) and k.lstrip("-").isdigit() else k): float(v)
-                            for k, v in state["max_returns"].items()}  # fmt: skip
+        self.max_returns = {}
+        self._level_of_key = {}
+        for level, value in state["max_returns"]:
+            key = self._max_key(level)
+            self.max_returns[key] = float(value)
         self.num_scored = int(state["num_scored"])
         self.num_dropped = int(state["num_dropped"])
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`state_dict` as ``.npz`` (arrays + JSON; loading never unpickles)."""
-        state = self.state_dict()
-        arrays: dict[str, Any] = {}
-        meta_open = []
-        for j, ep in enumerate(state["open"]):
-            meta_open.append({"env": ep["env"], "level": ep["level"], "fields": []})
-            for k in _STEP_FIELDS:
-                if k in ep:
-                    arrays[f"open{j}_{k}"] = ep[k]
-                    meta_open[-1]["fields"].append(k)
-        meta = {
-            **state,
-            "open": meta_open,
-            "max_returns": {str(k): v for k, v in state["max_returns"].items()},
-        }
-        with open(path, "wb") as f:
-            np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
+        save_values(path, self.state_dict())
 
     def load(self, path: str | os.PathLike[str]) -> None:
         """Restore a file written by :meth:`save`."""
-        with np.load(path, allow_pickle=False) as npz:
-            meta = json.loads(str(npz["meta"]))
-            for j, ep in enumerate(meta["open"]):
-                for k in ep.pop("fields"):
-                    ep[k] = npz[f"open{j}_{k}"]
-        self.load_state_dict(meta)
+        self.load_state_dict(load_values(path))

@@ -1,6 +1,7 @@
 """Environments with per-reset level choice, registered with Gymnasium on import.
 
-Importing this package is cheap: it registers ``plr_gym/procgen-<game>-v0`` for the 16 Procgen games
+Importing this package is cheap: it registers ``plr_gym/maze-v0`` (:mod:`plr_gym.envs.maze`, an editable
+MiniGrid maze for open-ended curricula) and ``plr_gym/procgen-<game>-v0`` for the 16 Procgen games
 (:data:`~plr_gym.envs.procgen.GAMES`) and imports Procgen only when such an env is built, so it works
 without the ``procgen`` extra installed (building one then raises an ``ImportError`` saying what to
 install).
@@ -40,3 +41,6 @@ def _register_procgen() -> None:
 
 
 _register_procgen()
+if "plr_gym/maze-v0" not in gym.registry:
+    # an editable MiniGrid maze (needs the minigrid extra): levels are wall layouts, see plr_gym.envs.maze
+    gym.register(id="plr_gym/maze-v0", entry_point="plr_gym.envs.maze:LayoutMazeEnv")

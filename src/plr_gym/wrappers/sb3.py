@@ -8,7 +8,7 @@ boundaries; the sampler stays in the main process.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,7 +16,10 @@ import numpy.typing as npt
 from stable_baselines3.common.vec_env import SubprocVecEnv, VecEnv, VecEnvWrapper
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
 
+from plr_gym._levels import level_key
+from plr_gym.level_buffer import LevelBuffer
 from plr_gym.sampler import LevelSampler
+from plr_gym.scoring import SCORE_FUNCTIONS
 from plr_gym.wrappers.level import LevelWrapper, build_sampler, sample_levels
 
 __all__ = ["PrioritizedLevelReplay"]
@@ -77,7 +80,17 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         >>> venv.close()
     """
 
-    def __init__(self, venv: VecEnv, sampler: LevelSampler | None = None, **sampler_kwargs: Any) -> None:
+    def __init__(
+        self,
+        venv: VecEnv,
+        sampler: LevelSampler | None = None,
+        *,
+        buffer: LevelBuffer | None = None,
+        generator: Callable[[np.random.Generator], Any] | None = None,
+        mutator: Callable[[Any, np.random.Generator], Any] | None = None,
+        n_mutations: int = 1,
+        **sampler_kwargs: Any,
+    ) -> None:
         owner = type(self).__name__
         if isinstance(venv, VecEnvWrapper):
             raise ValueError(
@@ -87,7 +100,16 @@ class PrioritizedLevelReplay(VecEnvWrapper):
             )
         if not isinstance(venv, VecEnv):
             raise TypeError(f"{owner} wraps a stable_baselines3 VecEnv, got {type(venv).__name__}")
-        self.sampler: LevelSampler = build_sampler(sampler, sampler_kwargs, owner)
+        self.buffer = buffer
+        self.generator = generator
+        self.mutator = mutator
+        self.n_mutations = n_mutations
+        if buffer is None:
+            if generator is not None or mutator is not None:
+                raise ValueError(f"{owner}: generator= and mutator= need buffer=LevelBuffer(...)")
+            self.sampler: LevelSampler = build_sampler(sampler, sampler_kwargs, owner)
+        else:
+            self._init_buffer_mode(owner, sampler, sampler_kwargs)
         wrapped = venv.env_is_wrapped(LevelWrapper)
         if not all(wrapped):
             missing = [i for i, w in enumerate(wrapped) if not w]
@@ -100,9 +122,16 @@ class PrioritizedLevelReplay(VecEnvWrapper):
             )
         super().__init__(venv)
         n = self.num_envs
-        self._current = np.zeros(n, dtype=np.int64)
-        self._next = np.zeros(n, dtype=np.int64)
-        self._step_levels = np.zeros(n, dtype=np.int64)
+        dtype = np.int64 if buffer is None else object
+        self._current: npt.NDArray[Any] = np.zeros(n, dtype=dtype)
+        self._next: npt.NDArray[Any] = np.zeros(n, dtype=dtype)
+        self._step_levels: npt.NDArray[Any] = np.zeros(n, dtype=dtype)
+        # buffer mode: the current rollout's plan (see begin_rollout)
+        self.rollout_mode = "none"
+        self.last_rollout_mode = "none"  # mode of the rollout closed by end_rollout()
+        self._assigned: list[Any] = []
+        self._plan_steps = -1  # steps taken under the current plan (-1: no plan)
+        self._children: list[Any] = []
         self._user_options: list[dict[str, Any]] = [{} for _ in range(n)]
         self._needs_reset = True  # before the first reset, and after anything raised mid-step
 
@@ -128,9 +157,11 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         """Level queued for each env's next episode, shape ``(num_envs,)``, a copy (see the lag above)."""
         return self._next.copy()
 
-    def _queue(self, indices: npt.NDArray[np.int64], levels: npt.NDArray[np.int64]) -> None:
+    def _queue(self, indices: npt.NDArray[np.int64], levels: Sequence[Any] | npt.NDArray[Any]) -> None:
         """Queue ``levels[k]`` as the next level of env ``indices[k]`` (one ``env_method`` call per env)."""
-        for i, level in zip(indices.tolist(), levels.tolist()):
+        if isinstance(levels, np.ndarray):
+            levels = levels.tolist()
+        for i, level in zip(indices.tolist(), levels):
             self.venv.env_method("set_next_level", level, indices=[i])
             self._next[i] = level
 
@@ -139,10 +170,10 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         reset_infos = self.venv.reset_infos
         for i in indices.tolist():
             reported = reset_infos[i].get("level", self._current[i])
-            if reported != self._current[i]:
+            if level_key(reported) != level_key(self._current[i]):
                 raise RuntimeError(
                     f"env {i} started an episode on level {reported!r} but {type(self).__name__} chose level "
-                    f"{int(self._current[i])}: something between the VecEnv and the LevelWrapper passes its "
+                    f"{self._current[i]!r}: something between the VecEnv and the LevelWrapper passes its "
                     "own seed or level to reset(); make LevelWrapper the outermost gymnasium wrapper"
                 )
 
@@ -175,19 +206,32 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         """
         n = self.num_envs
         self._needs_reset = True
-        levels = sample_levels(self.sampler, 2 * n)
-        first, queued = levels[:n], levels[n:]
-        self.venv.set_options(
-            [{**o, "level": int(lvl)} for o, lvl in zip(self._user_options, first.tolist())]
-        )
+        first: list[Any]
+        if self.buffer is None:
+            levels = sample_levels(self.sampler, 2 * n)
+            first, queued = levels[:n].tolist(), levels[n:].tolist()
+        else:  # every episode of the rollout replays the env's assigned level
+            if self._plan_steps != 0:
+                self.begin_rollout()
+            first = queued = list(self._assigned)
+        self.venv.set_options([{**o, "level": lvl} for o, lvl in zip(self._user_options, first)])
         self._user_options = [{} for _ in range(n)]
         try:
             obs = self.venv.reset()
-            self._current[:] = first
+            for i, lvl in enumerate(first):
+                self._current[i] = lvl
             self._check_reset_levels(np.arange(n))
             self._queue(np.arange(n), queued)
         except _WORKER_DEATH as exc:
             raise _worker_died("reset") from exc
+        except Exception as exc:
+            if self.buffer is not None and self.rollout_mode != "replay":
+                source = "mutator" if self.rollout_mode == "mutate" else "generator"
+                raise ValueError(
+                    f"an env refused a level made by the {source} ({type(exc).__name__}: {exc}); "
+                    f"the levels were {first!r}"
+                ) from exc
+            raise
         self.reset_infos = self.venv.reset_infos
         self._needs_reset = False
         return obs
@@ -210,11 +254,16 @@ class PrioritizedLevelReplay(VecEnvWrapper):
             obs, rewards, dones, infos = self.venv.step_wait()
             self._step_levels[:] = self._current
             done = np.flatnonzero(dones)
+            if self._plan_steps >= 0:
+                self._plan_steps += 1
             if done.size:
                 # Autoreset envs started the episode queued for them; queue the one after.
                 self._current[done] = self._next[done]
                 self._check_reset_levels(done)
-                self._queue(done, sample_levels(self.sampler, done.size))
+                if self.buffer is None:
+                    self._queue(done, sample_levels(self.sampler, done.size))
+                else:
+                    self._queue(done, [self._assigned[i] for i in done.tolist()])
         except _WORKER_DEATH as exc:
             raise _worker_died("step") from exc
         self.reset_infos = self.venv.reset_infos
@@ -231,8 +280,128 @@ class PrioritizedLevelReplay(VecEnvWrapper):
             return
         venv.close()
 
-    # ------------------------------------------------------------------ scoring
-    # Rollout scoring is done by plr_gym.PLRCallback (SB3), which reads infos[i]["level"].
+    # ------------------------------------------------------------------ buffer mode (Robust PLR, ACCEL)
+    def _init_buffer_mode(self, owner: str, sampler: Any, sampler_kwargs: dict[str, Any]) -> None:
+        seed = sampler_kwargs.pop("seed", None)
+        strategy = sampler_kwargs.pop("strategy", "positive_value_loss")
+        if strategy in ("random", "sequential") or not (callable(strategy) or strategy in SCORE_FUNCTIONS):
+            raise ValueError(
+                f"{owner}: strategy={strategy!r} cannot score levels for a LevelBuffer; choose one of "
+                f"{', '.join(SCORE_FUNCTIONS)} or a callable"
+            )
+        self.strategy = strategy
+        if sampler is not None or sampler_kwargs:
+            raise ValueError(
+                f"{owner}: with buffer= pass only generator=, mutator=, n_mutations=, strategy= and seed= "
+                f"(got {'sampler=' if sampler is not None else ', '.join(f'{k}=' for k in sampler_kwargs)})"
+            )
+        if not isinstance(self.buffer, LevelBuffer):
+            raise TypeError(
+                f"{owner}: buffer must be a plr_gym.LevelBuffer, got {type(self.buffer).__name__}"
+            )
+        if not callable(self.generator):
+            raise ValueError(f"{owner}: buffer= needs generator=fn, a callable fn(rng) -> new level")
+        if self.mutator is not None and not callable(self.mutator):
+            raise TypeError(f"{owner}: mutator must be a callable mutator(level, rng) -> level")
+        if (
+            isinstance(self.n_mutations, bool)
+            or not isinstance(self.n_mutations, int)
+            or self.n_mutations < 1
+        ):
+            raise ValueError(f"{owner}: n_mutations must be an int >= 1, got {self.n_mutations!r}")
+        self.sampler = None  # type: ignore[assignment]
+        self._gen_rng = np.random.default_rng(seed)
+        self.score_target = _BufferTarget(self)
+
+    def begin_rollout(self) -> str:
+        """Buffer mode: decide what the next rollout plays and assign one level per env.
+
+        Returns the rollout mode: ``"replay"`` (levels drawn from the buffer), ``"new"`` (levels from the
+        generator) or ``"mutate"`` (ACCEL: mutated copies of the levels replayed in the previous rollout).
+        Every episode of an env during the rollout plays its assigned level (as in Robust PLR's and
+        JaxUED's implementations); call :meth:`reset` afterwards so the envs start on them. A plan that
+        no step has used yet is kept (so SB3's initial reset and the first rollout share it).
+        """
+        if self.buffer is None:
+            raise RuntimeError(
+                "begin_rollout() is for buffer mode (PrioritizedLevelReplay(venv, buffer=...))"
+            )
+        if self._plan_steps == 0:
+            return self.rollout_mode
+        n = self.num_envs
+        if self._children:
+            self.rollout_mode = "mutate"
+            self._assigned = self._children[:n]
+            self._children = self._children[n:]
+            if len(self._assigned) < n:  # fewer children than envs: top up with new levels
+                self._assigned += [self.generator(self._gen_rng) for _ in range(n - len(self._assigned))]  # type: ignore[misc]
+        elif self.buffer.sample_replay_decision():
+            self.rollout_mode = "replay"
+            self._assigned = self.buffer.sample_replay_levels(n)[1]
+        else:
+            self.rollout_mode = "new"
+            self._assigned = [self.generator(self._gen_rng) for _ in range(n)]  # type: ignore[misc]
+        self._plan_steps = 0
+        return self.rollout_mode
+
+    def buffer_mode_state(self) -> dict[str, Any]:
+        """Buffer mode: the generator's RNG state and the ACCEL children waiting for evaluation."""
+        return {"rng": self._gen_rng.bit_generator.state, "children": list(self._children)}
+
+    def load_buffer_mode_state(self, state: dict[str, Any]) -> None:
+        rng = np.random.default_rng()
+        rng.bit_generator.state = state["rng"]
+        self._gen_rng = rng
+        self._children = list(state["children"])
+
+    def end_rollout(self) -> None:
+        """Buffer mode: close the current rollout; after a replay rollout, ACCEL's mutator makes one child
+        per replayed level (``n_mutations`` edits each), evaluated in the next rollout."""
+        if self.buffer is None:
+            return
+        if self.rollout_mode == "replay" and self.mutator is not None:
+            children = []
+            for level in self._assigned:
+                child = level
+                for _ in range(self.n_mutations):
+                    child = self.mutator(child, self._gen_rng)
+                children.append(child)
+            self._children = children
+        self.last_rollout_mode = self.rollout_mode
+        self._plan_steps = -1
+
+
+class _BufferTarget:
+    """Receives a rollout's episode scores (from the EpisodeScorer) and writes them into the LevelBuffer.
+
+    Scores of several episodes on the same level in one rollout are averaged. Replayed levels get their
+    score updated; new and mutated levels are inserted (and kept only if they beat the lowest-weighted
+    stored level once the buffer is full).
+    """
+
+    def __init__(self, wrapper: PrioritizedLevelReplay) -> None:
+        self.wrapper = wrapper
+        self.inserted = 0
+        self.rejected = 0
+
+    def update_batch(self, levels: Any, scores: Any) -> None:
+        buffer = self.wrapper.buffer
+        assert buffer is not None
+        groups: dict[Any, list[float]] = {}
+        first: dict[Any, Any] = {}
+        for level, score in zip(levels, np.asarray(scores, dtype=np.float64).tolist()):
+            key = level_key(level)
+            groups.setdefault(key, []).append(score)
+            first.setdefault(key, level)
+        for key, values in groups.items():
+            score = float(np.mean(values))
+            idx = buffer.find(first[key]) if self.wrapper.rollout_mode == "replay" else -1
+            if idx >= 0:
+                buffer.update(idx, score)
+            elif buffer.insert(first[key], score) >= 0:
+                self.inserted += 1
+            else:
+                self.rejected += 1
 
 
 def _worker_died(call: str) -> RuntimeError:
