@@ -230,7 +230,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--loop-repeats", type=int, default=30, help="repeats for the slow Python loop")
+    parser.add_argument("--quick", action="store_true", help="smoke test: 20k capacity, few repeats")
     args = parser.parse_args()
+    if args.quick:
+        args.capacity, args.repeats, args.rounds, args.loop_repeats = 20_000, 20, 2, 3
     th.set_num_threads(1)
 
     print("command:", " ".join([os.path.basename(sys.executable), *sys.argv]))

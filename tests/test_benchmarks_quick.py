@@ -29,3 +29,32 @@ def test_quick_benchmark_reports_both_samplers() -> None:
                 f"no {name} row for N={n}:\n{out}"
             )
     assert "Speedup" in out
+
+
+def run_quick(script: str, *extra: str) -> str:
+    python = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
+    proc = subprocess.run(
+        [python, str(ROOT / "benchmarks" / script), "--quick", *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"exit code {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc.stdout
+
+
+def test_overhead_quick_reports_every_variant() -> None:
+    out = run_quick("overhead.py")
+    for label in ("| PPO |", "| PPO + PLR (value_l1) |", "| PPO + PLR (policy_entropy) |"):
+        assert label in out, out
+
+
+def test_procgen_switch_quick() -> None:
+    out = run_quick("procgen_switch.py")
+    assert "first visit" in out.lower() or "first" in out, out
+
+
+def test_per_speed_quick() -> None:
+    out = run_quick("per_speed.py")
+    assert "plr_gym" in out, out
