@@ -138,7 +138,6 @@ def test_resume_is_exact(tmp_path: Path) -> None:
     venv, _, model = run(tmp=tmp_path, steps=32 * 2 * 4, mutator=mutate_maze_level)
     assert venv.buffer is not None
     venv.buffer = LevelBuffer(capacity=6, replay_prob=0.5, min_fill_ratio=0.5, staleness_coef=0.3, seed=99)
-    venv.score_target.wrapper = venv
     model.learn(32 * 2 * 6, callback=PLRCallback(resume_from=tmp_path), reset_num_timesteps=False)
     assert full.buffer is not None
     np.testing.assert_array_equal(full.buffer.scores, venv.buffer.scores)

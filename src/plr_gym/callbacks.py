@@ -325,7 +325,7 @@ class PLRCallback(BaseCallback):
         path.mkdir(parents=True, exist_ok=True)
         if self.wrapper.buffer is not None:
             self.wrapper.buffer.save(path / "plr_buffer.npz")
-            save_values(path / "plr_generator.npz", self.wrapper.buffer_mode_state())
+            save_values(path / "plr_generator.npz", self.wrapper.plan.state_dict())
         else:
             self.wrapper.sampler.save(path / "plr_sampler.npz")
         if self.scorer is not None:
@@ -339,7 +339,7 @@ class PLRCallback(BaseCallback):
             raise RuntimeError("PLRCallback.load needs the training env: pass resume_from= instead")
         if self.wrapper.buffer is not None:
             self.wrapper.buffer.load_from(path / "plr_buffer.npz")
-            self.wrapper.load_buffer_mode_state(load_values(path / "plr_generator.npz"))
+            self.wrapper.plan.load_state_dict(load_values(path / "plr_generator.npz"))
         else:
             self.wrapper.sampler.load_from(path / "plr_sampler.npz")
         if self.scorer is not None and (path / "plr_scorer.npz").exists():

@@ -19,8 +19,8 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepR
 from plr_gym._levels import level_key
 from plr_gym.level_buffer import LevelBuffer
 from plr_gym.sampler import LevelSampler
-from plr_gym.scoring import SCORE_FUNCTIONS
 from plr_gym.wrappers.level import LevelWrapper, build_sampler, sample_levels
+from plr_gym.wrappers.rollout_plan import RolloutPlan, split_buffer_kwargs
 
 __all__ = ["PrioritizedLevelReplay"]
 
@@ -100,16 +100,17 @@ class PrioritizedLevelReplay(VecEnvWrapper):
             )
         if not isinstance(venv, VecEnv):
             raise TypeError(f"{owner} wraps a stable_baselines3 VecEnv, got {type(venv).__name__}")
-        self.buffer = buffer
-        self.generator = generator
-        self.mutator = mutator
-        self.n_mutations = n_mutations
+        self.plan: RolloutPlan | None = None
         if buffer is None:
             if generator is not None or mutator is not None:
                 raise ValueError(f"{owner}: generator= and mutator= need buffer=LevelBuffer(...)")
             self.sampler: LevelSampler = build_sampler(sampler, sampler_kwargs, owner)
         else:
-            self._init_buffer_mode(owner, sampler, sampler_kwargs)
+            extra = split_buffer_kwargs(owner, sampler, sampler_kwargs)
+            self.plan = RolloutPlan(owner, venv.num_envs, buffer, generator, mutator, n_mutations, **extra)
+            self.strategy = self.plan.strategy
+            self.score_target = self.plan
+            self.sampler = None  # type: ignore[assignment]
         wrapped = venv.env_is_wrapped(LevelWrapper)
         if not all(wrapped):
             missing = [i for i, w in enumerate(wrapped) if not w]
@@ -126,12 +127,6 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         self._current: npt.NDArray[Any] = np.zeros(n, dtype=dtype)
         self._next: npt.NDArray[Any] = np.zeros(n, dtype=dtype)
         self._step_levels: npt.NDArray[Any] = np.zeros(n, dtype=dtype)
-        # buffer mode: the current rollout's plan (see begin_rollout)
-        self.rollout_mode = "none"
-        self.last_rollout_mode = "none"  # mode of the rollout closed by end_rollout()
-        self._assigned: list[Any] = []
-        self._plan_steps = -1  # steps taken under the current plan (-1: no plan)
-        self._children: list[Any] = []
         self._user_options: list[dict[str, Any]] = [{} for _ in range(n)]
         self._needs_reset = True  # before the first reset, and after anything raised mid-step
 
@@ -207,13 +202,12 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         n = self.num_envs
         self._needs_reset = True
         first: list[Any]
-        if self.buffer is None:
+        if self.plan is None:
             levels = sample_levels(self.sampler, 2 * n)
             first, queued = levels[:n].tolist(), levels[n:].tolist()
         else:  # every episode of the rollout replays the env's assigned level
-            if self._plan_steps != 0:
-                self.begin_rollout()
-            first = queued = list(self._assigned)
+            self.plan.begin()
+            first = queued = list(self.plan.assigned)
         self.venv.set_options([{**o, "level": lvl} for o, lvl in zip(self._user_options, first)])
         self._user_options = [{} for _ in range(n)]
         try:
@@ -225,7 +219,7 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         except _WORKER_DEATH as exc:
             raise _worker_died("reset") from exc
         except Exception as exc:
-            if self.buffer is not None and self.rollout_mode != "replay":
+            if self.plan is not None and self.plan.mode != "replay":
                 source = "mutator" if self.rollout_mode == "mutate" else "generator"
                 raise ValueError(
                     f"an env refused a level made by the {source} ({type(exc).__name__}: {exc}); "
@@ -254,16 +248,16 @@ class PrioritizedLevelReplay(VecEnvWrapper):
             obs, rewards, dones, infos = self.venv.step_wait()
             self._step_levels[:] = self._current
             done = np.flatnonzero(dones)
-            if self._plan_steps >= 0:
-                self._plan_steps += 1
+            if self.plan is not None and self.plan.steps >= 0:
+                self.plan.steps += 1
             if done.size:
                 # Autoreset envs started the episode queued for them; queue the one after.
                 self._current[done] = self._next[done]
                 self._check_reset_levels(done)
-                if self.buffer is None:
+                if self.plan is None:
                     self._queue(done, sample_levels(self.sampler, done.size))
                 else:
-                    self._queue(done, [self._assigned[i] for i in done.tolist()])
+                    self._queue(done, [self.plan.assigned[i] for i in done.tolist()])
         except _WORKER_DEATH as exc:
             raise _worker_died("step") from exc
         self.reset_infos = self.venv.reset_infos
@@ -281,127 +275,45 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         venv.close()
 
     # ------------------------------------------------------------------ buffer mode (Robust PLR, ACCEL)
-    def _init_buffer_mode(self, owner: str, sampler: Any, sampler_kwargs: dict[str, Any]) -> None:
-        seed = sampler_kwargs.pop("seed", None)
-        strategy = sampler_kwargs.pop("strategy", "positive_value_loss")
-        if strategy in ("random", "sequential") or not (callable(strategy) or strategy in SCORE_FUNCTIONS):
-            raise ValueError(
-                f"{owner}: strategy={strategy!r} cannot score levels for a LevelBuffer; choose one of "
-                f"{', '.join(SCORE_FUNCTIONS)} or a callable"
-            )
-        self.strategy = strategy
-        if sampler is not None or sampler_kwargs:
-            raise ValueError(
-                f"{owner}: with buffer= pass only generator=, mutator=, n_mutations=, strategy= and seed= "
-                f"(got {'sampler=' if sampler is not None else ', '.join(f'{k}=' for k in sampler_kwargs)})"
-            )
-        if not isinstance(self.buffer, LevelBuffer):
-            raise TypeError(
-                f"{owner}: buffer must be a plr_gym.LevelBuffer, got {type(self.buffer).__name__}"
-            )
-        if not callable(self.generator):
-            raise ValueError(f"{owner}: buffer= needs generator=fn, a callable fn(rng) -> new level")
-        if self.mutator is not None and not callable(self.mutator):
-            raise TypeError(f"{owner}: mutator must be a callable mutator(level, rng) -> level")
-        if (
-            isinstance(self.n_mutations, bool)
-            or not isinstance(self.n_mutations, int)
-            or self.n_mutations < 1
-        ):
-            raise ValueError(f"{owner}: n_mutations must be an int >= 1, got {self.n_mutations!r}")
-        self.sampler = None  # type: ignore[assignment]
-        self._gen_rng = np.random.default_rng(seed)
-        self.score_target = _BufferTarget(self)
+    @property
+    def buffer(self) -> LevelBuffer | None:
+        """Buffer mode: the :class:`~plr_gym.LevelBuffer` (settable, e.g. to swap in a restored one)."""
+        return None if self.plan is None else self.plan.buffer
+
+    @buffer.setter
+    def buffer(self, buffer: LevelBuffer) -> None:
+        if self.plan is None or not isinstance(buffer, LevelBuffer):
+            raise TypeError("buffer can only be replaced by a LevelBuffer, on a wrapper built with buffer=")
+        self.plan.buffer = buffer
+
+    @property
+    def rollout_mode(self) -> str:
+        """Buffer mode: ``"replay"``, ``"new"`` or ``"mutate"`` for the current rollout (else ``"none"``)."""
+        return "none" if self.plan is None else self.plan.mode
+
+    @property
+    def last_rollout_mode(self) -> str:
+        """Buffer mode: the mode of the rollout closed by the last :meth:`end_rollout`."""
+        return "none" if self.plan is None else self.plan.last_mode
 
     def begin_rollout(self) -> str:
         """Buffer mode: decide what the next rollout plays and assign one level per env.
 
         Returns the rollout mode: ``"replay"`` (levels drawn from the buffer), ``"new"`` (levels from the
         generator) or ``"mutate"`` (ACCEL: mutated copies of the levels replayed in the previous rollout).
-        Every episode of an env during the rollout plays its assigned level (as in Robust PLR's and
-        JaxUED's implementations); call :meth:`reset` afterwards so the envs start on them. A plan that
-        no step has used yet is kept (so SB3's initial reset and the first rollout share it).
+        Every episode of an env during the rollout plays its assigned level; call :meth:`reset` afterwards
+        so the envs start on them (:class:`~plr_gym.PLRCallback` does both).
         """
-        if self.buffer is None:
+        if self.plan is None:
             raise RuntimeError(
                 "begin_rollout() is for buffer mode (PrioritizedLevelReplay(venv, buffer=...))"
             )
-        if self._plan_steps == 0:
-            return self.rollout_mode
-        n = self.num_envs
-        if self._children:
-            self.rollout_mode = "mutate"
-            self._assigned = self._children[:n]
-            self._children = self._children[n:]
-            if len(self._assigned) < n:  # fewer children than envs: top up with new levels
-                self._assigned += [self.generator(self._gen_rng) for _ in range(n - len(self._assigned))]  # type: ignore[misc]
-        elif self.buffer.sample_replay_decision():
-            self.rollout_mode = "replay"
-            self._assigned = self.buffer.sample_replay_levels(n)[1]
-        else:
-            self.rollout_mode = "new"
-            self._assigned = [self.generator(self._gen_rng) for _ in range(n)]  # type: ignore[misc]
-        self._plan_steps = 0
-        return self.rollout_mode
-
-    def buffer_mode_state(self) -> dict[str, Any]:
-        """Buffer mode: the generator's RNG state and the ACCEL children waiting for evaluation."""
-        return {"rng": self._gen_rng.bit_generator.state, "children": list(self._children)}
-
-    def load_buffer_mode_state(self, state: dict[str, Any]) -> None:
-        rng = np.random.default_rng()
-        rng.bit_generator.state = state["rng"]
-        self._gen_rng = rng
-        self._children = list(state["children"])
+        return self.plan.begin()
 
     def end_rollout(self) -> None:
-        """Buffer mode: close the current rollout; after a replay rollout, ACCEL's mutator makes one child
-        per replayed level (``n_mutations`` edits each), evaluated in the next rollout."""
-        if self.buffer is None:
-            return
-        if self.rollout_mode == "replay" and self.mutator is not None:
-            children = []
-            for level in self._assigned:
-                child = level
-                for _ in range(self.n_mutations):
-                    child = self.mutator(child, self._gen_rng)
-                children.append(child)
-            self._children = children
-        self.last_rollout_mode = self.rollout_mode
-        self._plan_steps = -1
-
-
-class _BufferTarget:
-    """Receives a rollout's episode scores (from the EpisodeScorer) and writes them into the LevelBuffer.
-
-    Scores of several episodes on the same level in one rollout are averaged. Replayed levels get their
-    score updated; new and mutated levels are inserted (and kept only if they beat the lowest-weighted
-    stored level once the buffer is full).
-    """
-
-    def __init__(self, wrapper: PrioritizedLevelReplay) -> None:
-        self.wrapper = wrapper
-        self.inserted = 0
-        self.rejected = 0
-
-    def update_batch(self, levels: Any, scores: Any) -> None:
-        buffer = self.wrapper.buffer
-        assert buffer is not None
-        groups: dict[Any, list[float]] = {}
-        first: dict[Any, Any] = {}
-        for level, score in zip(levels, np.asarray(scores, dtype=np.float64).tolist()):
-            key = level_key(level)
-            groups.setdefault(key, []).append(score)
-            first.setdefault(key, level)
-        for key, values in groups.items():
-            score = float(np.mean(values))
-            idx = buffer.find(first[key]) if self.wrapper.rollout_mode == "replay" else -1
-            if idx >= 0:
-                buffer.update(idx, score)
-            elif buffer.insert(first[key], score) >= 0:
-                self.inserted += 1
-            else:
-                self.rejected += 1
+        """Buffer mode: close the current rollout (ACCEL: mutate the levels it replayed)."""
+        if self.plan is not None:
+            self.plan.end()
 
 
 def _worker_died(call: str) -> RuntimeError:
