@@ -76,3 +76,47 @@ def test_report_rollout_checks_lengths_and_logits() -> None:
     out = envs.report_rollout(rewards=np.zeros((6, 2)), values=np.zeros((6, 2)), logits=logits)
     assert out and all(score == pytest.approx(1 - 3 / 9) for _, score in out)
     envs.close()
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_buffer_mode_custom_loop(mode: AutoresetMode) -> None:
+    """Robust PLR / ACCEL with the Gymnasium wrapper: one level per env per rollout, buffer updates."""
+    from minigrid.wrappers import FlatObsWrapper
+
+    from plr_gym import LevelBuffer
+    from plr_gym._levels import level_key
+    from plr_gym.envs.maze import LayoutMazeEnv, mutate_maze_level, random_maze_level
+
+    n_envs, n_steps = 2, 30
+    envs = gym.vector.SyncVectorEnv(
+        [lambda: LevelWrapper(FlatObsWrapper(LayoutMazeEnv(size=6, max_steps=8)))] * n_envs,
+        autoreset_mode=mode,
+    )
+    buffer = LevelBuffer(capacity=5, replay_prob=0.6, min_fill_ratio=0.4, seed=0)
+    envs = PrioritizedLevelReplay(
+        envs,
+        buffer=buffer,
+        generator=lambda rng: random_maze_level(rng, size=6),
+        mutator=mutate_maze_level,
+        seed=0,
+    )
+    rng = np.random.default_rng(0)
+    modes = []
+    for _ in range(10):
+        modes.append(envs.begin_rollout())
+        assigned = [level_key(level) for level in envs.plan.assigned]  # type: ignore[union-attr]
+        envs.reset()
+        for _ in range(n_steps):
+            _, _, _, _, info = envs.step(rng.integers(0, 3, size=n_envs))
+            assert [level_key(level) for level in info["level"]] == assigned
+        envs.report_rollout(
+            rewards=np.zeros((n_steps, n_envs)),
+            values=rng.normal(size=(n_steps, n_envs)),
+            advantages=rng.normal(size=(n_steps, n_envs)),
+        )
+        assert envs.last_rollout_mode == modes[-1]
+    assert {"new", "replay", "mutate"} <= set(modes)
+    for a, b in zip(modes, modes[1:]):
+        assert a != "replay" or b == "mutate"
+    assert buffer.size == 5 and np.isfinite(buffer.scores).all()
+    envs.close()

@@ -61,6 +61,17 @@ class PrioritizedLevelReplay(VecEnvWrapper):
     :param sampler: the level sampler. Alternatively pass :class:`~plr_gym.LevelSampler`'s keyword arguments
         (at least ``levels=``) and the wrapper builds its own; not both.
     :param sampler_kwargs: keyword arguments for :class:`~plr_gym.LevelSampler` when ``sampler`` is ``None``.
+    :param buffer: a :class:`~plr_gym.LevelBuffer`: Robust PLR over an open-ended ``generator`` instead of a
+        finite level set. At each rollout start (:meth:`begin_rollout`, called by
+        :class:`~plr_gym.PLRCallback`) the wrapper replays buffer levels or tries new ones, one level per
+        env for the whole rollout; :meth:`end_rollout` closes it. With ``buffer=`` only ``generator``,
+        ``mutator``, ``n_mutations``, ``strategy`` (default ``"positive_value_loss"``) and ``seed`` apply.
+    :param generator: buffer mode: ``generator(rng) -> level`` makes a new level (an int seed, or any
+        value the env accepts as ``reset(options={"level": level})``).
+    :param mutator: buffer mode, ACCEL: ``mutator(level, rng) -> level``; after a replay rollout, the next
+        rollout evaluates one child of each replayed level (``n_mutations`` edits each) and offers it to
+        the buffer.
+    :param n_mutations: edits per ACCEL child.
 
     Example:
         >>> import gymnasium as gym

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import warnings
 from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
+from plr_gym._levels import level_key
+from plr_gym.level_buffer import LevelBuffer
 from plr_gym.sampler import LevelSampler
 from plr_gym.scoring import EpisodeScorer
 from plr_gym.wrappers.level import build_sampler, sample_levels
+from plr_gym.wrappers.rollout_plan import RolloutPlan, split_buffer_kwargs
 
 __all__ = ["PrioritizedLevelReplay"]
 
@@ -58,10 +62,21 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
     reaches the caller and the sampler stays consistent; call :meth:`reset` (or ``close()``) before stepping
     again.
 
+    **Buffer mode** (Robust PLR, ACCEL): ``PrioritizedLevelReplay(envs, buffer=LevelBuffer(...),
+    generator=fn, mutator=fn)``. Before each rollout call :meth:`begin_rollout` (replay buffer levels, try
+    new ones, or evaluate the mutated children of the last replayed levels; one level per env) and
+    :meth:`reset`; every episode of an env then plays its assigned level until :meth:`report_rollout`,
+    which scores the completed episodes, updates the buffer and closes the rollout. Train on the rollout
+    only if :attr:`last_rollout_mode` is ``"replay"`` for Robust PLR's replay-only gradient updates.
+
     :param env: the vector environment; its sub-environments wrapped in ``LevelWrapper``.
     :param sampler: the level sampler. Alternatively pass :class:`~plr_gym.LevelSampler`'s keyword arguments
         (at least ``levels=``) and the wrapper builds its own; not both.
     :param sampler_kwargs: keyword arguments for :class:`~plr_gym.LevelSampler` when ``sampler`` is ``None``.
+    :param buffer: a :class:`~plr_gym.LevelBuffer` for open-ended generators (buffer mode).
+    :param generator: buffer mode: ``generator(rng) -> level``.
+    :param mutator: buffer mode, ACCEL: ``mutator(level, rng) -> level``.
+    :param n_mutations: edits per ACCEL child.
 
     Example:
         >>> import gymnasium as gym
@@ -80,11 +95,27 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
     """
 
     def __init__(
-        self, env: VectorEnv[Any, Any, Any], sampler: LevelSampler | None = None, **sampler_kwargs: Any
+        self,
+        env: VectorEnv[Any, Any, Any],
+        sampler: LevelSampler | None = None,
+        *,
+        buffer: LevelBuffer | None = None,
+        generator: Callable[[np.random.Generator], Any] | None = None,
+        mutator: Callable[[Any, np.random.Generator], Any] | None = None,
+        n_mutations: int = 1,
+        **sampler_kwargs: Any,
     ) -> None:
         super().__init__(env)
         owner = f"plr_gym.vector.{type(self).__name__}"
-        self.sampler: LevelSampler = build_sampler(sampler, sampler_kwargs, owner)
+        self.plan: RolloutPlan | None = None
+        if buffer is None:
+            if generator is not None or mutator is not None:
+                raise ValueError(f"{owner}: generator= and mutator= need buffer=LevelBuffer(...)")
+            self.sampler: LevelSampler = build_sampler(sampler, sampler_kwargs, owner)
+        else:
+            extra = split_buffer_kwargs(owner, sampler, sampler_kwargs)
+            self.plan = RolloutPlan(owner, env.num_envs, buffer, generator, mutator, n_mutations, **extra)
+            self.sampler = None  # type: ignore[assignment]
         mode = env.metadata.get("autoreset_mode")
         if mode is None:
             warnings.warn(
@@ -110,8 +141,9 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
                 "SyncVectorEnv([lambda: LevelWrapper(gym.make(env_id)), ...])"
             )
         n = self.num_envs
-        self._current = np.zeros(n, dtype=np.int64)
-        self._next = np.zeros(n, dtype=np.int64)  # SAME_STEP only: queued in each LevelWrapper
+        dtype = np.int64 if buffer is None else object
+        self._current: npt.NDArray[Any] = np.zeros(n, dtype=dtype)
+        self._next: npt.NDArray[Any] = np.zeros(n, dtype=dtype)  # SAME_STEP only: queued in each LevelWrapper
         self._autoreset = np.zeros(n, dtype=bool)  # NEXT_STEP only: envs that reset on the next step
         self._needs_reset = True  # before the first reset, and after anything raised mid-step
         # per-step record for report_rollout: (levels, episode starts, valid rows, dones)
@@ -133,27 +165,41 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
         """``SAME_STEP`` mode: the level queued for each env's next episode; shape ``(num_envs,)``, a copy."""
         return self._next.copy()
 
-    def _set_next_levels(self, indices: npt.NDArray[np.int64], levels: npt.NDArray[np.int64]) -> None:
+    def _set_next_levels(self, indices: npt.NDArray[np.int64], levels: Sequence[Any]) -> None:
         """Queue ``levels`` in the ``LevelWrapper`` of the envs ``indices`` (one ``set_attr`` call)."""
-        values = np.full(self.num_envs, None, dtype=object)
+        values: list[Any] = [None] * self.num_envs
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            self._next[indices] = levels
-            values[:] = self._next.tolist()
+            for i, level in zip(indices.tolist(), levels):
+                self._next[i] = level
+            values = self._next.tolist()
         else:
-            values[indices] = levels.tolist()
-        self._base.set_attr("next_level", values.tolist())
+            for i, level in zip(indices.tolist(), levels):
+                values[i] = level
+        self._base.set_attr("next_level", values)
+
+    def _draw(self, indices: npt.NDArray[np.int64]) -> list[Any]:
+        """Levels for new episodes of the envs ``indices``: from the sampler, or each env's assigned level."""
+        if self.plan is None:
+            return sample_levels(self.sampler, indices.size).tolist()  # type: ignore[no-any-return]
+        return [self.plan.assigned[i] for i in indices.tolist()]
+
+    def _set_current(self, indices: npt.NDArray[np.int64], levels: Sequence[Any]) -> None:
+        for i, level in zip(indices.tolist(), levels):
+            self._current[i] = level
 
     def _check_reported(self, info: dict[str, Any], indices: npt.NDArray[np.int64]) -> None:
         """Check that the envs ``indices`` report in ``info["level"]`` the level they were told to play."""
         reported = info.get("level")
-        if reported is None or indices.size == 0:
+        if not isinstance(reported, np.ndarray) or indices.size == 0:
+            # none reported, or levels that are dicts, which Gymnasium's info merge splits by key:
+            # the check is for int and array-like levels only
             return
-        bad = np.asarray(reported)[indices] != self._current[indices]
-        if np.any(bad):
-            i = int(indices[np.argmax(bad)])
+        bad = [i for i in indices.tolist() if level_key(reported[i]) != level_key(self._current[i])]
+        if bad:
+            i = bad[0]
             raise RuntimeError(
                 f"env {i} started an episode on level {reported[i]!r} but {type(self).__name__} chose level "
-                f"{int(self._current[i])}: something between the vector env and the LevelWrapper passes its "
+                f"{self._current[i]!r}: something between the vector env and the LevelWrapper passes its "
                 "own seed or level to reset(); make LevelWrapper the outermost wrapper of each sub-env"
             )
 
@@ -182,16 +228,28 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
                 )
         indices = np.flatnonzero(mask)
         self._needs_reset = True
-        levels = sample_levels(self.sampler, indices.size)
-        seeds = np.full(n, None, dtype=object)
-        seeds[indices] = levels.tolist()
-        obs, info = self.env.reset(seed=seeds.tolist(), options=opts)
-        self._current[indices] = levels
+        if self.plan is not None and self.plan.steps < 0:
+            self.plan.begin()
+        levels = self._draw(indices)
+        if self.plan is None:  # int levels go in as the reset seeds
+            seeds: list[Any] = [None] * n
+            for i, level in zip(indices.tolist(), levels):
+                seeds[i] = level
+            obs, info = self.env.reset(seed=seeds, options=opts)  # type: ignore[arg-type]
+        else:  # any level: queue it in each LevelWrapper, which the reset consumes
+            queued: list[Any] = (
+                self._next.tolist() if self.autoreset_mode == AutoresetMode.SAME_STEP else [None] * n
+            )
+            for i, level in zip(indices.tolist(), levels):
+                queued[i] = level
+            self._base.set_attr("next_level", queued)
+            obs, info = self.env.reset(options=opts)
+        self._set_current(indices, levels)
         self._autoreset[indices] = False
         self._start[indices] = True
         self._check_reported(info, indices)
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            self._set_next_levels(indices, sample_levels(self.sampler, indices.size))
+            self._set_next_levels(indices, self._draw(indices))
         info["level"] = self._current.copy()
         info["_level"] = mask.copy()
         self._needs_reset = False
@@ -205,14 +263,16 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             )
         self._needs_reset = True
         mode = self.autoreset_mode
+        if self.plan is not None and self.plan.steps >= 0:
+            self.plan.steps += 1
         if mode == AutoresetMode.NEXT_STEP:
             starting = np.flatnonzero(self._autoreset)
             if starting.size:
-                new = sample_levels(self.sampler, starting.size)
+                new = self._draw(starting)
                 self._set_next_levels(starting, new)
             obs, rewards, terminated, truncated, info = self.env.step(actions)
             if starting.size:
-                self._current[starting] = new
+                self._set_current(starting, new)
                 self._check_reported(info, starting)
             ended = np.logical_or(terminated, truncated)
             self._autoreset = ended
@@ -231,9 +291,9 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             if mode == AutoresetMode.SAME_STEP:
                 done = np.flatnonzero(ended)
                 if done.size:
-                    self._current[done] = self._next[done]
+                    self._set_current(done, [self._next[i] for i in done.tolist()])
                     self._check_reported(info, done)
-                    self._set_next_levels(done, sample_levels(self.sampler, done.size))
+                    self._set_next_levels(done, self._draw(done))
         info["level"] = levels
         info["_level"] = np.ones(self.num_envs, dtype=bool)
         self._needs_reset = False
@@ -271,7 +331,7 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
         :param gamma: discount factor (``one_step_td_error``).
         :return: the ``(level, score)`` pairs reported to the sampler.
         """
-        if not self.sampler.uses_scores:
+        if self.plan is None and not self.sampler.uses_scores:
             self._log.clear()
             return []
         rew = np.asarray(rewards)
@@ -284,7 +344,12 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
                 "last report_rollout (or reset of the record)"
             )
         if self.scorer is None:
-            self.scorer = EpisodeScorer(self.sampler, n_envs=self.num_envs, strategy=self.sampler.strategy)
+            if self.plan is None:
+                self.scorer = EpisodeScorer(
+                    self.sampler, n_envs=self.num_envs, strategy=self.sampler.strategy
+                )
+            else:
+                self.scorer = EpisodeScorer(self.plan, n_envs=self.num_envs, strategy=self.plan.strategy)
         self.scorer.gamma = float(gamma)
         steps = list(self._log)[-n_steps:]
         levels, starts, valid, ended = (np.stack([row[k] for row in steps]) for k in range(4))
@@ -294,7 +359,7 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             lg = lg - lg.max(axis=-1, keepdims=True)
             log_policy = lg - np.log(np.exp(lg).sum(axis=-1, keepdims=True))
         self._log.clear()
-        return self.scorer.process_rollout(
+        reported = self.scorer.process_rollout(
             levels=levels,
             episode_starts=starts,
             dones=ended,
@@ -306,3 +371,40 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             entropies=entropies,
             valid=valid,
         )
+        if self.plan is not None:
+            self.plan.end()
+            self.scorer.prune_max_returns(self.plan.buffer.levels)
+        return reported
+
+    # ------------------------------------------------------------------ buffer mode (Robust PLR, ACCEL)
+    @property
+    def buffer(self) -> LevelBuffer | None:
+        """Buffer mode: the :class:`~plr_gym.LevelBuffer`."""
+        return None if self.plan is None else self.plan.buffer
+
+    @property
+    def rollout_mode(self) -> str:
+        """Buffer mode: ``"replay"``, ``"new"`` or ``"mutate"`` for the current rollout (else ``"none"``)."""
+        return "none" if self.plan is None else self.plan.mode
+
+    @property
+    def last_rollout_mode(self) -> str:
+        """Buffer mode: the mode of the rollout closed by the last :meth:`report_rollout`.
+
+        With Robust PLR's "no exploratory gradient updates", train on a rollout only if this is
+        ``"replay"`` after reporting it.
+        """
+        return "none" if self.plan is None else self.plan.last_mode
+
+    def begin_rollout(self) -> str:
+        """Buffer mode: decide the next rollout (replay, new or mutate) and assign one level per env.
+
+        Then call :meth:`reset`: every env plays its assigned level in every episode of the rollout.
+        :meth:`report_rollout` closes the rollout (and, with a mutator, makes the children of the
+        replayed levels, played by the next rollout).
+        """
+        if self.plan is None:
+            raise RuntimeError(
+                "begin_rollout() is for buffer mode (PrioritizedLevelReplay(envs, buffer=...))"
+            )
+        return self.plan.begin()
