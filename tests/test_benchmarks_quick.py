@@ -40,7 +40,9 @@ def run_quick(script: str, *extra: str) -> str:
         text=True,
         timeout=600,
     )
-    assert proc.returncode == 0, f"exit code {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert proc.returncode == 0, (
+        f"exit code {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    )
     return proc.stdout
 
 
