@@ -77,6 +77,9 @@ class PLRCallback(BaseCallback):
         mutated levels are scored and inserted into the buffer but produce no gradient update: only replay
         rollouts train the agent, Robust PLR's condition for its robustness guarantee. Implemented by
         skipping ``model.train()`` after such rollouts (parameters and optimizer state stay untouched).
+    :param stats_every: log ``weight_entropy`` and the score histogram every this many rollouts (they
+        need the full replay distribution, ``O(N log N)`` for ``N`` levels). Default: every rollout up to
+        100k levels, then every ``N // 100_000`` rollouts.
     :param verbose: verbosity level.
 
     **Buffer mode** (``PrioritizedLevelReplay(venv, buffer=LevelBuffer(...), generator=fn)``): at the
@@ -109,9 +112,15 @@ class PLRCallback(BaseCallback):
         save_freq: int = 10,
         resume_from: str | os.PathLike[str] | None = None,
         exploratory_grad_updates: bool = True,
+        stats_every: int | None = None,
         verbose: int = 0,
     ) -> None:
         super().__init__(verbose)
+        if stats_every is not None and (
+            isinstance(stats_every, bool) or not isinstance(stats_every, int) or stats_every < 1
+        ):
+            raise ValueError(f"stats_every must be a positive int or None, got {stats_every!r}")
+        self.stats_every = stats_every
         self.exploratory_grad_updates = bool(exploratory_grad_updates)
         self._original_train: Any = None
         if isinstance(save_freq, bool) or not isinstance(save_freq, int) or save_freq < 1:
@@ -154,6 +163,8 @@ class PLRCallback(BaseCallback):
             )
         n_steps = int(self.model.n_steps)
         self._levels = np.zeros((n_steps, n_envs), dtype=self.wrapper.step_levels.dtype)
+        if self.stats_every is None:  # about one O(N log N) statistics pass per 100k level-rollouts
+            self.stats_every = 1 if buffer_mode else max(1, self.wrapper.sampler.num_levels // 100_000)
         if buffer_mode and not self.exploratory_grad_updates:
             model = self.model
             self._original_train = model.train
@@ -297,10 +308,14 @@ class PLRCallback(BaseCallback):
             scores = sampler.scores[seen]
             self.logger.record("plr/score_mean", float(scores.mean()))
             self.logger.record("plr/score_max", float(scores.max()))
-            w = sampler.sample_weights()
-            w = w[w > 0]
-            self.logger.record("plr/weight_entropy", float(-(w * np.log(w)).sum()))
-            self.logger.record("plr/scores", th.as_tensor(scores), exclude=("stdout", "log", "json", "csv"))
+            # the replay distribution costs O(N log N): with many levels, only every stats_every rollouts
+            if self._rollouts % (self.stats_every or 1) == 0 or self._rollouts == 1:
+                w = sampler.sample_weights()
+                w = w[w > 0]
+                self.logger.record("plr/weight_entropy", float(-(w * np.log(w)).sum()))
+                self.logger.record(
+                    "plr/scores", th.as_tensor(scores), exclude=("stdout", "log", "json", "csv")
+                )
 
     def _log_buffer(self, n_scored: int) -> None:
         buffer = self.wrapper.buffer
