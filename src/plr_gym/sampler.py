@@ -588,7 +588,7 @@ class LevelSampler:
         if t == "constant":
             return self._uniform_seen()
         # O(N) fallback: power with a non-unit temperature, or softmax, over staleness.
-        seen_idx = np.sort(self._perm[: self._n_seen])
+        seen_idx = np.flatnonzero(self.seen)
         w = _dense_transform(t, self.staleness_temperature, self.eps, self._t - self._last[seen_idx])
         cdf = np.cumsum(w)
         k = min(int(np.searchsorted(cdf, self._rng.random() * cdf[-1], side="right")), w.size - 1)
@@ -620,7 +620,7 @@ class LevelSampler:
             return out
         if self._n_seen == 0:
             return out
-        seen_idx = np.sort(self._perm[: self._n_seen])
+        seen_idx = np.flatnonzero(self.seen)
         p = _dense_transform(self.score_transform, self.temperature, self.eps, self._scores[seen_idx])
         if self.staleness_coef > 0.0:
             stale = (self._t - self._last[seen_idx]).astype(np.float64)
