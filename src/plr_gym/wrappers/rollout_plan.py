@@ -18,7 +18,7 @@ from plr_gym._levels import level_key
 from plr_gym.level_buffer import LevelBuffer
 from plr_gym.scoring import SCORE_FUNCTIONS
 
-__all__ = ["RolloutPlan"]
+__all__ = ["RolloutPlan", "level_source"]
 
 
 class RolloutPlan:
@@ -137,6 +137,27 @@ class RolloutPlan:
         rng.bit_generator.state = state["rng"]
         self.rng = rng
         self.children = list(state["children"])
+
+
+def level_source(
+    owner: str,
+    n_envs: int,
+    sampler: Any,
+    sampler_kwargs: dict[str, Any],
+    buffer: Any,
+    generator: Any,
+    mutator: Any,
+    n_mutations: int,
+) -> tuple[Any, RolloutPlan | None]:
+    """A vector wrapper's ``(sampler, plan)``: a LevelSampler (finite levels) or a RolloutPlan (buffer)."""
+    from plr_gym.wrappers.level import build_sampler
+
+    if buffer is None:
+        if generator is not None or mutator is not None:
+            raise ValueError(f"{owner}: generator= and mutator= need buffer=LevelBuffer(...)")
+        return build_sampler(sampler, sampler_kwargs, owner), None
+    extra = split_buffer_kwargs(owner, sampler, sampler_kwargs)
+    return None, RolloutPlan(owner, n_envs, buffer, generator, mutator, n_mutations, **extra)
 
 
 def split_buffer_kwargs(owner: str, sampler: Any, sampler_kwargs: dict[str, Any]) -> dict[str, Any]:

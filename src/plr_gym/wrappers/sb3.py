@@ -19,8 +19,8 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepR
 from plr_gym._levels import level_key
 from plr_gym.level_buffer import LevelBuffer
 from plr_gym.sampler import LevelSampler
-from plr_gym.wrappers.level import LevelWrapper, build_sampler, sample_levels
-from plr_gym.wrappers.rollout_plan import RolloutPlan, split_buffer_kwargs
+from plr_gym.wrappers.level import LevelWrapper, sample_levels
+from plr_gym.wrappers.rollout_plan import RolloutPlan, level_source
 
 __all__ = ["PrioritizedLevelReplay"]
 
@@ -111,17 +111,14 @@ class PrioritizedLevelReplay(VecEnvWrapper):
             )
         if not isinstance(venv, VecEnv):
             raise TypeError(f"{owner} wraps a stable_baselines3 VecEnv, got {type(venv).__name__}")
-        self.plan: RolloutPlan | None = None
-        if buffer is None:
-            if generator is not None or mutator is not None:
-                raise ValueError(f"{owner}: generator= and mutator= need buffer=LevelBuffer(...)")
-            self.sampler: LevelSampler = build_sampler(sampler, sampler_kwargs, owner)
-        else:
-            extra = split_buffer_kwargs(owner, sampler, sampler_kwargs)
-            self.plan = RolloutPlan(owner, venv.num_envs, buffer, generator, mutator, n_mutations, **extra)
+        self.sampler: LevelSampler
+        self.plan: RolloutPlan | None
+        self.sampler, self.plan = level_source(
+            owner, venv.num_envs, sampler, sampler_kwargs, buffer, generator, mutator, n_mutations
+        )
+        if self.plan is not None:
             self.strategy = self.plan.strategy
             self.score_target = self.plan
-            self.sampler = None  # type: ignore[assignment]
         wrapped = venv.env_is_wrapped(LevelWrapper)
         if not all(wrapped):
             missing = [i for i, w in enumerate(wrapped) if not w]

@@ -19,8 +19,8 @@ from plr_gym._levels import level_key
 from plr_gym.level_buffer import LevelBuffer
 from plr_gym.sampler import LevelSampler
 from plr_gym.scoring import EpisodeScorer
-from plr_gym.wrappers.level import build_sampler, sample_levels
-from plr_gym.wrappers.rollout_plan import RolloutPlan, split_buffer_kwargs
+from plr_gym.wrappers.level import sample_levels
+from plr_gym.wrappers.rollout_plan import RolloutPlan, level_source
 
 __all__ = ["PrioritizedLevelReplay"]
 
@@ -107,15 +107,11 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
     ) -> None:
         super().__init__(env)
         owner = f"plr_gym.vector.{type(self).__name__}"
-        self.plan: RolloutPlan | None = None
-        if buffer is None:
-            if generator is not None or mutator is not None:
-                raise ValueError(f"{owner}: generator= and mutator= need buffer=LevelBuffer(...)")
-            self.sampler: LevelSampler = build_sampler(sampler, sampler_kwargs, owner)
-        else:
-            extra = split_buffer_kwargs(owner, sampler, sampler_kwargs)
-            self.plan = RolloutPlan(owner, env.num_envs, buffer, generator, mutator, n_mutations, **extra)
-            self.sampler = None  # type: ignore[assignment]
+        self.sampler: LevelSampler
+        self.plan: RolloutPlan | None
+        self.sampler, self.plan = level_source(
+            owner, env.num_envs, sampler, sampler_kwargs, buffer, generator, mutator, n_mutations
+        )
         mode = env.metadata.get("autoreset_mode")
         if mode is None:
             warnings.warn(
