@@ -11,6 +11,7 @@ import plr_gym.envs  # noqa: F401  (registers plr_gym/procgen-<game>-v0; Procgen
 from plr_gym.callbacks import PLRCallback
 from plr_gym.envs import ProcgenLevelEnv
 from plr_gym.level_buffer import LevelBuffer
+from plr_gym.offpolicy import OffPolicyPLRCallback
 from plr_gym.replay import PERDQN, PERSAC, PERTD3, PrioritizedReplayBuffer
 from plr_gym.sampler import LevelSampler
 from plr_gym.scoring import EpisodeData, EpisodeScorer
@@ -26,6 +27,7 @@ __all__ = [
     "LevelBuffer",
     "LevelSampler",
     "LevelWrapper",
+    "OffPolicyPLRCallback",
     "PLRCallback",
     "PrioritizedLevelReplay",
     "PrioritizedReplayBuffer",

@@ -42,7 +42,8 @@ def find_plr_wrapper(env: VecEnv | None) -> Any:
             return current
         current = current.venv if isinstance(current, VecEnvWrapper) else None
     raise ValueError(
-        "PLRCallback needs the training env to contain plr_gym.PrioritizedLevelReplay, found the chain "
+        "Prioritized Level Replay needs the training env to contain plr_gym.PrioritizedLevelReplay, found "
+        "the chain "
         f"{' -> '.join(chain) or 'None'}. Wrap the raw vec env first, then the normalising/stacking "
         "wrappers: VecNormalize(PrioritizedLevelReplay(make_vec_env(...), levels=...))."
     )
@@ -140,7 +141,8 @@ class PLRCallback(BaseCallback):
         if not isinstance(self.model, OnPolicyAlgorithm):
             raise TypeError(
                 f"PLRCallback works with on-policy algorithms (PPO, A2C, RecurrentPPO, MaskablePPO), got "
-                f"{type(self.model).__name__}; for off-policy algorithms use plr_gym's PER classes"
+                f"{type(self.model).__name__}; for off-policy algorithms (DQN, SAC, TD3, PERDQN, ...) use "
+                "plr_gym.OffPolicyPLRCallback"
             )
         self.wrapper = find_plr_wrapper(self.model.get_env())
         buffer_mode = self.wrapper.buffer is not None

@@ -10,6 +10,7 @@ Example:
     True
 """
 
+from plr_gym.offpolicy import OffPolicyPLRCallback
 from plr_gym.replay.algorithms import PERDQN, PERSAC, PERTD3, PrioritizedReplayMixin
 from plr_gym.replay.buffers import (
     PrioritizedDictReplayBuffer,
@@ -24,6 +25,7 @@ __all__ = [
     "PERDQN",
     "PERSAC",
     "PERTD3",
+    "OffPolicyPLRCallback",
     "PrioritizedDictReplayBuffer",
     "PrioritizedDictReplayBufferSamples",
     "PrioritizedReplayBuffer",

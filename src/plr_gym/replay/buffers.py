@@ -28,13 +28,13 @@ __all__ = [
 PRIORITIZATIONS = ("proportional", "rank")
 # Defaults from Schaul et al. (2015), Table 3: (alpha, beta0) per prioritization variant.
 _DEFAULT_ALPHA_BETA = {"proportional": (0.6, 0.4), "rank": (0.7, 0.5)}
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2  # 2: per-transition levels
 
 
 class PrioritizedReplayBufferSamples(NamedTuple):
     """
     A batch from :class:`PrioritizedReplayBuffer`: SB3's ``ReplayBufferSamples`` fields, in the same
-    order, followed by ``weights`` and ``indices``.
+    order, followed by ``discounts``, ``weights``, ``indices`` and ``levels``.
 
     :param observations: shape ``(batch, *obs_shape)``
     :param actions: shape ``(batch, action_dim)``
@@ -47,10 +47,13 @@ class PrioritizedReplayBufferSamples(NamedTuple):
         ``n_steps == 1`` so the algorithm uses its own ``gamma`` (as SB3's ``ReplayBuffer``)
     :param weights: importance-sampling weights, at most 1, shape ``(batch, 1)``
     :param indices: flat slot index of each sample, for ``update_priorities``, shape ``(batch,)``
+    :param levels: level id of each sample's episode (``infos[i]["level"]`` when it was added, as set by
+        :class:`~plr_gym.PrioritizedLevelReplay`; ``-1`` when the env reported none), int64 numpy
+        array of shape ``(batch,)``
 
     Example:
-        >>> PrioritizedReplayBufferSamples._fields[-3:]
-        ('discounts', 'weights', 'indices')
+        >>> PrioritizedReplayBufferSamples._fields[-4:]
+        ('discounts', 'weights', 'indices', 'levels')
     """
 
     observations: th.Tensor
@@ -61,6 +64,7 @@ class PrioritizedReplayBufferSamples(NamedTuple):
     discounts: Optional[th.Tensor]
     weights: th.Tensor
     indices: NDArray[np.int64]
+    levels: Optional[NDArray[np.int64]] = None
 
 
 class PrioritizedDictReplayBufferSamples(NamedTuple):
@@ -81,6 +85,7 @@ class PrioritizedDictReplayBufferSamples(NamedTuple):
     discounts: Optional[th.Tensor]
     weights: th.Tensor
     indices: NDArray[np.int64]
+    levels: Optional[NDArray[np.int64]] = None
 
 
 class SequenceSamples(NamedTuple):
@@ -205,6 +210,8 @@ class _PrioritizedBufferBase(ReplayBuffer):
         # Raw priority p_i = |delta_i| + eps of every slot (0 for empty slots); leaves hold p_i**alpha
         # (proportional) or rank_i**-alpha (rank).
         self._priorities = np.zeros(self.capacity, dtype=np.float64)
+        # Level id of each transition's episode (infos[i]["level"] at add time), -1 when unknown.
+        self.levels: NDArray[np.int64] = np.full((self.buffer_size, self.n_envs), -1, dtype=np.int64)
         self._max_priority = 1.0
         self._rank_snapshot = np.zeros(0, dtype=np.float64)  # ascending raw priorities at last sort
         self._samples_since_refresh = 0
@@ -261,10 +268,17 @@ class _PrioritizedBufferBase(ReplayBuffer):
         total = self._tree.total
         return (leaves / total if total > 0 else np.zeros_like(leaves)).reshape(self.buffer_size, self.n_envs)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Buffers pickled before per-transition levels existed load with every level unknown (-1).
+        self.__dict__.update(state)
+        if "levels" not in state:
+            self.levels = np.full((self.buffer_size, self.n_envs), -1, dtype=np.int64)
+
     def reset(self) -> None:
         super().reset()
         self._tree = SumTree(self.capacity)
         self._priorities[:] = 0.0
+        self.levels[:] = -1
         self._max_priority = 1.0
         self._rank_snapshot = np.zeros(0, dtype=np.float64)
         self._samples_since_refresh = 0
@@ -298,8 +312,10 @@ class _PrioritizedBufferBase(ReplayBuffer):
         self._after_add(row, infos)
 
     def _after_add(self, row: int, infos: list[dict[str, Any]]) -> None:
-        """Give the slots of row ``row`` their initial priority. Subclasses may also store per-env data
-        taken from ``infos`` here (one entry per env)."""
+        """Give the slots of row ``row`` their initial priority and record each env's level
+        (``infos[i]["level"]``, ``-1`` if absent). Subclasses may also store per-env data taken from
+        ``infos`` here (one entry per env)."""
+        self.levels[row] = [info.get("level", -1) for info in infos]
         slots = row * self.n_envs + np.arange(self.n_envs)
         self._priorities[slots] = self._max_priority
         if self.prioritization == "rank":
@@ -542,6 +558,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
             discounts=discounts,
             weights=self.to_torch(weights.astype(np.float32).reshape(-1, 1)),
             indices=slots,
+            levels=self.levels.reshape(-1)[slots],
         )
 
     def _gather_obs(self, slots: NDArray[np.int64], next_obs: bool, env: Optional[VecNormalize]) -> Any:
@@ -730,6 +747,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
             "rewards": self.rewards,
             "dones": self.dones,
             "timeouts": self.timeouts,
+            "levels": self.levels,
         }
         arrays.update(self._obs_arrays())
         np.savez(path, **arrays)
@@ -744,8 +762,10 @@ class _PrioritizedBufferBase(ReplayBuffer):
         """
         with np.load(path, allow_pickle=False) as data:
             version = int(data["format_version"])
-            if version != _FORMAT_VERSION:
-                raise ValueError(f"unsupported buffer file format {version} (expected {_FORMAT_VERSION})")
+            if version not in (1, _FORMAT_VERSION):
+                raise ValueError(
+                    f"unsupported buffer file format {version} (expected 1 or {_FORMAT_VERSION})"
+                )
             saved = json.loads(str(data["config"]))
             mine = self._config()
             differ = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k))
@@ -761,6 +781,10 @@ class _PrioritizedBufferBase(ReplayBuffer):
                 "timeouts": self.timeouts,
                 "priorities": self._priorities,
             }
+            if version >= 2:
+                targets["levels"] = self.levels
+            else:  # format 1 predates per-transition levels
+                self.levels[:] = -1
             targets.update(self._obs_arrays())
             for key, target in targets.items():
                 if data[key].shape != target.shape:
@@ -828,7 +852,13 @@ class PrioritizedReplayBuffer(_PrioritizedBufferBase):
 
     Randomness comes from one ``np.random.Generator`` seeded by ``seed=`` (or, when ``None``, from numpy's
     global RNG, which SB3 seeds from the algorithm's ``seed``). :meth:`save`/:meth:`load` keep data,
-    priorities and RNG state in an ``.npz`` file; SB3's pickle-based ``save_replay_buffer`` also works.
+    priorities, levels and RNG state in an ``.npz`` file; SB3's pickle-based ``save_replay_buffer`` also
+    works.
+
+    Levels: each transition's level id (``infos[i]["level"]``, set on every step by
+    :class:`~plr_gym.PrioritizedLevelReplay`; ``-1`` when an env reports none) is kept in :attr:`levels`,
+    shape ``(buffer_size, n_envs)``, and returned in each batch's ``levels`` field.
+    :class:`~plr_gym.OffPolicyPLRCallback` uses it to check which episode a slot holds.
 
     :param buffer_size: maximum number of transitions (split evenly over envs, as in SB3)
     :param observation_space: observation space
