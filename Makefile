@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test lint typecheck bench docs clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -16,21 +16,21 @@ $(PY):
 # Core + MiniGrid: enough for the demo.
 $(VENV)/.core-installed: pyproject.toml | $(PY)
 	$(PIP) install --quiet torch==$(TORCH_VERSION)
-	$(PIP) install --quiet -e ".[minigrid]"
+	$(PIP) install --quiet -e ".[minigrid,cli]"
 	touch $@
 
 # Everything: tests, Procgen, sb3-contrib and the benchmark peers.
 $(VENV)/.all-installed: pyproject.toml | $(PY)
 	$(PIP) install --quiet torch==$(TORCH_VERSION)
-	$(PIP) install --quiet -e ".[test,procgen,minigrid,contrib,bench]"
+	$(PIP) install --quiet -e ".[test,procgen,minigrid,contrib,bench,cli,docs]"
 	touch $@ $(VENV)/.core-installed
 
 demo: $(VENV)/.core-installed
 	$(PY) -m plr_gym.demo
 
 lint: $(VENV)/.all-installed
-	$(PY) -m ruff check src tests benchmarks
-	$(PY) -m ruff format --check src tests benchmarks
+	$(PY) -m ruff check src tests benchmarks examples
+	$(PY) -m ruff format --check src tests benchmarks examples
 
 typecheck: $(VENV)/.all-installed
 	$(PY) -m mypy
@@ -42,6 +42,9 @@ bench: $(VENV)/.all-installed
 	$(PY) benchmarks/sampler_speed.py
 	$(PY) benchmarks/procgen_switch.py
 	$(PY) benchmarks/per_speed.py
+
+docs: $(VENV)/.all-installed
+	$(PY) -m mkdocs build --strict -d site
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,832 @@
+"""``plr-gym``: train, evaluate and compare PLR and uniform level sampling from the command line.
+
+Commands (each has ``--help``):
+
+- ``plr-gym train ENV_ID --sampler plr|uniform --out DIR``: trains PPO, A2C or RecurrentPPO on a fixed set
+  of training levels with :class:`~plr_gym.PrioritizedLevelReplay` + :class:`~plr_gym.PLRCallback`,
+  evaluates on held-out levels every ``--eval-freq`` steps (``DIR/eval.csv``) and at the end
+  (``DIR/evaluation.json``), and saves ``DIR/model.zip``, ``DIR/plr/plr_sampler.npz``, ``DIR/config.json``
+  and (with TensorBoard installed) ``DIR/tb/``.
+- ``plr-gym evaluate MODEL --env ENV_ID --levels 10000:10100``: per-level returns and summary (mean, IQM,
+  bootstrap CIs) as JSON and CSV.
+- ``plr-gym compare RUN_DIR RUN_DIR ... --out DIR``: a table (``comparison.md``, ``comparison.csv``) and a
+  plot (``comparison.png``) of held-out return over training and of the level-score distribution;
+  ``--run`` trains a PLR and a uniform run first.
+
+``--sampler uniform`` is the baseline: levels are drawn uniformly from the training set, and episodes are
+still scored with ``--strategy`` (so its level scores can be compared with PLR's); it does not influence
+sampling. Bad input exits with code 2 and a message.
+
+Example:
+    >>> from plr_gym.cli import parse_levels
+    >>> parse_levels("10000:10004")
+    [10000, 10001, 10002, 10003]
+    >>> parse_levels("3,5,8")
+    [3, 5, 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import difflib
+import importlib.util
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = [
+    "ALGORITHMS",
+    "SAMPLERS",
+    "CLIError",
+    "build_parser",
+    "compare_runs",
+    "evaluate_model",
+    "main",
+    "parse_levels",
+    "train",
+]
+
+#: Algorithms of ``plr-gym train --algo`` (``recurrentppo`` needs sb3-contrib).
+ALGORITHMS: tuple[str, ...] = ("ppo", "a2c", "recurrentppo")
+#: Level samplers of ``plr-gym train --sampler``.
+SAMPLERS: tuple[str, ...] = ("plr", "uniform")
+EVAL_CSV_FIELDS: tuple[str, ...] = (
+    "timesteps",
+    "split",
+    "n_levels",
+    "mean",
+    "mean_lo",
+    "mean_hi",
+    "iqm",
+    "iqm_lo",
+    "iqm_hi",
+    "wall_time",
+)
+
+
+class CLIError(Exception):
+    """Bad input on the command line: reported as ``plr-gym: error: ...`` with exit code 2."""
+
+
+# --------------------------------------------------------------------------------------------------
+# argument types
+# --------------------------------------------------------------------------------------------------
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def _finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def _unit_float(text: str) -> float:
+    value = _finite_float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
+    return value
+
+
+def parse_levels(spec: str) -> list[int]:
+    """Level ids from ``"START:STOP"`` (``range(START, STOP)``) or a comma-separated list ``"3,5,8"``.
+
+    :raises argparse.ArgumentTypeError: on anything else, an empty range or repeated levels.
+    """
+    text = spec.strip()
+    try:
+        if ":" in text:
+            lo, hi = (int(part) for part in text.split(":"))
+            levels = list(range(lo, hi))
+        else:
+            levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"levels must be START:STOP (e.g. 10000:10100) or a comma-separated list of ints, got {spec!r}"
+        ) from None
+    if not levels:
+        raise argparse.ArgumentTypeError(f"no levels in {spec!r}")
+    if min(levels) < 0:
+        raise argparse.ArgumentTypeError(f"levels must be >= 0, got {spec!r}")
+    if len(set(levels)) != len(levels):
+        raise argparse.ArgumentTypeError(f"levels must be distinct, got {spec!r}")
+    return levels
+
+
+# --------------------------------------------------------------------------------------------------
+# environments
+# --------------------------------------------------------------------------------------------------
+def _register_envs() -> None:
+    """Register MiniGrid (when installed) and the Procgen adapter with Gymnasium."""
+    if importlib.util.find_spec("minigrid") is not None:
+        import minigrid  # noqa: F401  (registers MiniGrid-* ids)
+    import plr_gym.envs  # noqa: F401  (registers plr_gym/procgen-*-v0)
+
+
+def env_family(env_id: str) -> str:
+    """``"minigrid"``, ``"procgen"`` or ``"other"``, from the id; ``CLIError`` if the id is unknown."""
+    import gymnasium as gym
+
+    _register_envs()
+    if env_id not in gym.registry:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise CLIError(
+            f"unknown environment {env_id!r}{hint} (MiniGrid ids such as MiniGrid-DoorKey-5x5-v0 need the "
+            "minigrid extra; Procgen games are plr_gym/procgen-<game>-v0)"
+        )
+    if env_id.startswith("MiniGrid-"):
+        return "minigrid"
+    if env_id.startswith("plr_gym/procgen-"):
+        return "procgen"
+    return "other"
+
+
+def _level_env_wrapper(family: str) -> Callable[[Any], Any]:
+    """The ``wrapper_class`` for ``make_vec_env``: observation wrapper (if any), then ``LevelWrapper``."""
+    from plr_gym.wrappers.level import LevelWrapper
+
+    if family == "minigrid":
+        from minigrid.wrappers import ImgObsWrapper
+
+        return lambda env: LevelWrapper(ImgObsWrapper(env))  # type: ignore[no-untyped-call]
+    return lambda env: LevelWrapper(env)
+
+
+def make_level_venv(
+    env_id: str, n_envs: int, seed: int, env_kwargs: dict[str, Any] | None = None, subproc: bool = False
+) -> Any:
+    """An SB3 VecEnv of ``n_envs`` ``LevelWrapper`` sub-envs (MiniGrid: egocentric image observations).
+
+    Returns are recorded by SB3's ``Monitor`` (``infos[i]["episode"]``).
+    """
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    family = env_family(env_id)
+    try:
+        return make_vec_env(
+            env_id,
+            n_envs=n_envs,
+            seed=seed,
+            env_kwargs=env_kwargs,
+            wrapper_class=_level_env_wrapper(family),
+            vec_env_cls=SubprocVecEnv if subproc else DummyVecEnv,
+        )
+    except (TypeError, ValueError) as exc:  # e.g. an --env-kwarg the env does not take
+        raise CLIError(f"cannot build {env_id} with options {env_kwargs or {}}: {exc}") from None
+
+
+def _policy_for(obs_space: Any, recurrent: bool) -> tuple[str, dict[str, Any]]:
+    """SB3 policy name and kwargs: a CNN for frames of 32x32 pixels or more, else an MLP.
+
+    Small grids of uint8 codes (MiniGrid's 7x7x3 view) go to an MLP unscaled (``normalize_images=False``).
+    """
+    from gymnasium import spaces
+
+    kwargs: dict[str, Any] = {}
+    image = isinstance(obs_space, spaces.Box) and len(obs_space.shape) == 3 and obs_space.dtype == np.uint8
+    if image and min(obs_space.shape[:2]) >= 32:
+        name = "CnnPolicy"
+    else:
+        name = "MlpPolicy"
+        if image:
+            kwargs["normalize_images"] = False
+    if recurrent:
+        name = name.replace("Policy", "LstmPolicy")
+    return name, kwargs
+
+
+def _algorithm_class(algo: str) -> Any:
+    if algo == "ppo":
+        from stable_baselines3 import PPO
+
+        return PPO
+    if algo == "a2c":
+        from stable_baselines3 import A2C
+
+        return A2C
+    if algo == "recurrentppo":
+        if importlib.util.find_spec("sb3_contrib") is None:
+            raise CLIError("--algo recurrentppo needs sb3-contrib: pip install 'plr-gym[contrib]'")
+        from sb3_contrib import RecurrentPPO
+
+        return RecurrentPPO
+    raise CLIError(f"unknown algorithm {algo!r}; choose from {', '.join(ALGORITHMS)}")
+
+
+# --------------------------------------------------------------------------------------------------
+# evaluation during training
+# --------------------------------------------------------------------------------------------------
+def _summary_row(timesteps: int, split: str, returns: dict[int, list[float]], wall: float) -> dict[str, Any]:
+    from plr_gym.evaluation import summarize
+
+    s = summarize(returns)
+    return {
+        "timesteps": timesteps,
+        "split": split,
+        "n_levels": s["n_levels"],
+        "mean": s["mean"],
+        "mean_lo": s["mean_ci"][0],
+        "mean_hi": s["mean_ci"][1],
+        "iqm": s["iqm"],
+        "iqm_lo": s["iqm_ci"][0],
+        "iqm_hi": s["iqm_ci"][1],
+        "wall_time": round(wall, 2),
+    }
+
+
+def _make_eval_callback(
+    eval_venv: Any,
+    splits: dict[str, list[int]],
+    eval_freq: int,
+    csv_path: Path,
+    n_episodes: int,
+    deterministic: bool,
+    verbose: bool,
+) -> Any:
+    """A callback that evaluates on each split's levels every ``eval_freq`` steps and appends to a CSV."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    from plr_gym.evaluation import evaluate_levels
+
+    class HeldOutEvalCallback(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__(verbose=0)
+            self.last_eval = -1
+            self.start = time.perf_counter()
+            self.last_returns: dict[str, dict[int, list[float]]] = {}
+
+        def evaluate(self) -> None:
+            self.last_eval = self.num_timesteps
+            rows = []
+            for split, levels in splits.items():
+                returns = evaluate_levels(
+                    self.model, eval_venv, levels, n_episodes=n_episodes, deterministic=deterministic
+                )
+                self.last_returns[split] = returns
+                rows.append(
+                    _summary_row(self.num_timesteps, split, returns, time.perf_counter() - self.start)
+                )
+            new = not csv_path.exists()
+            with csv_path.open("a", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=EVAL_CSV_FIELDS)
+                if new:
+                    writer.writeheader()
+                writer.writerows(rows)
+            if verbose:
+                parts = [
+                    f"{r['split']} {r['mean']:.3f} [{r['mean_lo']:.3f}, {r['mean_hi']:.3f}]" for r in rows
+                ]
+                print(f"  step {self.num_timesteps:>8}: mean return  " + "  ".join(parts), flush=True)
+
+        def _on_training_start(self) -> None:
+            self.evaluate()
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps - self.last_eval >= eval_freq:
+                self.evaluate()
+            return True
+
+        def _on_training_end(self) -> None:
+            if self.num_timesteps != self.last_eval:
+                self.evaluate()
+
+    return HeldOutEvalCallback()
+
+
+def _make_progress_callback(total: int) -> Any:
+    """A plain-text progress report every 10% (used when tqdm/rich are not installed)."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class PrintProgress(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__(verbose=0)
+            self.next_mark = 0.1
+            self.start = time.perf_counter()
+
+        def _on_step(self) -> bool:
+            done = self.num_timesteps / max(total, 1)
+            if done >= self.next_mark:
+                rate = self.num_timesteps / max(time.perf_counter() - self.start, 1e-9)
+                print(f"  {done:4.0%}  {self.num_timesteps}/{total} steps  {rate:.0f} steps/s", flush=True)
+                while self.next_mark <= done:
+                    self.next_mark += 0.1
+            return True
+
+    return PrintProgress()
+
+
+def _has_modules(*names: str) -> bool:
+    return all(importlib.util.find_spec(n) is not None for n in names)
+
+
+# --------------------------------------------------------------------------------------------------
+# train
+# --------------------------------------------------------------------------------------------------
+def sampler_kwargs(args: argparse.Namespace, levels: Sequence[int]) -> dict[str, Any]:
+    """Keyword arguments of :class:`~plr_gym.LevelSampler` for ``--sampler plr`` or ``uniform``.
+
+    ``uniform`` keeps the scoring strategy (scores are recorded, never used): the ``constant`` transform,
+    no staleness, ``min_seen_ratio=0`` and the proportionate schedule draw every training level with
+    probability ``1/N`` at every draw.
+    """
+    kwargs: dict[str, Any] = {
+        "levels": list(levels),
+        "strategy": args.strategy,
+        "alpha": args.alpha,
+        "seed": args.seed,
+    }
+    if args.sampler == "uniform":
+        kwargs.update(
+            score_transform="constant",
+            staleness_coef=0.0,
+            replay_schedule="proportionate",
+            min_seen_ratio=0.0,
+        )
+    else:
+        kwargs.update(
+            score_transform=args.score_transform,
+            temperature=args.temperature,
+            staleness_coef=args.staleness_coef,
+            staleness_transform=args.staleness_transform,
+            staleness_temperature=args.staleness_temperature,
+            replay_schedule=args.replay_schedule,
+            replay_prob=args.replay_prob,
+            min_seen_ratio=args.min_seen_ratio,
+            eps=args.eps,
+        )
+    return kwargs
+
+
+def _env_kwargs(args: argparse.Namespace, family: str) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    if family == "procgen":
+        kwargs["distribution_mode"] = args.distribution_mode
+    for item in args.env_kwarg or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CLIError(f"--env-kwarg must be KEY=VALUE, got {item!r}")
+        try:
+            kwargs[key] = json.loads(value)
+        except json.JSONDecodeError:
+            kwargs[key] = value
+    return kwargs
+
+
+def train(args: argparse.Namespace) -> Path:
+    """Run ``plr-gym train`` with parsed arguments; returns the run directory."""
+    from plr_gym.callbacks import PLRCallback
+    from plr_gym.evaluation import summarize
+    from plr_gym.sampler import LevelSampler
+    from plr_gym.wrappers.sb3 import PrioritizedLevelReplay
+
+    family = env_family(args.env_id)
+    algo_cls = _algorithm_class(args.algo)
+    train_levels = list(range(args.level_start, args.level_start + args.num_levels))
+    eval_levels: list[int] = args.eval_levels
+    overlap = sorted(set(train_levels) & set(eval_levels))
+    if overlap:
+        raise CLIError(
+            f"--eval-levels must be held out, but {len(overlap)} of them are training levels "
+            f"(e.g. {overlap[0]}); training levels are "
+            f"{args.level_start}:{args.level_start + args.num_levels}"
+        )
+    if args.algo != "a2c" and args.batch_size > args.n_steps * args.n_envs:
+        raise CLIError(
+            f"--batch-size {args.batch_size} exceeds the rollout size --n-steps x --n-envs = "
+            f"{args.n_steps * args.n_envs}"
+        )
+    try:
+        sampler = LevelSampler(**sampler_kwargs(args, train_levels))
+    except (ValueError, TypeError) as exc:
+        raise CLIError(str(exc)) from None
+    env_kwargs = _env_kwargs(args, family)
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = out / "eval.csv"
+    if csv_path.exists():
+        csv_path.unlink()
+    config = {k: v for k, v in vars(args).items() if k not in ("func", "command")}
+    config["eval_levels"] = f"{eval_levels[0]}..{eval_levels[-1]} ({len(eval_levels)} levels)"
+    config["env_family"] = family
+    (out / "config.json").write_text(json.dumps(config, indent=2, default=str) + "\n")
+
+    tensorboard_log = None
+    if args.tensorboard:
+        if _has_modules("tensorboard"):
+            tensorboard_log = str(out / "tb")
+        else:
+            print("note: TensorBoard logs skipped (pip install tensorboard to get them)", file=sys.stderr)
+    venv = make_level_venv(args.env_id, args.n_envs, args.seed, env_kwargs, subproc=args.subproc)
+    try:
+        venv = PrioritizedLevelReplay(venv, sampler=sampler)
+    except (ValueError, TypeError) as exc:
+        venv.close()
+        raise CLIError(str(exc)) from None
+    eval_venv = make_level_venv(args.env_id, args.n_envs, args.seed + 1, env_kwargs)
+    policy, policy_kwargs = _policy_for(venv.observation_space, recurrent=args.algo == "recurrentppo")
+    hyper: dict[str, Any] = {
+        "n_steps": args.n_steps,
+        "learning_rate": args.learning_rate,
+        "ent_coef": args.ent_coef,
+        "gamma": args.gamma,
+        "gae_lambda": args.gae_lambda,
+    }
+    if args.algo != "a2c":
+        hyper.update(batch_size=args.batch_size, n_epochs=args.n_epochs)
+    model = algo_cls(
+        policy,
+        venv,
+        seed=args.seed,
+        policy_kwargs=policy_kwargs,
+        tensorboard_log=tensorboard_log,
+        verbose=0,
+        device="cpu",
+        **hyper,
+    )
+    n_train_eval = min(len(train_levels), len(eval_levels))
+    splits = {"test": eval_levels}
+    if args.eval_train_levels:
+        splits["train"] = train_levels[:n_train_eval]
+    eval_callback = _make_eval_callback(
+        eval_venv,
+        splits,
+        args.eval_freq,
+        csv_path,
+        n_episodes=args.eval_episodes,
+        deterministic=args.eval_deterministic,
+        verbose=not args.quiet,
+    )
+    callbacks: list[Any] = [PLRCallback(save_path=out / "plr"), eval_callback]
+    progress_bar = False
+    if args.progress and not args.quiet:
+        if _has_modules("tqdm", "rich"):
+            progress_bar = True
+        else:
+            callbacks.append(_make_progress_callback(args.timesteps))
+    if not args.quiet:
+        print(
+            f"[{args.sampler}] {args.algo} on {args.env_id}: {len(train_levels)} training levels, "
+            f"{len(eval_levels)} held-out, {args.timesteps} steps, {args.n_envs} envs -> {out}",
+            flush=True,
+        )
+    if args.torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
+    start = time.perf_counter()
+    try:
+        model.learn(args.timesteps, callback=callbacks, progress_bar=progress_bar, tb_log_name=args.sampler)
+        model.save(out / "model.zip")
+    finally:
+        venv.close()
+        eval_venv.close()
+    returns = eval_callback.last_returns["test"]  # the evaluation at the end of training
+    result = {
+        "env_id": args.env_id,
+        "levels": eval_levels,
+        "returns": {str(k): v for k, v in returns.items()},
+        "summary": summarize(returns),
+        "train_seconds": round(time.perf_counter() - start, 1),
+        "timesteps": int(model.num_timesteps),
+    }
+    (out / "evaluation.json").write_text(json.dumps(result, indent=2) + "\n")
+    if not args.quiet:
+        s = result["summary"]
+        print(
+            f"[{args.sampler}] held-out mean {s['mean']:.3f} [{s['mean_ci'][0]:.3f}, {s['mean_ci'][1]:.3f}], "
+            f"IQM {s['iqm']:.3f} ({result['train_seconds']} s)",
+            flush=True,
+        )
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# evaluate
+# --------------------------------------------------------------------------------------------------
+def evaluate_model(args: argparse.Namespace) -> dict[str, Any]:
+    """Run ``plr-gym evaluate``: returns ``{"levels", "returns", "summary"}`` and writes JSON/CSV."""
+    from plr_gym.evaluation import evaluate_levels, summarize
+
+    model_path = Path(args.model)
+    if model_path.is_dir():
+        model_path = model_path / "model.zip"
+    if not model_path.is_file():
+        raise CLIError(f"no model at {args.model} (expected a .zip written by plr-gym train or model.save)")
+    config_path = model_path.parent / "config.json"
+    config: dict[str, Any] = json.loads(config_path.read_text()) if config_path.is_file() else {}
+    algo = args.algo or config.get("algo", "ppo")
+    env_id = args.env or config.get("env_id")
+    if env_id is None:
+        raise CLIError("--env is required (no config.json next to the model)")
+    family = env_family(env_id)
+    if env_id == config.get("env_id"):  # same env as in training: same env options unless given
+        if args.distribution_mode is None:
+            args.distribution_mode = config.get("distribution_mode")
+        if args.env_kwarg is None:
+            args.env_kwarg = config.get("env_kwarg")
+    if args.distribution_mode is None:
+        args.distribution_mode = "easy"
+    env_kwargs = _env_kwargs(args, family)
+    algo_cls = _algorithm_class(algo)
+    venv = make_level_venv(env_id, args.n_envs, args.seed, env_kwargs)
+    try:
+        try:
+            model = algo_cls.load(model_path, device="cpu")
+        except Exception as exc:  # a zip of another algorithm or a corrupt file
+            raise CLIError(f"cannot load {model_path} as {algo}: {exc}") from None
+        shape = venv.observation_space.shape
+        channels_first = (shape[-1], *shape[:-1]) if shape else shape  # SB3's VecTransposeImage
+        if model.observation_space.shape not in (shape, channels_first):
+            raise CLIError(
+                f"the model expects observations of shape {model.observation_space.shape} but {env_id} gives "
+                f"{venv.observation_space.shape}"
+            )
+        returns = evaluate_levels(
+            model, venv, args.levels, n_episodes=args.n_episodes, deterministic=args.deterministic
+        )
+    finally:
+        venv.close()
+    summary = summarize(returns)
+    result = {
+        "model": str(model_path),
+        "env_id": env_id,
+        "levels": list(args.levels),
+        "returns": {str(k): v for k, v in returns.items()},
+        "summary": summary,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    csv_out = out.with_suffix(".csv")
+    with csv_out.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["level", "episode", "return"])
+        for level, values in returns.items():
+            for k, value in enumerate(values):
+                writer.writerow([level, k, value])
+    print(
+        f"{env_id}: {summary['n_levels']} levels, mean {summary['mean']:.3f} "
+        f"[{summary['mean_ci'][0]:.3f}, {summary['mean_ci'][1]:.3f}], IQM {summary['iqm']:.3f} "
+        f"[{summary['iqm_ci'][0]:.3f}, {summary['iqm_ci'][1]:.3f}] -> {out}, {csv_out}"
+    )
+    return result
+
+
+# --------------------------------------------------------------------------------------------------
+# compare
+# --------------------------------------------------------------------------------------------------
+def compare_runs(run_dirs: Sequence[Path], out: Path) -> str:
+    """Write ``comparison.md``, ``.csv`` and ``.png`` in ``out`` for ``run_dirs``; return the table."""
+    from plr_gym.plotting import load_run, merge_seeds, plot_comparison, results_table
+
+    loaded = [load_run(Path(d)) for d in run_dirs]
+    groups: dict[str, list[Any]] = {}
+    for run in loaded:
+        groups.setdefault(run.label, []).append(run)
+    runs = []
+    for group in groups.values():
+        seeds = [r.config.get("seed") for r in group]
+        if len(group) > 1 and len(set(seeds)) == len(seeds):  # same configuration, several seeds
+            runs.append(merge_seeds(group))
+            continue
+        for r in group:
+            if len(group) > 1:
+                r.label = f"{r.label} ({r.path.name})"
+            runs.append(r)
+    out.mkdir(parents=True, exist_ok=True)
+    table, rows = results_table(runs)
+    (out / "comparison.md").write_text(table + "\n")
+    with (out / "comparison.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    if _has_modules("matplotlib"):
+        plot_comparison(runs, out / "comparison.png")
+    else:
+        print("note: comparison.png skipped: pip install matplotlib to get the plot", file=sys.stderr)
+    return table
+
+
+def compare_command(args: argparse.Namespace) -> list[Path]:
+    """Run ``plr-gym compare`` with parsed arguments; returns the compared run directories."""
+    out = Path(args.out)
+    run_dirs = [Path(d) for d in args.run_dirs]
+    if args.run:
+        if run_dirs:
+            raise CLIError("compare --run trains its own runs into OUT/plr and OUT/uniform: give no RUN_DIR")
+        if args.env_id is None:
+            raise CLIError("compare --run needs --env ENV_ID")
+        run_dirs = []
+        seeds = args.seeds or [args.seed]
+        for seed in seeds:
+            for sampler in SAMPLERS:
+                ns = argparse.Namespace(**vars(args))
+                ns.sampler, ns.seed = sampler, seed
+                ns.out = str(out / (sampler if args.seeds is None else f"{sampler}-seed{seed}"))
+                run_dirs.append(train(ns))
+    if len(run_dirs) < 1:
+        raise CLIError("compare needs run directories (written by plr-gym train), or --run")
+    for d in run_dirs:
+        if not (d / "eval.csv").is_file():
+            raise CLIError(f"{d} is not a plr-gym run directory (no eval.csv); train one with plr-gym train")
+    table = compare_runs(run_dirs, out)
+    print(table)
+    written = [out / name for name in ("comparison.md", "comparison.csv", "comparison.png")]
+    print("\nwrote " + ", ".join(str(p) for p in written if p.exists()))
+    return run_dirs
+
+
+# --------------------------------------------------------------------------------------------------
+# parser
+# --------------------------------------------------------------------------------------------------
+def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = True) -> None:
+    """The options of ``plr-gym train`` (shared with ``compare --run`` and the demo)."""
+    from plr_gym.sampler import REPLAY_SCHEDULES, SCORE_TRANSFORMS, STALENESS_TRANSFORMS, STRATEGIES
+
+    if env_positional:
+        parser.add_argument("env_id", help="Gymnasium id: MiniGrid-* or plr_gym/procgen-<game>-v0")
+    else:
+        parser.add_argument("--env", dest="env_id", default=None, help="Gymnasium id (with --run)")
+    g = parser.add_argument_group("training")
+    g.add_argument("--algo", choices=ALGORITHMS, default="ppo", help="algorithm (default: ppo)")
+    g.add_argument(
+        "--timesteps", type=_positive_int, default=100_000, help="environment steps (default 100000)"
+    )
+    g.add_argument("--n-envs", type=_positive_int, default=8, help="parallel environments (default 8)")
+    g.add_argument("--seed", type=_nonneg_int, default=0, help="seed of model, envs and sampler (default 0)")
+    g.add_argument("--n-steps", type=_positive_int, default=256, help="rollout length per env (default 256)")
+    g.add_argument("--batch-size", type=_positive_int, default=256, help="PPO minibatch size (default 256)")
+    g.add_argument("--n-epochs", type=_positive_int, default=4, help="PPO epochs per rollout (default 4)")
+    g.add_argument("--learning-rate", type=_positive_float, default=5e-4, help="default 5e-4")
+    g.add_argument("--ent-coef", type=_finite_float, default=0.01, help="entropy bonus (default 0.01)")
+    g.add_argument("--gamma", type=_unit_float, default=0.99, help="discount (default 0.99)")
+    g.add_argument("--gae-lambda", type=_unit_float, default=0.95, help="GAE lambda (default 0.95)")
+    g.add_argument("--subproc", action="store_true", help="SubprocVecEnv instead of DummyVecEnv")
+    g.add_argument(
+        "--torch-threads", type=_positive_int, default=None, help="torch CPU threads (default: torch's)"
+    )
+    g.add_argument(
+        "--distribution-mode", default="easy", help="Procgen distribution mode (default easy; Procgen only)"
+    )
+    g.add_argument(
+        "--env-kwarg", action="append", metavar="KEY=VALUE", help="extra gym.make keyword (JSON value)"
+    )
+    lv = parser.add_argument_group("levels")
+    lv.add_argument("--num-levels", type=_positive_int, default=100, help="training levels (default 100)")
+    lv.add_argument("--level-start", type=_nonneg_int, default=0, help="first training level (default 0)")
+    lv.add_argument(
+        "--eval-levels",
+        type=parse_levels,
+        default="10000:10100",
+        help="held-out levels, START:STOP or a,b,c (default 10000:10100)",
+    )
+    lv.add_argument(
+        "--eval-freq", type=_positive_int, default=10_000, help="evaluate every N steps (default 10000)"
+    )
+    lv.add_argument("--eval-episodes", type=_positive_int, default=1, help="episodes per level (default 1)")
+    lv.add_argument("--eval-deterministic", action="store_true", help="greedy actions at evaluation")
+    lv.add_argument(
+        "--no-eval-train-levels",
+        dest="eval_train_levels",
+        action="store_false",
+        help="skip evaluating on (as many) training levels too",
+    )
+    s = parser.add_argument_group("level sampler")
+    s.add_argument("--sampler", choices=SAMPLERS, default="plr", help="plr or uniform (default plr)")
+    s.add_argument("--strategy", choices=STRATEGIES, default="value_l1", help="scoring (default value_l1)")
+    s.add_argument("--score-transform", choices=SCORE_TRANSFORMS, default="rank", help="h (default rank)")
+    s.add_argument("--temperature", type=_positive_float, default=0.1, help="beta (default 0.1)")
+    s.add_argument("--staleness-coef", type=_unit_float, default=0.1, help="rho (default 0.1)")
+    s.add_argument("--staleness-transform", choices=STALENESS_TRANSFORMS, default="power")
+    s.add_argument("--staleness-temperature", type=_positive_float, default=1.0)
+    s.add_argument("--replay-schedule", choices=REPLAY_SCHEDULES, default="proportionate")
+    s.add_argument("--replay-prob", type=_unit_float, default=0.5, help="fixed schedule's P(replay)")
+    s.add_argument(
+        "--min-seen-ratio", type=_unit_float, default=1.0, help="fraction seen before replay (default 1)"
+    )
+    s.add_argument("--alpha", type=_unit_float, default=1.0, help="EWA step of level scores (default 1)")
+    s.add_argument("--eps", type=_unit_float, default=0.05, help="eps_greedy exploration mass")
+    o = parser.add_argument_group("output")
+    o.add_argument("--no-tensorboard", dest="tensorboard", action="store_false", help="no TensorBoard logs")
+    o.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    o.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``plr-gym`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="plr-gym",
+        description="Prioritized Level Replay for Gymnasium and Stable-Baselines3: train, evaluate, compare.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser(
+        "train",
+        help="train with PLR or uniform level sampling",
+        description="Train an on-policy agent on a fixed set of training levels with PLR (or uniform "
+        "sampling), evaluating on held-out levels during training.",
+    )
+    add_train_arguments(p)
+    p.add_argument("--out", default="runs/run", help="run directory (default runs/run)")
+    p.set_defaults(func=lambda a: train(a))
+
+    p = sub.add_parser(
+        "evaluate",
+        help="evaluate a saved model on held-out levels",
+        description="Play each level and write per-level returns and the summary (mean, IQM, 95%% CIs).",
+    )
+    p.add_argument("model", help="model .zip, or a run directory containing model.zip")
+    p.add_argument("--env", default=None, help="Gymnasium id (default: from the run's config.json)")
+    p.add_argument("--algo", choices=ALGORITHMS, default=None, help="default: from config.json, else ppo")
+    p.add_argument("--levels", type=parse_levels, default="10000:10100", help="START:STOP or a,b,c")
+    p.add_argument("--n-episodes", type=_positive_int, default=1, help="episodes per level (default 1)")
+    p.add_argument("--n-envs", type=_positive_int, default=8, help="parallel environments (default 8)")
+    p.add_argument("--seed", type=_nonneg_int, default=0, help="seed (default 0)")
+    p.add_argument("--deterministic", action="store_true", help="greedy actions")
+    p.add_argument(
+        "--distribution-mode", default=None, help="Procgen distribution mode (default: the run's, else easy)"
+    )
+    p.add_argument(
+        "--env-kwarg",
+        action="append",
+        metavar="KEY=VALUE",
+        help="extra gym.make keyword (default: the run's)",
+    )
+    p.add_argument("--out", default="evaluation.json", help="JSON output; the CSV goes next to it")
+    p.set_defaults(func=lambda a: evaluate_model(a))
+
+    p = sub.add_parser(
+        "compare",
+        help="compare runs: table and plot",
+        description="Compare run directories written by 'plr-gym train' (e.g. PLR and uniform): writes "
+        "comparison.md, comparison.csv and comparison.png (held-out return over training, level-score "
+        "distribution). With --run, trains a PLR and a uniform run first (all train options apply). Runs "
+        "of the same configuration with different seeds are merged.",
+    )
+    p.add_argument("run_dirs", nargs="*", help="run directories")
+    p.add_argument(
+        "--run", action="store_true", help="train --sampler plr and uniform into OUT/plr, OUT/uniform"
+    )
+    p.add_argument("--out", default="runs/compare", help="output directory (default runs/compare)")
+    p.add_argument(
+        "--seeds",
+        type=_nonneg_int,
+        nargs="+",
+        default=None,
+        help="with --run: train each sampler once per seed (OUT/plr-seedN, ...); results are merged",
+    )
+    add_train_arguments(p, env_positional=False)
+    p.set_defaults(func=compare_command)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``plr-gym`` and ``python -m plr_gym.cli``; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except CLIError as exc:
+        parser.exit(2, f"plr-gym: error: {exc}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

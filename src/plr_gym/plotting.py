@@ -1,0 +1,319 @@
+"""Tables and plots of ``plr-gym train`` runs: held-out return over training and level-score distributions.
+
+Matplotlib is imported lazily with the non-interactive ``Agg`` backend, so plotting works on machines
+without a display. A run directory holds ``config.json``, ``eval.csv`` (one row per evaluation and split),
+``evaluation.json`` (final held-out returns) and ``plr/plr_sampler.npz`` (the level sampler).
+
+Example:
+    >>> from plr_gym.plotting import format_ci
+    >>> format_ci(0.5, 0.25, 0.75)
+    '0.500 [0.250, 0.750]'
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "Run",
+    "format_ci",
+    "load_run",
+    "merge_seeds",
+    "plot_comparison",
+    "results_table",
+    "summarize_seeds",
+]
+
+
+@dataclass
+class Run:
+    """What one run directory holds, read by :func:`load_run`."""
+
+    path: Path
+    label: str
+    config: dict[str, Any]
+    #: rows of ``eval.csv`` (numbers as floats, ``split`` as str)
+    curve: list[dict[str, Any]]
+    #: contents of ``evaluation.json`` (``None`` if training did not finish)
+    final: dict[str, Any] | None
+    #: scores of the sampler's seen levels (``None`` without a sampler checkpoint)
+    scores: npt.NDArray[np.float64] | None = None
+    #: sampler statistics: ``num_seen``, ``num_levels``, ``replay_share``
+    sampler_stats: dict[str, float] = field(default_factory=dict)
+    #: number of seeds merged into this run by :func:`merge_seeds` (1 for a single run)
+    n_seeds: int = 1
+
+    def split(self, name: str) -> dict[str, npt.NDArray[np.float64]]:
+        """Columns of the ``eval.csv`` rows of one split (``"test"`` or ``"train"``), as arrays."""
+        rows = [r for r in self.curve if r["split"] == name]
+        keys = ("timesteps", "mean", "mean_lo", "mean_hi", "iqm", "iqm_lo", "iqm_hi")
+        return {k: np.array([float(r[k]) for r in rows], dtype=np.float64) for k in keys}
+
+
+def load_run(path: Path) -> Run:
+    """Read a run directory written by ``plr-gym train``."""
+    from plr_gym.sampler import LevelSampler
+
+    config_path = path / "config.json"
+    config: dict[str, Any] = json.loads(config_path.read_text()) if config_path.is_file() else {}
+    with (path / "eval.csv").open(newline="") as f:
+        curve = list(csv.DictReader(f))
+    final_path = path / "evaluation.json"
+    final = json.loads(final_path.read_text()) if final_path.is_file() else None
+    sampler_name = config.get("sampler", path.name)
+    label = (
+        f"{sampler_name}" if sampler_name == "uniform" else f"{sampler_name} ({config.get('strategy', '?')})"
+    )
+    run = Run(path=path, label=label, config=config, curve=curve, final=final)
+    npz = path / "plr" / "plr_sampler.npz"
+    if npz.is_file():
+        sampler = LevelSampler.load(npz)
+        run.sampler_stats = {
+            "num_seen": float(sampler.num_seen),
+            "num_levels": float(sampler.num_levels),
+            "replay_share": sampler.num_replay_samples / max(sampler.num_samples, 1),
+        }
+        if sampler.uses_scores and sampler.num_seen:
+            run.scores = sampler.scores[sampler.seen].astype(np.float64)
+    return run
+
+
+def summarize_seeds(
+    matrix: npt.NDArray[np.float64], confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0
+) -> dict[str, Any]:
+    """Mean and IQM of a ``(n_seeds, n_levels)`` matrix of returns, with two-way bootstrap CIs.
+
+    Each resample draws seeds (whole rows) and levels (whole columns) with replacement, so the
+    intervals include the variation between seeds (e.g. a seed that never learned) as well as between
+    levels. Percentile intervals.
+
+    Example:
+        >>> m = np.array([[1.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+        >>> s = summarize_seeds(m)
+        >>> float(s["mean"]), s["n_seeds"], s["mean_ci"][0] == 0.0
+        (0.375, 2, True)
+    """
+    from plr_gym.evaluation import iqm
+
+    n_seeds, n_levels = matrix.shape
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(n_seeds, size=(n_resamples, n_seeds, 1))
+    cols = rng.integers(n_levels, size=(n_resamples, 1, n_levels))
+    samples = matrix[rows, cols].reshape(n_resamples, -1)
+    tail = (1.0 - confidence) / 2.0
+
+    def interval(values: npt.NDArray[np.float64]) -> tuple[float, float]:
+        return float(np.quantile(values, tail)), float(np.quantile(values, 1.0 - tail))
+
+    return {
+        "n_levels": int(n_levels),
+        "n_seeds": int(n_seeds),
+        "mean": float(matrix.mean()),
+        "mean_ci": interval(samples.mean(axis=1)),
+        "iqm": float(iqm(matrix.ravel())),
+        "iqm_ci": interval(np.asarray(iqm(samples, axis=1), dtype=np.float64)),
+    }
+
+
+def merge_seeds(runs: Sequence[Run]) -> Run:
+    """One :class:`Run` from runs of the same configuration with different seeds.
+
+    Curves: at each evaluation step, the mean over seeds of each seed's mean (and IQM) return; the band
+    (``mean_lo``/``mean_hi``) is the range over seeds. Final held-out results: mean and IQM over seeds and
+    levels, with the two-way bootstrap CIs of :func:`summarize_seeds`. Level scores: all seeds' scores.
+    """
+    first = runs[0]
+    if len(runs) == 1:
+        return first
+    steps_per_run = [{(r["timesteps"], r["split"]) for r in run.curve} for run in runs]
+    common = set.intersection(*steps_per_run)
+    curve = []
+    for key in sorted(common, key=lambda k: (k[1], int(float(k[0])))):
+        rows = [next(r for r in run.curve if (r["timesteps"], r["split"]) == key) for run in runs]
+        means = np.array([float(r["mean"]) for r in rows])
+        iqms = np.array([float(r["iqm"]) for r in rows])
+        curve.append(
+            {
+                "timesteps": key[0],
+                "split": key[1],
+                "n_levels": rows[0]["n_levels"],
+                "mean": means.mean(),
+                "mean_lo": means.min(),
+                "mean_hi": means.max(),
+                "iqm": iqms.mean(),
+                "iqm_lo": iqms.min(),
+                "iqm_hi": iqms.max(),
+            }
+        )
+    final = None
+    finals = [run.final for run in runs if run.final is not None]
+    if len(finals) == len(runs) and all(f["returns"].keys() == finals[0]["returns"].keys() for f in finals):
+        levels = list(finals[0]["returns"])
+        matrix = np.array([[np.mean(f["returns"][lvl]) for lvl in levels] for f in finals], dtype=np.float64)
+        pooled = {int(lvl): [v for f in finals for v in f["returns"][lvl]] for lvl in levels}
+        final = {**finals[0], "returns": pooled, "summary": summarize_seeds(matrix)}
+    scores = [run.scores for run in runs if run.scores is not None]
+    stats = {
+        k: float(np.mean([run.sampler_stats.get(k, np.nan) for run in runs])) for k in first.sampler_stats
+    }
+    return Run(
+        path=first.path,
+        label=f"{first.label}, {len(runs)} seeds",
+        config=first.config,
+        curve=curve,
+        final=final,
+        scores=np.concatenate(scores) if scores else None,
+        sampler_stats=stats,
+        n_seeds=len(runs),
+    )
+
+
+def format_ci(value: float, lo: float, hi: float) -> str:
+    """``"value [lo, hi]"`` with three decimals."""
+    return f"{value:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def results_table(runs: Sequence[Run]) -> tuple[str, list[dict[str, Any]]]:
+    """A Markdown table of the runs' final held-out results, and the same data as rows (for CSV).
+
+    Final numbers come from ``evaluation.json`` when present, else from the last ``test`` row of
+    ``eval.csv``; "held-out mean over training" averages the ``test`` rows of ``eval.csv`` (an area under
+    the learning curve: higher means it learned sooner); the training-level column is the last ``train``
+    row.
+    """
+    rows: list[dict[str, Any]] = []
+    for run in runs:
+        test = run.split("test")
+        train = run.split("train")
+        if run.final is not None:
+            s = run.final["summary"]
+            steps = int(run.final.get("timesteps", test["timesteps"][-1] if test["timesteps"].size else 0))
+            mean, mean_ci, iq, iq_ci = s["mean"], s["mean_ci"], s["iqm"], s["iqm_ci"]
+        elif test["timesteps"].size:
+            steps = int(test["timesteps"][-1])
+            mean, mean_ci = test["mean"][-1], (test["mean_lo"][-1], test["mean_hi"][-1])
+            iq, iq_ci = test["iqm"][-1], (test["iqm_lo"][-1], test["iqm_hi"][-1])
+        else:
+            raise ValueError(f"{run.path}: no held-out evaluation in eval.csv")
+        row: dict[str, Any] = {
+            "run": run.label,
+            "timesteps": steps,
+            "test_mean": float(mean),
+            "test_mean_lo": float(mean_ci[0]),
+            "test_mean_hi": float(mean_ci[1]),
+            "test_iqm": float(iq),
+            "test_iqm_lo": float(iq_ci[0]),
+            "test_iqm_hi": float(iq_ci[1]),
+            "test_mean_over_training": float(test["mean"].mean()) if test["mean"].size else float("nan"),
+            "train_mean": float(train["mean"][-1]) if train["mean"].size else float("nan"),
+            "levels_seen": int(run.sampler_stats.get("num_seen", 0)),
+            "replay_share": float(run.sampler_stats.get("replay_share", float("nan"))),
+        }
+        if run.scores is not None and run.scores.size:
+            row["score_mean"] = float(run.scores.mean())
+        else:
+            row["score_mean"] = float("nan")
+        rows.append(row)
+    header = (
+        "| run | steps | held-out mean [95% CI] | held-out IQM [95% CI] | held-out mean over training "
+        "| train-level mean | levels seen | replay share | mean level score |"
+    )
+    lines = [header, "|" + " --- |" * 9]
+    for r in rows:
+        train_mean = "—" if np.isnan(r["train_mean"]) else f"{r['train_mean']:.3f}"
+        mean = format_ci(r["test_mean"], r["test_mean_lo"], r["test_mean_hi"])
+        iq = format_ci(r["test_iqm"], r["test_iqm_lo"], r["test_iqm_hi"])
+        lines.append(
+            f"| {r['run']} | {r['timesteps']} | {mean} | {iq} | {r['test_mean_over_training']:.3f} "
+            f"| {train_mean} "
+            f"| {r['levels_seen']} | {r['replay_share']:.0%} | {r['score_mean']:.4f} |"
+        )
+    lines.append("")
+    lines.append(
+        "95% CIs: percentile bootstrap over held-out levels"
+        + ("; for several seeds, over seeds and levels." if any(r.n_seeds > 1 for r in runs) else ".")
+    )
+    return "\n".join(lines), rows
+
+
+def plot_comparison(runs: Sequence[Run], path: Path, title: str | None = None) -> Path:
+    """Save a two-panel PNG: held-out (and training-level) return over training with 95% CI bands, and
+    the distribution of the sampler's level scores at the end of training."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_curve, ax_scores) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=100)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, run in enumerate(runs):
+        color = colors[k % len(colors)]
+        test = run.split("test")
+        if test["timesteps"].size:
+            ax_curve.plot(
+                test["timesteps"], test["mean"], color=color, marker="o", ms=3, label=f"{run.label}: held-out"
+            )
+            ax_curve.fill_between(test["timesteps"], test["mean_lo"], test["mean_hi"], color=color, alpha=0.2)
+        train = run.split("train")
+        if train["timesteps"].size:
+            ax_curve.plot(
+                train["timesteps"],
+                train["mean"],
+                color=color,
+                ls="--",
+                alpha=0.7,
+                label=f"{run.label}: train levels",
+            )
+    ax_curve.set_xlabel("environment steps")
+    ax_curve.set_ylabel("mean episodic return")
+    several = any(run.n_seeds > 1 for run in runs)
+    ax_curve.set_title(
+        "Return over training (band: range over seeds)"
+        if several
+        else "Return over training (95% bootstrap CI)"
+    )
+    ax_curve.grid(alpha=0.3)
+    ax_curve.legend(fontsize=8)
+
+    scored = [(k, run) for k, run in enumerate(runs) if run.scores is not None and run.scores.size]
+    if scored:
+        all_scores = np.concatenate([run.scores for _, run in scored if run.scores is not None])
+        lo, hi = float(all_scores.min()), float(all_scores.max())
+        bins = np.linspace(lo, hi if hi > lo else lo + 1e-6, 25)
+        for k, run in scored:
+            assert run.scores is not None
+            ax_scores.hist(
+                run.scores,
+                bins=bins,
+                color=colors[k % len(colors)],
+                alpha=0.5,
+                label=f"{run.label} ({run.scores.size} level scores)",
+            )
+        ax_scores.legend(fontsize=8)
+    else:
+        ax_scores.text(
+            0.5, 0.5, "no level scores recorded", ha="center", va="center", transform=ax_scores.transAxes
+        )
+    strategy = runs[0].config.get("strategy", "score") if runs else "score"
+    ax_scores.set_xlabel(f"level score ({strategy}) at the end of training")
+    ax_scores.set_ylabel("training levels")
+    ax_scores.set_title("Level-score distribution")
+    ax_scores.grid(alpha=0.3)
+    if title is None and runs:
+        env_id = runs[0].config.get("env_id")
+        title = f"PLR vs uniform level sampling on {env_id}" if env_id else None
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

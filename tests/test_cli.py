@@ -1,0 +1,233 @@
+"""The ``plr-gym`` command line and ``python -m plr_gym.demo``, end to end with tiny budgets."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("minigrid")
+pytest.importorskip("matplotlib")
+
+from plr_gym import LevelSampler
+from plr_gym.cli import main, parse_levels
+
+ENV = "MiniGrid-Empty-5x5-v0"
+# Tiny: 2 envs x 64 steps per rollout, 4 rollouts, short episodes, 4 held-out levels.
+TINY = [
+    "--timesteps", "256", "--n-envs", "2", "--n-steps", "64", "--batch-size", "64", "--n-epochs", "1",
+    "--num-levels", "5", "--eval-levels", "1000:1004", "--eval-freq", "128",
+    "--env-kwarg", "max_steps=20", "--no-progress", "--quiet",
+]  # fmt: skip
+
+
+def assert_png_with_content(path: Path) -> None:
+    import matplotlib.image
+
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pixels = matplotlib.image.imread(path)
+    assert pixels.shape[0] > 200 and pixels.shape[1] > 400
+    assert pixels[..., :3].std() > 0.05  # not a blank canvas
+    assert len(np.unique(pixels[..., :3].reshape(-1, 3), axis=0)) > 50  # curves, text, bars
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        code = main(args)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("runs")
+    dirs = {}
+    for name, sampler, seed in (("plr", "plr", "0"), ("uniform", "uniform", "0"), ("plr-seed1", "plr", "1")):
+        out = root / name
+        assert main(["train", ENV, "--sampler", sampler, "--seed", seed, "--out", str(out), *TINY]) == 0
+        dirs[name] = out
+    return dirs
+
+
+@pytest.mark.parametrize("command", [[], ["train"], ["evaluate"], ["compare"]])
+def test_help_on_every_command(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli([*command, "--help"], capsys)
+    assert code == 0
+    assert out.startswith("usage: plr-gym")
+    if command == ["train"]:
+        for option in ("--sampler", "--strategy", "--staleness-coef", "--eval-levels", "--num-levels"):
+            assert option in out
+
+
+def test_module_entry_point_runs() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "plr_gym.cli", "evaluate", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "--levels" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["train", "MiniGrid-NoSuchEnv-v0"], "unknown environment 'MiniGrid-NoSuchEnv-v0'"),
+        (["train", "plr_gym/procgen-bigfsh-v0"], "did you mean plr_gym/procgen-bigfish-v0"),
+        (["train", ENV, "--strategy", "value_l2"], "invalid choice: 'value_l2'"),
+        (["train", ENV, "--score-transform", "cubic"], "invalid choice: 'cubic'"),
+        (["train", ENV, "--timesteps", "-5"], "expected a positive integer, got '-5'"),
+        (["train", ENV, "--staleness-coef", "1.5"], "expected a number in [0, 1], got '1.5'"),
+        (["train", ENV, "--temperature", "nan"], "expected a finite number"),
+        (["train", ENV, "--eval-levels", "5:3"], "no levels in '5:3'"),
+        (["train", ENV, "--num-levels", "100", "--eval-levels", "50:60"], "must be held out"),
+        (["train", ENV, "--n-steps", "8", "--n-envs", "2"], "exceeds the rollout size"),
+        (["train", ENV, "--env-kwarg", "max_steps"], "--env-kwarg must be KEY=VALUE"),
+        (["train", ENV, "--env-kwarg", "colour=1", "--out", "{tmp}"], "cannot build MiniGrid-Empty-5x5-v0"),
+        (["evaluate", "no/such/model.zip", "--env", ENV], "no model at no/such/model.zip"),
+        (["compare", "--run"], "compare --run needs --env"),
+        (["compare"], "compare needs run directories"),
+        (["compare", "--run", "--env", ENV, "some/run"], "give no RUN_DIR"),
+        (["train", ENV, "--algo", "dqn"], "invalid choice: 'dqn'"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ],
+)
+def test_bad_input_exits_2_with_message(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, err = run_cli([a.replace("{tmp}", str(tmp_path)) for a in args], capsys)
+    assert code == 2
+    assert message in err
+
+
+def test_parse_levels() -> None:
+    assert parse_levels("3:6") == [3, 4, 5]
+    assert parse_levels("7, 2,9") == [7, 2, 9]
+    for bad in ("a:b", "1,1", "-3:2", ""):
+        with pytest.raises(Exception, match="levels"):
+            parse_levels(bad)
+
+
+def test_train_writes_model_sampler_curve_and_evaluation(runs: dict[str, Path]) -> None:
+    for name, out in runs.items():
+        assert (out / "model.zip").stat().st_size > 1000
+        config = json.loads((out / "config.json").read_text())
+        assert config["sampler"] == name.split("-")[0] and config["env_id"] == ENV
+        restored = LevelSampler.load(out / "plr" / "plr_sampler.npz")
+        assert restored.levels.tolist() == [0, 1, 2, 3, 4]
+        assert restored.num_seen > 0  # episodes were scored
+        with (out / "eval.csv").open() as f:
+            rows = list(csv.DictReader(f))
+        # evaluations at 0, 128, 256 steps, each on the held-out and the training levels
+        assert [(int(r["timesteps"]), r["split"]) for r in rows] == [
+            (t, s) for t in (0, 128, 256) for s in ("test", "train")
+        ]
+        assert all(float(r["mean_lo"]) <= float(r["mean"]) <= float(r["mean_hi"]) for r in rows)
+        if importlib.util.find_spec("tensorboard") is not None:
+            assert any((out / "tb").rglob("events.out.tfevents.*"))
+        final = json.loads((out / "evaluation.json").read_text())
+        assert sorted(final["returns"]) == ["1000", "1001", "1002", "1003"]
+        assert all(len(v) == 1 for v in final["returns"].values())
+        assert final["summary"]["n_levels"] == 4
+    # uniform sampling: every draw is uniform over the training levels, PLR replays by score
+    assert LevelSampler.load(runs["uniform"] / "plr" / "plr_sampler.npz").score_transform == "constant"
+    assert LevelSampler.load(runs["plr"] / "plr" / "plr_sampler.npz").score_transform == "rank"
+
+
+def test_evaluate_writes_json_and_csv(
+    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "eval" / "result.json"
+    code, stdout, _ = run_cli(
+        ["evaluate", str(runs["plr"]), "--levels", "2000,2001,2005", "--n-episodes", "2", "--n-envs", "2",
+         "--out", str(out)],
+        capsys,
+    )  # fmt: skip
+    assert code == 0
+    assert "3 levels" in stdout
+    result = json.loads(out.read_text())
+    assert result["env_id"] == ENV  # read from the run's config.json, with its env options (max_steps=20)
+    assert {k: len(v) for k, v in result["returns"].items()} == {"2000": 2, "2001": 2, "2005": 2}
+    assert set(result["summary"]) == {"mean", "mean_ci", "iqm", "iqm_ci", "n_levels"}
+    with out.with_suffix(".csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 6 and {r["level"] for r in rows} == {"2000", "2001", "2005"}
+
+
+def test_evaluate_rejects_wrong_env(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["evaluate", str(runs["plr"]), "--env", "CartPole-v1", "--levels", "0:2"], capsys)
+    assert code == 2
+    assert "expects observations of shape" in err
+
+
+def test_compare_writes_table_csv_and_plot(
+    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "cmp"
+    code, stdout, _ = run_cli(["compare", str(runs["plr"]), str(runs["uniform"]), "--out", str(out)], capsys)
+    assert code == 0
+    table = (out / "comparison.md").read_text()
+    assert "| plr (value_l1) |" in table and "| uniform |" in table
+    assert "held-out IQM [95% CI]" in stdout
+    with (out / "comparison.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [r["run"] for r in rows] == ["plr (value_l1)", "uniform"]
+    final = json.loads((runs["plr"] / "evaluation.json").read_text())
+    assert float(rows[0]["test_mean"]) == pytest.approx(final["summary"]["mean"])
+    assert_png_with_content(out / "comparison.png")
+
+
+def test_compare_merges_seeds_of_the_same_configuration(
+    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dirs = [str(runs[name]) for name in ("plr", "plr-seed1", "uniform")]
+    code, _, _ = run_cli(["compare", *dirs, "--out", str(tmp_path)], capsys)
+    assert code == 0
+    with (tmp_path / "comparison.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [r["run"] for r in rows] == ["plr (value_l1), 2 seeds", "uniform"]
+    # pooled final evaluation: both seeds' episodes of each held-out level
+    per_level = []
+    for name in ("plr", "plr-seed1"):
+        returns = json.loads((runs[name] / "evaluation.json").read_text())["returns"]
+        per_level.append([returns[str(level)][0] for level in range(1000, 1004)])
+    assert float(rows[0]["test_mean"]) == pytest.approx(np.mean(per_level))
+    # the curve: at each step, the mean over seeds
+    curves = []
+    for name in ("plr", "plr-seed1"):
+        with (runs[name] / "eval.csv").open() as f:
+            curves.append([float(r["mean"]) for r in csv.DictReader(f) if r["split"] == "test"])
+    assert float(rows[0]["test_mean_over_training"]) == pytest.approx(np.mean(curves))
+    assert_png_with_content(tmp_path / "comparison.png")
+
+
+def test_compare_rejects_a_directory_that_is_not_a_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_cli(["compare", str(tmp_path)], capsys)
+    assert code == 2
+    assert "not a plr-gym run directory" in err
+
+
+def test_demo_quick(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from plr_gym import demo
+
+    monkeypatch.setenv("PLR_GYM_DEMO_QUICK", "1")
+    assert demo.main(["--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| plr (value_l1), 2 seeds |" in out and "| uniform, 2 seeds |" in out
+    assert "Held-out mean return: PLR" in out
+    for run in ("plr-seed0", "plr-seed1", "uniform-seed0", "uniform-seed1"):
+        assert (tmp_path / run / "model.zip").is_file()
+    assert_png_with_content(tmp_path / "comparison.png")
