@@ -142,3 +142,30 @@ def test_summarize_rejects_no_data() -> None:
         summarize([])
     with pytest.raises(ValueError, match="at least one level"):
         summarize({3: []})
+
+
+def test_first_reset_plays_the_requested_levels_despite_vecenv_seeds() -> None:
+    """make_vec_env seeds every VecEnv; those seeds must not replace the requested first levels."""
+    import gymnasium as gym
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from plr_gym import LevelWrapper
+    from plr_gym.evaluation import evaluate_levels
+
+    played: list[int] = []
+
+    class Recorder(gym.Wrapper):  # type: ignore[type-arg]
+        def reset(self, **kwargs):  # type: ignore[no-untyped-def]
+            played.append(kwargs.get("seed"))
+            return self.env.reset(**kwargs)
+
+    class Zero:
+        def predict(self, obs, state=None, episode_start=None, deterministic=True):  # type: ignore[no-untyped-def]
+            return np.zeros(len(obs), dtype=np.int64), None
+
+    venv = make_vec_env(
+        "CartPole-v1", n_envs=2, seed=12345, wrapper_class=lambda e: LevelWrapper(Recorder(e))
+    )
+    out = evaluate_levels(Zero(), venv, levels=[10_000, 10_001, 10_002])
+    assert sorted(out) == [10_000, 10_001, 10_002] and all(len(v) == 1 for v in out.values())
+    assert played[:2] == [10_000, 10_001] and 12345 not in played

@@ -90,10 +90,14 @@ def evaluate_levels(
         venv.env_method("set_next_level", nxt, indices=[i])
         return nxt
 
-    queued = [queue_next(i) for i in range(n_envs)]
+    # The first levels go in as reset options: they beat the seeds SB3's VecEnv passes to its first
+    # reset (make_vec_env seeds every VecEnv), which LevelWrapper would otherwise play as levels.
+    first = [queue.pop() if queue else None for _ in range(n_envs)]
+    venv.set_options([{} if lvl is None else {"level": lvl} for lvl in first])
     obs = venv.reset()
+    queued: list[int | None] = [None] * n_envs
     for i in range(n_envs):
-        running[i] = queued[i]
+        running[i] = first[i]
         queued[i] = queue_next(i)
     ep_returns = np.zeros(n_envs)
     states = None
