@@ -1,0 +1,603 @@
+"""Learning benchmark: Prioritized Level Replay vs uniform level sampling, on held-out levels.
+
+Not a test. Trains SB3 PPO on a fixed set of training levels, once with levels drawn uniformly
+(``strategy="random"``) and once per PLR variant, and evaluates the policy on held-out levels (seeds
+``>= 10_000``) and on the training levels at a few checkpoints during training. Each run
+``(task, method, seed)`` writes ``<out>/runs/<task>/<method>/seed<k>.json``; re-running the script skips
+finished runs (resumable), and ``--jobs 2`` runs two trainings at once (one process each, one torch
+thread each). At the end the script prints a Markdown table per task (mean and IQM of held-out return
+with 95% bootstrap CIs from :func:`plr_gym.evaluation.summarize`) and writes ``summary.csv``,
+``summary.json`` and a learning-curve PNG per task into ``<out>``.
+
+    python benchmarks/learning.py --jobs 2                         # the full study (see TASKS)
+    python benchmarks/learning.py --tasks doorkey6 --seeds 3 4    # a subset
+    python benchmarks/learning.py --report-only                    # tables and plots from saved runs
+    python benchmarks/learning.py --quick                          # smoke test, < 60 s
+
+Budgets are tiny next to the paper's (25M steps per Procgen run): see ``docs/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import multiprocessing as mp
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "learning"
+TEST_LEVEL_START = 10_000
+
+
+# --------------------------------------------------------------------------------------------------
+# experiment definitions
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Task:
+    """One environment, its training/held-out levels, its budget and its PPO settings."""
+
+    env_id: str
+    kind: str  # "minigrid" (grid encoding + MLP) or "procgen" (64x64 RGB + CNN)
+    train_levels: int  # levels 0 .. train_levels-1
+    test_levels: int  # levels TEST_LEVEL_START .. +test_levels-1
+    total_steps: int
+    checkpoints: int  # evaluations during training (evenly spaced, the last at total_steps)
+    eval_train_levels: int  # how many training levels are evaluated at each checkpoint
+    n_envs: int = 8
+    n_steps: int = 256
+    batch_size: int = 512
+    n_epochs: int = 4
+    learning_rate: float = 5e-4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    ent_coef: float = 0.01
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    full_obs: bool = False  # MiniGrid: FullyObsWrapper (whole grid) instead of the 7x7 egocentric view
+    methods: tuple[str, ...] | None = None  # restrict the methods run on this task (compute budget)
+
+
+TASKS: dict[str, Task] = {
+    # fully observed grid + MLP, 20 training levels: memorises training levels, a real train/test gap
+    "doorkey5_full": Task("MiniGrid-DoorKey-5x5-v0", "minigrid", 20, 100, 160_000, 4, 20, full_obs=True),
+    # egocentric 7x7 view + MLP, 40 training levels: generalises, the budget stops mid-learning
+    "doorkey6": Task("MiniGrid-DoorKey-6x6-v0", "minigrid", 40, 100, 160_000, 4, 40),
+    # Procgen easy, 200 training levels (the paper's setting) at 0.4% of the paper's 25M steps
+    "bigfish": Task(
+        "plr_gym/procgen-bigfish-v0",
+        "procgen",
+        200,
+        50,
+        100_000,
+        4,
+        20,
+        n_envs=16,
+        n_steps=128,
+        batch_size=512,
+        n_epochs=3,
+        methods=("uniform", "plr", "plr_t1_s0.3"),
+    ),
+    # --quick: a tiny budget only to check that everything runs
+    "quick": Task("MiniGrid-DoorKey-5x5-v0", "minigrid", 10, 10, 2048, 2, 5, n_envs=4, n_steps=128),
+}
+
+#: Level-sampler settings per method (PLRCallback scores with the sampler's strategy).
+METHODS: dict[str, dict[str, Any]] = {
+    "uniform": {"strategy": "random"},
+    # the paper's Procgen defaults: L1 value loss, rank transform, beta=0.1, rho=0.1
+    "plr": {"strategy": "value_l1", "score_transform": "rank", "temperature": 0.1, "staleness_coef": 0.1},
+    "plr_s0.3": {
+        "strategy": "value_l1",
+        "score_transform": "rank",
+        "temperature": 0.1,
+        "staleness_coef": 0.3,
+    },
+    # flatter replay distributions: rank^-(1/0.3) and rank^-1 instead of rank^-10
+    "plr_t0.3_s0.3": {
+        "strategy": "value_l1",
+        "score_transform": "rank",
+        "temperature": 0.3,
+        "staleness_coef": 0.3,
+    },
+    "plr_t1_s0.3": {
+        "strategy": "value_l1",
+        "score_transform": "rank",
+        "temperature": 1.0,
+        "staleness_coef": 0.3,
+    },
+}
+DEFAULT_TASKS = ("doorkey5_full", "doorkey6", "bigfish")
+DEFAULT_SEEDS = (0, 1, 2)
+
+
+# --------------------------------------------------------------------------------------------------
+# one training run (runs in a worker process)
+# --------------------------------------------------------------------------------------------------
+def make_venv(task: Task, n_envs: int, seed: int | None = None) -> Any:
+    """A VecEnv of ``n_envs`` level-controlled envs (sub-envs wrapped in ``LevelWrapper``)."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from plr_gym import LevelWrapper
+
+    if task.kind == "minigrid":
+        import minigrid  # noqa: F401  (registers the envs)
+        from minigrid.wrappers import FullyObsWrapper, ImgObsWrapper
+
+        def wrap(env: Any) -> Any:
+            return LevelWrapper(ImgObsWrapper(FullyObsWrapper(env) if task.full_obs else env))
+    else:
+        import plr_gym.envs  # noqa: F401  (registers plr_gym/procgen-*)
+
+        wrap = LevelWrapper
+    return make_vec_env(
+        task.env_id, n_envs=n_envs, seed=seed, wrapper_class=wrap, env_kwargs=dict(task.env_kwargs)
+    )
+
+
+def run_one(task_name: str, task: Task, method: str, seed: int, path: Path) -> dict[str, Any]:
+    """Train one (task, method, seed), evaluate at checkpoints, write the result JSON to ``path``."""
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+
+    from plr_gym import LevelSampler, PLRCallback, PrioritizedLevelReplay
+    from plr_gym.evaluation import evaluate_levels, summarize
+
+    torch.set_num_threads(1)
+    start = time.time()
+    sampler = LevelSampler(levels=range(task.train_levels), seed=seed, **METHODS[method])
+    venv = PrioritizedLevelReplay(make_venv(task, task.n_envs), sampler=sampler)
+    # SB3's VecEnv.seed(None) draws a random uint32 seed that the first reset() passes to every env, and
+    # LevelWrapper plays an int seed as the level (it takes precedence over the queued one): seeding with
+    # the first held-out level makes that first reset play exactly the levels evaluate_levels queues.
+    eval_venv = make_venv(task, 8, seed=TEST_LEVEL_START)
+    test_levels = range(TEST_LEVEL_START, TEST_LEVEL_START + task.test_levels)
+    train_eval_levels = range(min(task.eval_train_levels, task.train_levels))
+    policy, policy_kwargs = ("MlpPolicy", {"normalize_images": False})  # MiniGrid: raw 0..10 grid codes
+    if task.kind == "procgen":
+        policy, policy_kwargs = "CnnPolicy", {"features_extractor_kwargs": {"features_dim": 256}}
+    model = PPO(
+        policy,
+        venv,
+        n_steps=task.n_steps,
+        batch_size=task.batch_size,
+        n_epochs=task.n_epochs,
+        learning_rate=task.learning_rate,
+        gamma=task.gamma,
+        gae_lambda=task.gae_lambda,
+        ent_coef=task.ent_coef,
+        policy_kwargs=policy_kwargs,
+        seed=seed,
+        device="cpu",
+    )
+    curve: list[dict[str, Any]] = []
+    visits = np.zeros(task.train_levels, dtype=np.int64)
+    replay_fraction: list[float] = []
+
+    class Checkpoints(BaseCallback):
+        """Evaluate on held-out and training levels every ``total_steps / checkpoints`` steps."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.every = task.total_steps // task.checkpoints
+            self.next_at = self.every
+            self.samples = (0, 0)
+
+        def evaluate(self) -> None:
+            test = evaluate_levels(self.model, eval_venv, test_levels, deterministic=False)
+            train = evaluate_levels(self.model, eval_venv, train_eval_levels, deterministic=False)
+            point = {
+                "steps": int(self.num_timesteps),
+                "wall_s": round(time.time() - start, 1),
+                "test": summarize(test, seed=seed),
+                "train": summarize(train, seed=seed),
+            }
+            if len(curve) == task.checkpoints - 1 or self.num_timesteps >= task.total_steps:
+                point["test_returns"] = {str(k): v for k, v in test.items()}
+            curve.append(point)
+            print(
+                f"  [{task_name}/{method}/seed{seed}] {point['steps']:>8} steps {point['wall_s']:>6.0f}s "
+                f"test {point['test']['mean']:.3f} train {point['train']['mean']:.3f}",
+                flush=True,
+            )
+
+        def _on_rollout_start(self) -> None:
+            self.samples = (sampler.num_replay_samples, sampler.num_explore_samples)
+
+        def _on_rollout_end(self) -> None:
+            replays = sampler.num_replay_samples - self.samples[0]
+            started = replays + sampler.num_explore_samples - self.samples[1]
+            if started:
+                replay_fraction.append(replays / started)
+
+        def _on_step(self) -> bool:
+            for done, info in zip(self.locals["dones"], self.locals["infos"]):
+                if done:
+                    visits[int(info["level"])] += 1
+            if self.num_timesteps >= self.next_at:
+                self.next_at += self.every
+                self.evaluate()
+            return True
+
+    checkpoints = Checkpoints()
+    model.learn(task.total_steps, callback=CallbackList([PLRCallback(), checkpoints]))
+    if not curve or curve[-1]["steps"] < task.total_steps:  # (the last rollout may overshoot a bit)
+        checkpoints.evaluate()
+    if "test_returns" not in curve[-1]:  # the final test returns are what the tables use
+        curve[-1]["test_returns"] = {
+            str(k): v for k, v in evaluate_levels(model, eval_venv, test_levels, deterministic=False).items()
+        }
+    weights = sampler.sample_weights()
+    nz = weights[weights > 0]
+    order = np.sort(visits)[::-1]
+    result = {
+        "task": task_name,
+        "method": method,
+        "seed": seed,
+        "task_config": asdict(task),
+        "sampler_config": METHODS[method],
+        "steps": int(model.num_timesteps),
+        "wall_s": round(time.time() - start, 1),
+        "curve": curve,
+        "plr": {
+            "replay_fraction_mean": float(np.mean(replay_fraction)) if replay_fraction else 0.0,
+            "replay_fraction_last": float(replay_fraction[-1]) if replay_fraction else 0.0,
+            "num_seen": int(sampler.num_seen),
+            "scores_seen": sampler.scores[sampler.seen].round(5).tolist(),
+            "weight_entropy": float(-(nz * np.log(nz)).sum()) if nz.size else 0.0,
+            "weight_max": float(weights.max()),
+            "episodes": int(visits.sum()),
+            "visits": visits.tolist(),
+            "visit_share_top5": float(order[:5].sum() / max(1, visits.sum())),
+        },
+    }
+    venv.close()
+    eval_venv.close()
+    tmp = path.with_suffix(".json.tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp.write_text(json.dumps(result))
+    tmp.replace(path)  # atomic: a half-written file never looks finished
+    return result
+
+
+def _worker(job: tuple[str, Task, str, int, str]) -> tuple[str, str, int, float, str]:
+    task_name, task, method, seed, path = job
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        result = run_one(task_name, task, method, seed, Path(path))
+    except Exception as exc:  # report and continue with the other runs
+        import traceback
+
+        traceback.print_exc()
+        return task_name, method, seed, -1.0, f"FAILED: {exc!r}"
+    return task_name, method, seed, result["wall_s"], "ok"
+
+
+# --------------------------------------------------------------------------------------------------
+# reporting
+# --------------------------------------------------------------------------------------------------
+def run_path(out: Path, task: str, method: str, seed: int) -> Path:
+    return out / "runs" / task / method / f"seed{seed}.json"
+
+
+def load_runs(out: Path, task: str, method: str) -> list[dict[str, Any]]:
+    folder = out / "runs" / task / method
+    if not folder.is_dir():
+        return []
+    runs = [json.loads(p.read_text()) for p in sorted(folder.glob("seed*.json"))]
+    for run in runs:
+        # Runs written before a fix evaluated once more after the last checkpoint (the last rollout
+        # overshoots total_steps by < 1 rollout): keep the checkpoints only, the last one has the returns.
+        n = run["task_config"]["checkpoints"]
+        if len(run["curve"]) > n and "test_returns" in run["curve"][n - 1]:
+            run["curve"] = run["curve"][:n]
+    return runs
+
+
+def _per_level(runs: list[dict[str, Any]]) -> dict[int, list[float]]:
+    """Held-out level -> final mean return of each run (seed)."""
+    out: dict[int, list[float]] = {}
+    for run in runs:
+        for level, returns in run["curve"][-1]["test_returns"].items():
+            out.setdefault(int(level), []).append(float(np.mean(returns)))
+    return out
+
+
+def _fmt_ci(stats: dict[str, Any], key: str) -> str:
+    lo, hi = stats[f"{key}_ci"]
+    return f"{stats[key]:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def summarize_task(out: Path, task: str, methods: list[str]) -> list[dict[str, Any]]:
+    """One row per method: held-out mean/IQM (CIs over level x seed), paired difference to uniform."""
+    from plr_gym.evaluation import summarize
+
+    base = _per_level(load_runs(out, task, "uniform"))
+    base_mean = {lvl: float(np.mean(v)) for lvl, v in base.items()}
+    rows = []
+    for method in methods:
+        runs = load_runs(out, task, method)
+        if not runs:
+            continue
+        per_level = _per_level(runs)
+        flat = [r for v in per_level.values() for r in v]
+        test = summarize(flat)
+        train = [run["curve"][-1]["train"]["mean"] for run in runs]
+        row: dict[str, Any] = {
+            "task": task,
+            "method": method,
+            "seeds": len(runs),
+            "steps": runs[0]["curve"][-1]["steps"],  # the checkpoint the returns come from
+            "test": test,
+            "seed_means": [
+                float(np.mean([np.mean(v) for v in run["curve"][-1]["test_returns"].values()]))
+                for run in runs
+            ],
+            "train_mean": float(np.mean(train)),
+            "replay_fraction": float(np.mean([r["plr"]["replay_fraction_mean"] for r in runs])),
+            "levels_played": float(np.mean([np.count_nonzero(r["plr"]["visits"]) for r in runs])),
+            "visit_share_top5": float(np.mean([r["plr"]["visit_share_top5"] for r in runs])),
+            "weight_max": float(np.mean([r["plr"]["weight_max"] for r in runs])),
+            "weight_perplexity": float(np.mean([np.exp(r["plr"]["weight_entropy"]) for r in runs])),
+            "wall_s": float(np.mean([r["wall_s"] for r in runs])),
+        }
+        common = sorted(set(per_level) & set(base_mean))
+        if base_mean and method != "uniform" and common:
+            diffs = [float(np.mean(per_level[lvl])) - base_mean[lvl] for lvl in common]
+            row["delta"] = summarize(diffs)
+            uniform_mean = float(np.mean([base_mean[lvl] for lvl in common]))
+            row["normalized"] = (
+                100.0 * float(np.mean([np.mean(per_level[lvl]) for lvl in common])) / uniform_mean
+            )
+        elif method == "uniform":
+            row["normalized"] = 100.0
+        rows.append(row)
+    return rows
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    """Held-out return per method, then what the sampler did (averaged over seeds)."""
+    print(
+        "| task | method | seeds | steps | held-out mean [95% CI] | held-out IQM [95% CI] | "
+        "norm. (uniform=100) | Δ mean vs uniform [95% CI] | train-level mean | seed means |"
+    )
+    print("|" + " --- |" * 10)
+    for r in rows:
+        delta = _fmt_ci(r["delta"], "mean") if "delta" in r else "—"
+        norm = f"{r['normalized']:.0f}" if "normalized" in r else "—"
+        seeds = " ".join(f"{m:.2f}" for m in r["seed_means"])
+        print(
+            f"| {r['task']} | {r['method']} | {r['seeds']} | {r['steps']:,} | {_fmt_ci(r['test'], 'mean')} | "
+            f"{_fmt_ci(r['test'], 'iqm')} | {norm} | {delta} | {r['train_mean']:.3f} | {seeds} |"
+        )
+    print(
+        "\n| task | method | replay fraction | levels played | top-5 levels' share of episodes | "
+        "final max replay weight | final exp(entropy) of replay weights |"
+    )
+    print("|" + " --- |" * 7)
+    for r in rows:
+        print(
+            f"| {r['task']} | {r['method']} | {r['replay_fraction']:.2f} | {r['levels_played']:.0f} | "
+            f"{r['visit_share_top5']:.2f} | {r['weight_max']:.2f} | {r['weight_perplexity']:.1f} |"
+        )
+
+
+def print_curve_table(out: Path, task: str, methods: list[str]) -> None:
+    """Held-out mean return at each checkpoint, averaged over seeds (± s.e. over seeds)."""
+    cols: dict[str, dict[int, list[float]]] = {}
+    for method in methods:
+        for run in load_runs(out, task, method):
+            for point in run["curve"]:
+                cols.setdefault(method, {}).setdefault(point["steps"], []).append(point["test"]["mean"])
+    if not cols:
+        return
+    steps = sorted({s for col in cols.values() for s in col})
+    print("\n| steps | " + " | ".join(cols) + " |")
+    print("|" + " --- |" * (len(cols) + 1))
+    for s in steps:
+        cells = []
+        for col in cols.values():
+            v = np.asarray(col.get(s, []))
+            se = v.std(ddof=1) / np.sqrt(v.size) if v.size > 1 else float("nan")
+            cells.append(f"{v.mean():.3f} ± {se:.3f} (n={v.size})" if v.size else "—")
+        print(f"| {s:,} | " + " | ".join(cells) + " |")
+    # area under the learning curve: mean over the checkpoints of each run, then over seeds
+    cells = []
+    for col in cols.values():
+        n = min(len(v) for v in col.values())
+        per_seed = np.mean([col[s][:n] for s in steps if s in col and len(col[s]) >= n], axis=0)
+        se = per_seed.std(ddof=1) / np.sqrt(per_seed.size) if per_seed.size > 1 else float("nan")
+        cells.append(f"{per_seed.mean():.3f} ± {se:.3f}")
+    print("| mean over checkpoints | " + " | ".join(cells) + " |")
+
+
+def plot_curves(out: Path, task: str, methods: list[str]) -> Path | None:
+    """Held-out (solid) and training-level (dashed) mean return vs steps; band = ±1 s.e. over seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    drawn = False
+    for k, method in enumerate(methods):
+        runs = load_runs(out, task, method)
+        if not runs:
+            continue
+        n = min(len(r["curve"]) for r in runs)
+        steps = np.array([runs[0]["curve"][i]["steps"] for i in range(n)])
+        color = f"C{k}"
+        for part, style in (("test", "-"), ("train", "--")):
+            vals = np.array([[r["curve"][i][part]["mean"] for i in range(n)] for r in runs])
+            mean = vals.mean(axis=0)
+            label = f"{method} ({len(runs)} seeds)" if part == "test" else None
+            ax.plot(steps, mean, style, color=color, label=label, marker="o" if part == "test" else None)
+            if part == "test" and len(runs) > 1:
+                se = vals.std(axis=0, ddof=1) / np.sqrt(len(runs))
+                ax.fill_between(steps, mean - se, mean + se, color=color, alpha=0.2)
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xlabel("training steps")
+    ax.set_ylabel("mean episodic return")
+    ax.set_title(f"{task}: held-out levels (solid), training levels (dashed)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    path = out / f"curve_{task}.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_summary(out: Path, rows: list[dict[str, Any]]) -> None:
+    (out / "summary.json").write_text(json.dumps(rows, indent=1))
+    with open(out / "summary.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(
+            ["task", "method", "seeds", "steps", "test_mean", "test_mean_lo", "test_mean_hi", "test_iqm",
+             "test_iqm_lo", "test_iqm_hi", "normalized", "delta_mean", "delta_lo", "delta_hi", "train_mean",
+             "replay_fraction", "levels_played", "visit_share_top5", "seed_means"]
+        )  # fmt: skip
+        for r in rows:
+            t, d = r["test"], r.get("delta")
+            delta = [d["mean"], *d["mean_ci"]] if d else ["", "", ""]
+            seed_means = " ".join(f"{m:.3f}" for m in r["seed_means"])
+            writer.writerow(
+                [r["task"], r["method"], r["seeds"], r["steps"], t["mean"], *t["mean_ci"], t["iqm"],
+                 *t["iqm_ci"], r.get("normalized", ""), *delta, r["train_mean"], r["replay_fraction"],
+                 r["levels_played"], r["visit_share_top5"], seed_means]
+            )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------
+# provenance
+# --------------------------------------------------------------------------------------------------
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def git_commit() -> str:
+    """Short hash of HEAD (a read-only git call)."""
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+
+
+def print_provenance(argv: list[str]) -> None:
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    print(f"- command: `python benchmarks/learning.py {' '.join(argv)}`".replace(" `", " `", 1))
+    print(f"- commit: {git_commit()}")
+    print(f"- machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
+    print(f"- load average: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+# --------------------------------------------------------------------------------------------------
+# main
+# --------------------------------------------------------------------------------------------------
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=list(DEFAULT_TASKS))
+    p.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
+    p.add_argument("--seeds", nargs="+", type=int, default=list(DEFAULT_SEEDS))
+    p.add_argument("--jobs", type=int, default=1, help="training processes at once (default 1)")
+    p.add_argument("--out", type=Path, default=None, help=f"results directory (default {DEFAULT_OUT})")
+    p.add_argument("--report-only", action="store_true", help="only print tables / plots from saved runs")
+    p.add_argument("--quick", action="store_true", help="smoke test: tiny budget, 1 seed, < 60 s")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.tasks, args.methods, args.seeds = ["quick"], ["uniform", "plr"], [0]
+        if args.out is None:
+            args.out = Path(tempfile.mkdtemp(prefix="plr_learning_quick_"))
+    if args.out is None:
+        args.out = DEFAULT_OUT
+    if args.jobs < 1:
+        p.error("--jobs must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    print_provenance(argv)
+    # seed-major order: the first seed of every (task, method) finishes before any second seed
+    jobs = [
+        (task, TASKS[task], method, seed, str(run_path(out, task, method, seed)))
+        for seed in args.seeds
+        for task in args.tasks
+        for method in args.methods
+        if TASKS[task].methods is None or method in TASKS[task].methods
+    ]
+    todo = [j for j in jobs if not Path(j[4]).exists()]
+    if not args.report_only:
+        print(
+            f"- runs: {len(jobs)} ({len(jobs) - len(todo)} already finished), jobs: {args.jobs}\n", flush=True
+        )
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        if args.jobs == 1 or len(todo) <= 1:
+            results = [_worker(j) for j in todo]
+        else:
+            with mp.get_context("spawn").Pool(args.jobs, maxtasksperchild=1) as pool:
+                results = []
+                for res in pool.imap_unordered(_worker, todo):
+                    print(f"  done {res[0]}/{res[1]}/seed{res[2]}: {res[4]} ({res[3]:.0f} s)", flush=True)
+                    results.append(res)
+        failed = [r for r in results if r[4] != "ok"]
+    else:
+        failed = []
+    all_rows = []
+    for task in args.tasks:
+        rows = summarize_task(out, task, args.methods)
+        if not rows:
+            continue
+        t = TASKS[task]
+        print(
+            f"\n### {task}: {t.env_id}, {t.train_levels} training levels, {t.test_levels} held-out levels "
+            f"({TEST_LEVEL_START}+), {t.total_steps:,} steps\n"
+        )
+        print_table(rows)
+        print_curve_table(out, task, args.methods)
+        plot = plot_curves(out, task, args.methods)
+        if plot is not None:
+            print(f"\nlearning curves: {plot}")
+        all_rows.extend(rows)
+    write_summary(out, all_rows)
+    print(f"\nresults: {out}")
+    if failed:
+        print(f"{len(failed)} run(s) failed: {failed}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
