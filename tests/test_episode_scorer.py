@@ -131,3 +131,15 @@ def test_score_functions_accept_user_callable() -> None:
     r = rollout([[1], [0]], [[9], [9]])
     ((lvl, score),) = scorer.process_rollout(dones=np.array([True]), **r)
     assert (lvl, score) == (9, r["values"][0, 0])
+
+
+def test_failed_report_leaves_the_scorer_unchanged() -> None:
+    class Refuses:
+        def update_batch(self, levels: object, scores: object) -> None:
+            raise ValueError("refused")
+
+    scorer = EpisodeScorer(Refuses(), n_envs=1, strategy="max_mc")
+    r = rollout([[0], [1], [0]], [[1], [2], [2]])
+    with pytest.raises(ValueError, match="refused"):
+        scorer.process_rollout(dones=np.array([True]), **r)
+    assert scorer.max_returns == {} and scorer.num_dropped == 0 and scorer.num_open_episodes == 0

@@ -448,3 +448,28 @@ def test_strategies_constant_lists_every_strategy() -> None:
         "value_l1", "positive_value_loss", "gae", "max_mc", "policy_entropy", "least_confidence",
         "min_margin", "one_step_td_error", "random", "sequential",
     }  # fmt: skip
+
+
+def test_softmax_reanchors_when_the_best_score_drops() -> None:
+    """Leaves anchored at an old best score must not underflow into wrong ratios (review finding)."""
+    s = LevelSampler(
+        range(3), score_transform="softmax", temperature=0.1, staleness_coef=0, min_seen_ratio=0, seed=0
+    )
+    for level, score in [(0, 1000.0), (1, 925.5), (2, 925.4), (0, 0.0)]:
+        s.update(level, score)
+    probs = s.sample_weights()
+    np.testing.assert_allclose(probs[1:], [1 / (1 + np.exp(-1)), np.exp(-1) / (1 + np.exp(-1))])
+    counts = np.bincount(s.sample(4000), minlength=3)
+    assert counts[0] == 0 and chi_square_p(counts, probs) > 1e-4
+
+
+@pytest.mark.parametrize("transform", ["softmax", "power"])
+def test_checkpoint_rebuilds_the_sum_tree_bit_for_bit(transform: str) -> None:
+    rng = np.random.default_rng(0)
+    a = LevelSampler(range(500), score_transform=transform, temperature=0.3, staleness_coef=0, seed=0)
+    for _ in range(2000):
+        a.update(int(rng.integers(500)), float(rng.random() * 3))
+    b = LevelSampler(range(500), score_transform=transform, temperature=0.3, staleness_coef=0, seed=1)
+    b.load_state_dict(a.state_dict())
+    assert a._score_tree is not None and b._score_tree is not None
+    assert list(a._score_tree._t) == list(b._score_tree._t)

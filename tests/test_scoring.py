@@ -85,3 +85,8 @@ def test_lookup() -> None:
     assert get_score_function(mine) is mine
     with pytest.raises(ValueError, match="random"):
         get_score_function("random")
+
+
+def test_policy_entropy_with_masked_actions() -> None:
+    logp = np.log(np.array([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]))  # -inf for masked actions
+    assert policy_entropy(EpisodeData(log_policy=logp)) == pytest.approx(np.log(2) / 2 / np.log(3))

@@ -95,6 +95,7 @@ _ORDERED = ("rank", "eps_greedy", "max")
 _STATE_VERSION = 1
 # exp() overflows above ~709.78; keep exponents of stored weights at most this far above 0.
 _EXP_HEADROOM = 600.0
+_MIN_TOTAL = math.exp(-_EXP_HEADROOM)
 # update_batch with at least this many distinct levels rebuilds the structures instead of updating each.
 _BULK_UPDATE = 4096
 
@@ -469,6 +470,12 @@ class LevelSampler:
             return math.log(score) if score > 0.0 else -math.inf
         return score
 
+    def _leaf_weight(self, score: float, shift: float) -> float:
+        """``exp((g(S) − shift)/β)``, computed the same way on every path (so checkpoints rebuild the tree
+        bit for bit)."""
+        z = (self._score_exponent(score) - shift) / self.temperature
+        return math.exp(z) if z > -math.inf else 0.0
+
     def _rebuild_score_tree(self, shift: float | None = None) -> None:
         """Recompute every ``power``/``softmax`` leaf, anchored at ``shift`` (default: best seen score)."""
         assert self._score_tree is not None
@@ -476,26 +483,24 @@ class LevelSampler:
         weights = np.zeros(self._levels.size)
         if seen_idx.size:
             if shift is None:
-                with np.errstate(divide="ignore"):
-                    top = float(self._scores[seen_idx].max())
-                    top = self._score_exponent(top)
+                top = self._score_exponent(float(self._scores[seen_idx].max()))
                 shift = top if math.isfinite(top) else 0.0
             self._softmax_shift = shift
-            weights[seen_idx] = np.exp(
-                _exponents(self.score_transform, self._scores[seen_idx], self.temperature, shift)
-            )
+            scores = self._scores[seen_idx].tolist()
+            weights[seen_idx] = [self._leaf_weight(sc, shift) for sc in scores]
         self._score_tree.rebuild(weights)
 
     def _set_score_weight(self, i: int, score: float) -> None:
         assert self._score_tree is not None
-        g = self._score_exponent(score)
-        z = (g - self._softmax_shift) / self.temperature
+        z = (self._score_exponent(score) - self._softmax_shift) / self.temperature
         if z > _EXP_HEADROOM:  # a new best score far above the reference point: re-anchor everything
             self._rebuild_score_tree()
             return
-        self._score_tree.set(i, math.exp(z))
-        if self._score_tree.total == 0.0 and self._n_seen and math.isfinite(g):
-            self._rebuild_score_tree()  # every weight underflowed: re-anchor on the current best score
+        self._score_tree.set(i, self._leaf_weight(score, self._softmax_shift))
+        if self._n_seen and self._score_tree.total < _MIN_TOTAL:
+            # every weight is tiny (the best score dropped far below the reference point): denormal or
+            # zero leaves would distort the ratios, so re-anchor on the current best score
+            self._rebuild_score_tree()
 
     # ------------------------------------------------------------------ sampling
     def sample(self, n: int | None = None) -> Any:

@@ -132,7 +132,8 @@ def policy_entropy(ep: EpisodeData) -> float:
     if ep.log_policy is not None:
         logp = _need(ep, "log_policy", "policy_entropy")
         n_actions = logp.shape[-1]
-        ent = -(np.exp(logp) * logp).sum(-1)
+        # masked actions have log-probability -inf and contribute 0 (not exp(-inf) * -inf = nan)
+        ent = -(np.exp(logp) * np.where(np.isneginf(logp), 0.0, logp)).sum(-1)
         return float(ent.mean() / np.log(n_actions)) if n_actions > 1 else 0.0
     return float(_need(ep, "entropies", "policy_entropy").mean())
 
@@ -343,6 +344,24 @@ class EpisodeScorer:
         if boot.shape != (n_envs,):
             raise ValueError(f"last_values must have shape ({n_envs},), got {boot.shape}")
 
+        snapshot = (dict(self.max_returns), dict(self._level_of_key), self.num_dropped)
+        try:
+            return self._process(n_steps, n_envs, starts, lv, done_arr, mask, fields, boot)
+        except BaseException:  # leave the scorer as it was: the same rollout may be retried
+            self.max_returns, self._level_of_key, self.num_dropped = snapshot
+            raise
+
+    def _process(
+        self,
+        n_steps: int,
+        n_envs: int,
+        starts: Any,
+        lv: Any,
+        done_arr: Any,
+        mask: Any,
+        fields: dict[str, Any],
+        boot: Any,
+    ) -> list[tuple[Any, float]]:
         done_levels: list[Any] = []
         done_scores: list[float] = []
         new_open = list(self._open)
