@@ -221,3 +221,26 @@ def test_resume_is_exact(tmp_path: Path) -> None:
     np.testing.assert_array_equal(a.scores, b.scores)
     np.testing.assert_array_equal(a.staleness, b.staleness)
     assert a.sample(20).tolist() == b.sample(20).tolist()
+
+
+def test_resume_in_a_new_learn_call_draws_from_the_restored_sampler(tmp_path: Path) -> None:
+    """learn() resets the envs before callbacks start: resume_from must re-draw those levels."""
+    venv = make_venv(levels=range(12))
+    model = PPO("MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0)
+    model.learn(32 * 4 * 3, callback=PLRCallback(save_path=tmp_path))
+    expected_first = LevelSampler.load(tmp_path / "plr_sampler.npz").sample(2 * venv.num_envs)[
+        : venv.num_envs
+    ]
+
+    class FirstLevels(BaseCallback):
+        def _on_training_start(self) -> None:
+            self.levels = venv.current_levels.tolist()
+
+        def _on_step(self) -> bool:
+            return True
+
+    # a new run: fresh sampler, same env; learn() resets the envs (drawing from the fresh sampler)
+    venv.sampler = LevelSampler(levels=range(12), seed=5)
+    first = FirstLevels()
+    model.learn(32 * 4, callback=CallbackList([PLRCallback(resume_from=tmp_path), first]))
+    assert first.levels == expected_first.tolist()

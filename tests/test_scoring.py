@@ -88,5 +88,5 @@ def test_lookup() -> None:
 
 
 def test_policy_entropy_with_masked_actions() -> None:
-    logp = np.log(np.array([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]))  # -inf for masked actions
+    logp = np.array([[np.log(0.5), np.log(0.5), -np.inf], [0.0, -np.inf, -np.inf]])  # masked: -inf
     assert policy_entropy(EpisodeData(log_policy=logp)) == pytest.approx(np.log(2) / 2 / np.log(3))

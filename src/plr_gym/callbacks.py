@@ -173,6 +173,12 @@ class PLRCallback(BaseCallback):
             model.train = self._train_on_replay_only  # type: ignore[method-assign]
         if self.resume_from is not None:
             self.load(self.resume_from)
+            if self.wrapper.steps_since_reset == 0 and self.wrapper.buffer is None:
+                # learn() has just reset the envs on levels drawn from the sampler as it was before the
+                # restore: start them again on levels drawn from the restored sampler
+                algo: Any = self.model
+                algo._last_obs = algo.env.reset()
+                algo._last_episode_starts = np.ones(algo.n_envs, dtype=bool)
 
     def _on_rollout_start(self) -> None:
         self._step = 0

@@ -68,6 +68,7 @@ class RolloutPlan:
         self.mode = "none"  # of the current rollout: replay | new | mutate
         self.last_mode = "none"  # of the rollout closed by end()
         self.assigned: list[Any] = []
+        self.replayed: list[int] = []  # buffer slots of the assigned levels in a replay rollout
         self.steps = -1  # steps taken under the current plan (-1: no plan)
         self.children: list[Any] = []
         self.inserted = 0
@@ -85,7 +86,8 @@ class RolloutPlan:
             self.assigned += [self.generator(self.rng) for _ in range(n - len(self.assigned))]
         elif self.buffer.sample_replay_decision():
             self.mode = "replay"
-            self.assigned = self.buffer.sample_replay_levels(n)[1]
+            indices, self.assigned = self.buffer.sample_replay_levels(n)
+            self.replayed = indices.tolist()
         else:
             self.mode = "new"
             self.assigned = [self.generator(self.rng) for _ in range(n)]
@@ -120,10 +122,13 @@ class RolloutPlan:
             first.setdefault(key, level)
         for key, values in groups.items():
             score = float(np.mean(values))
-            idx = self.buffer.find(first[key]) if self.mode == "replay" else -1
-            if idx >= 0:
-                self.buffer.update(idx, score)
-            elif self.buffer.insert(first[key], score) >= 0:
+            if self.mode == "replay":  # the slots replayed (copies of a level may sit in several slots)
+                slots = {i for i, lvl in zip(self.replayed, self.assigned) if level_key(lvl) == key}
+                for idx in sorted(slots):
+                    self.buffer.update(idx, score)
+                if slots:
+                    continue
+            if self.buffer.insert(first[key], score) >= 0:
                 self.inserted += 1
             else:
                 self.rejected += 1

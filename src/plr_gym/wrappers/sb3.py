@@ -137,6 +137,7 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         self._step_levels: npt.NDArray[Any] = np.zeros(n, dtype=dtype)
         self._user_options: list[dict[str, Any]] = [{} for _ in range(n)]
         self._needs_reset = True  # before the first reset, and after anything raised mid-step
+        self.steps_since_reset = 0
 
     # ------------------------------------------------------------------ levels
     @property
@@ -236,6 +237,7 @@ class PrioritizedLevelReplay(VecEnvWrapper):
             raise
         self.reset_infos = self.venv.reset_infos
         self._needs_reset = False
+        self.steps_since_reset = 0
         return obs
 
     def step_async(self, actions: npt.NDArray[Any]) -> None:
@@ -255,6 +257,7 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         try:
             obs, rewards, dones, infos = self.venv.step_wait()
             self._step_levels[:] = self._current
+            self.steps_since_reset += 1
             done = np.flatnonzero(dones)
             if self.plan is not None and self.plan.steps >= 0:
                 self.plan.steps += 1
