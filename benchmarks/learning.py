@@ -26,7 +26,6 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from _provenance import cpu_model, git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "learning"
@@ -485,30 +486,6 @@ def write_summary(out: Path, rows: list[dict[str, Any]]) -> None:
 # --------------------------------------------------------------------------------------------------
 # provenance
 # --------------------------------------------------------------------------------------------------
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def git_commit() -> str:
-    """Short hash of HEAD (a read-only git call)."""
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
 
 
 def print_provenance(argv: list[str]) -> None:

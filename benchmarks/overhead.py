@@ -15,7 +15,6 @@ import argparse
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -29,6 +28,7 @@ from minigrid.wrappers import FlatObsWrapper
 from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 
+from _provenance import cpu_model, git_commit
 from plr_gym import LevelWrapper, PLRCallback, PrioritizedLevelReplay
 
 VARIANTS = ("plain", "value_l1", "policy_entropy")
@@ -58,13 +58,9 @@ def timed_run(variant: str, env_id: str, n_envs: int, n_steps: int, rollouts: in
 
 
 def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, torch {th.__version__}"
+    return (
+        f"{cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}, torch {th.__version__}"
+    )
 
 
 def main() -> None:
@@ -80,11 +76,8 @@ def main() -> None:
         args.repeats, args.rollouts, args.n_steps = 1, 2, 32
     th.set_num_threads(1)
     gym.logger.min_level = 40
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
     print(f"# {' '.join(['python', *sys.argv])}")
-    print(f"# commit {commit or 'unknown'}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {machine()}")
+    print(f"# commit {git_commit()}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {machine()}")
     print(f"# load average at start: {os.getloadavg()[0]:.2f}")
     fps: dict[str, list[float]] = {v: [] for v in VARIANTS}
     for r in range(args.repeats):

@@ -38,13 +38,14 @@ import datetime
 import os
 import platform
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from _provenance import git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # benchmark the library in this checkout
@@ -290,19 +291,6 @@ def cartpole_table(out: dict[str, Any]) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------------
-def git_commit() -> str:
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            env=env,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def header() -> list[str]:

@@ -18,7 +18,6 @@ import argparse
 import datetime
 import os
 import platform
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -29,33 +28,9 @@ import gymnasium
 import numpy as np
 import numpy.typing as npt
 
+from _provenance import cpu_model, git_commit
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def git_commit() -> str:
-    """Short hash of HEAD (a read-only git call)."""
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
 
 
 def load() -> str:

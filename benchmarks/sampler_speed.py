@@ -48,7 +48,6 @@ import importlib.metadata
 import os
 import platform
 import shlex
-import subprocess
 import sys
 import time
 import warnings
@@ -58,6 +57,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
+
+from _provenance import cpu_model, git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 # Benchmark the library in this checkout, whatever else is installed.
@@ -105,35 +106,6 @@ SPEEDUP_SIZES = (100_000, 1_000_000)
 # --------------------------------------------------------------------------------------------------
 # environment
 # --------------------------------------------------------------------------------------------------
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def git_commit() -> str:
-    """Short commit hash, ``+modified`` if tracked files under src/ or benchmarks/ differ (read-only)."""
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            env=env,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
-    dirty = subprocess.run(
-        ["git", "diff", "--quiet", "HEAD", "--", "src", "benchmarks"], cwd=ROOT, capture_output=True, env=env
-    ).returncode
-    return head + (" +modified (src/ or benchmarks/ differ from HEAD)" if dirty == 1 else "")
 
 
 def version(dist: str) -> str:
