@@ -54,7 +54,9 @@ def test_overhead_quick_reports_every_variant() -> None:
 
 def test_procgen_switch_quick() -> None:
     out = run_quick("procgen_switch.py")
-    assert "first visit" in out.lower() or "first" in out, out
+    rows = [line for line in out.splitlines() if line.startswith("| ")]
+    assert rows and rows[0].startswith("| game | first visit | revisit (cached) |"), out
+    assert any(line.startswith("| coinrun |") for line in rows), out
 
 
 def test_per_speed_quick() -> None:
