@@ -74,6 +74,10 @@ TASKS: dict[str, Task] = {
     "doorkey5_full": Task("MiniGrid-DoorKey-5x5-v0", "minigrid", 20, 100, 160_000, 4, 20, full_obs=True),
     # egocentric 7x7 view + MLP, 40 training levels: generalises, the budget stops mid-learning
     "doorkey6": Task("MiniGrid-DoorKey-6x6-v0", "minigrid", 40, 100, 160_000, 4, 40),
+    # a gamut: DoorKey 5x5 / 8x8 / 10x10 by seed % 3 (egocentric view): easy, learnable, mostly out of reach
+    "gamut": Task(
+        "plr_gym/MiniGrid-DoorKeyGamut-v0", "minigrid", 60, 60, 160_000, 4, 30, env_kwargs={"sizes": (5, 8, 10)}
+    ),
     # Procgen easy, 200 training levels (the paper's setting) at 0.4% of the paper's 25M steps
     "bigfish": Task(
         "plr_gym/procgen-bigfish-v0",
@@ -117,6 +121,22 @@ METHODS: dict[str, dict[str, Any]] = {
         "temperature": 1.0,
         "staleness_coef": 0.3,
     },
+    # candidate default: rank^-1, rho=0.3, and half of every replay draw uniform over the levels
+    "plr_t1_s0.3_u0.5": {
+        "strategy": "value_l1",
+        "score_transform": "rank",
+        "temperature": 1.0,
+        "staleness_coef": 0.3,
+        "uniform_mass": 0.5,
+    },
+    # Sampling For Learnability (Rutherford et al. 2024): P ∝ p(1-p) for half the draws, uniform for half
+    "learnability_u0.5": {
+        "strategy": "learnability",
+        "score_transform": "power",
+        "temperature": 1.0,
+        "staleness_coef": 0.0,
+        "uniform_mass": 0.5,
+    },
 }
 DEFAULT_TASKS = ("doorkey5_full", "doorkey6", "bigfish")
 DEFAULT_SEEDS = (0, 1, 2)
@@ -133,6 +153,8 @@ def make_venv(task: Task, n_envs: int, seed: int | None = None) -> Any:
 
     if task.kind == "minigrid":
         import minigrid  # noqa: F401  (registers the envs)
+
+        import plr_gym.envs  # noqa: F401  (registers plr_gym/MiniGrid-DoorKeyGamut-v0)
         from minigrid.wrappers import FullyObsWrapper, ImgObsWrapper
 
         def wrap(env: Any) -> Any:
@@ -315,6 +337,51 @@ def _per_level(runs: list[dict[str, Any]]) -> dict[int, list[float]]:
     return out
 
 
+def seed_level_matrix(runs: list[dict[str, Any]], levels: list[int]) -> np.ndarray:
+    """``(n_seeds, n_levels)`` final mean held-out return of each run (row) on each level (column)."""
+    return np.array(
+        [[float(np.mean(run["curve"][-1]["test_returns"][str(lvl)])) for lvl in levels] for run in runs]
+    )
+
+
+def stratified_bootstrap(
+    mat: np.ndarray, base: np.ndarray | None = None, n_resamples: int = 2000, seed: int = 0
+) -> dict[str, Any]:
+    """Mean and IQM with 95% CIs from a bootstrap over seeds *and* levels (rliable-style).
+
+    Each resample draws the levels (columns) with replacement, and each method's seeds (rows) with
+    replacement, independently. With ``base`` (uniform's matrix over the same levels) the statistics are
+    of the paired difference ``method − base`` per level (seed means), so level difficulty cancels.
+    """
+    from scipy.stats import trim_mean
+
+    rng = np.random.default_rng(seed)
+    n_levels = mat.shape[1]
+
+    def stats(m: np.ndarray, b: np.ndarray | None) -> tuple[float, float]:
+        if b is None:  # mean over everything; IQM over the seed x level scores (rliable's IQM)
+            return float(m.mean()), float(trim_mean(m.reshape(-1), 0.25))
+        d = m.mean(axis=0) - b.mean(axis=0)
+        return float(d.mean()), float(trim_mean(d, 0.25))
+
+    point = stats(mat, base)
+    boot = np.empty((n_resamples, 2))
+    for k in range(n_resamples):
+        cols = rng.integers(n_levels, size=n_levels)
+        m = mat[rng.integers(mat.shape[0], size=mat.shape[0])][:, cols]
+        b = None if base is None else base[rng.integers(base.shape[0], size=base.shape[0])][:, cols]
+        boot[k] = stats(m, b)
+    lo, hi = np.percentile(boot, [2.5, 97.5], axis=0)
+    return {
+        "mean": point[0],
+        "mean_ci": (float(lo[0]), float(hi[0])),
+        "iqm": point[1],
+        "iqm_ci": (float(lo[1]), float(hi[1])),
+        "n_levels": int(n_levels),
+        "n_seeds": int(mat.shape[0]),
+    }
+
+
 def _fmt_ci(stats: dict[str, Any], key: str) -> str:
     lo, hi = stats[f"{key}_ci"]
     return f"{stats[key]:.3f} [{lo:.3f}, {hi:.3f}]"
@@ -324,7 +391,8 @@ def summarize_task(out: Path, task: str, methods: list[str]) -> list[dict[str, A
     """One row per method: held-out mean/IQM (CIs over level x seed), paired difference to uniform."""
     from plr_gym.evaluation import summarize
 
-    base = _per_level(load_runs(out, task, "uniform"))
+    base_runs = load_runs(out, task, "uniform")
+    base = _per_level(base_runs)
     base_mean = {lvl: float(np.mean(v)) for lvl, v in base.items()}
     rows = []
     for method in methods:
@@ -332,8 +400,9 @@ def summarize_task(out: Path, task: str, methods: list[str]) -> list[dict[str, A
         if not runs:
             continue
         per_level = _per_level(runs)
-        flat = [r for v in per_level.values() for r in v]
-        test = summarize(flat)
+        levels = sorted(per_level)
+        test = stratified_bootstrap(seed_level_matrix(runs, levels))
+        test["level_ci"] = summarize([float(np.mean(per_level[lvl])) for lvl in levels])
         train = [run["curve"][-1]["train"]["mean"] for run in runs]
         row: dict[str, Any] = {
             "task": task,
@@ -355,8 +424,9 @@ def summarize_task(out: Path, task: str, methods: list[str]) -> list[dict[str, A
         }
         common = sorted(set(per_level) & set(base_mean))
         if base_mean and method != "uniform" and common:
-            diffs = [float(np.mean(per_level[lvl])) - base_mean[lvl] for lvl in common]
-            row["delta"] = summarize(diffs)
+            row["delta"] = stratified_bootstrap(
+                seed_level_matrix(runs, common), seed_level_matrix(base_runs, common)
+            )
             uniform_mean = float(np.mean([base_mean[lvl] for lvl in common]))
             row["normalized"] = (
                 100.0 * float(np.mean([np.mean(per_level[lvl]) for lvl in common])) / uniform_mean

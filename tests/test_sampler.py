@@ -446,7 +446,7 @@ def test_no_global_numpy_side_effects() -> None:
 def test_strategies_constant_lists_every_strategy() -> None:
     assert set(STRATEGIES) == {
         "value_l1", "positive_value_loss", "gae", "max_mc", "policy_entropy", "least_confidence",
-        "min_margin", "one_step_td_error", "random", "sequential",
+        "min_margin", "one_step_td_error", "learnability", "random", "sequential",
     }  # fmt: skip
 
 

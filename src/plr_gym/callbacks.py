@@ -8,6 +8,7 @@ reported to the wrapper's sampler, which then picks the levels of the next episo
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
 from plr_gym.level_buffer import load_values, save_values
-from plr_gym.scoring import DISCRETE_ONLY, EpisodeScorer
+from plr_gym.scoring import DISCRETE_ONLY, OUTCOME_STRATEGIES, EpisodeScorer, episode_success
 
 __all__ = ["LOGIT_STRATEGIES", "PLRCallback", "find_plr_wrapper"]
 
@@ -81,6 +82,10 @@ class PLRCallback(BaseCallback):
     :param stats_every: log ``weight_entropy`` and the score histogram every this many rollouts (they
         need the full replay distribution, ``O(N log N)`` for ``N`` levels). Default: every rollout up to
         100k levels, then every ``N // 100_000`` rollouts.
+    :param success_fn: ``strategy="learnability"`` only: ``fn(info) -> bool``, the outcome of an episode
+        from the ``info`` dict of its last step. Default: ``info["is_success"]``, else the raw return
+        ``info["episode"]["r"] > 0`` written by SB3's ``Monitor`` (MiniGrid's success); see
+        :func:`plr_gym.scoring.episode_success`.
     :param verbose: verbosity level.
 
     **Buffer mode** (``PrioritizedLevelReplay(venv, buffer=LevelBuffer(...), generator=fn)``): at the
@@ -114,9 +119,14 @@ class PLRCallback(BaseCallback):
         resume_from: str | os.PathLike[str] | None = None,
         exploratory_grad_updates: bool = True,
         stats_every: int | None = None,
+        success_fn: Callable[[dict[str, Any]], Any] | None = None,
         verbose: int = 0,
     ) -> None:
         super().__init__(verbose)
+        if success_fn is not None and not callable(success_fn):
+            raise TypeError(f"success_fn must be a callable fn(info) -> bool or None, got {success_fn!r}")
+        self.success_fn = success_fn
+        self._successes: np.ndarray[Any, Any] | None = None
         if stats_every is not None and (
             isinstance(stats_every, bool) or not isinstance(stats_every, int) or stats_every < 1
         ):
@@ -165,6 +175,8 @@ class PLRCallback(BaseCallback):
             )
         n_steps = int(self.model.n_steps)
         self._levels = np.zeros((n_steps, n_envs), dtype=self.wrapper.step_levels.dtype)
+        if isinstance(strategy, str) and strategy in OUTCOME_STRATEGIES:
+            self._successes = np.full((n_steps, n_envs), np.nan)
         if self.stats_every is None:  # about one O(N log N) statistics pass per 100k level-rollouts
             self.stats_every = 1 if buffer_mode else max(1, self.wrapper.sampler.num_levels // 100_000)
         if buffer_mode and not self.exploratory_grad_updates:
@@ -202,6 +214,13 @@ class PLRCallback(BaseCallback):
         assert self._levels is not None
         if self._step < self._levels.shape[0]:
             self._levels[self._step] = self.wrapper.step_levels
+            if self._successes is not None:
+                row = self._successes[self._step]
+                row[:] = np.nan
+                for e in np.flatnonzero(self.locals["dones"]).tolist():
+                    outcome = episode_success(self.locals["infos"][e], self.success_fn)
+                    if outcome is not None:
+                        row[e] = float(outcome)
         self._step += 1
         return True
 
@@ -228,6 +247,7 @@ class PLRCallback(BaseCallback):
                 values=buffer.values,
                 advantages=buffer.advantages,
                 last_values=None if last_values is None else last_values.detach().cpu().numpy().reshape(-1),
+                successes=self._successes,
                 **extra,
             )
         self._rollouts += 1

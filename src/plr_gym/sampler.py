@@ -68,7 +68,7 @@ import numpy as np
 import numpy.typing as npt
 
 from plr_gym._structures import LinearStalenessTree, OrderedKeys, SumTree
-from plr_gym.scoring import SCORE_FUNCTIONS
+from plr_gym.scoring import OUTCOME_STRATEGIES, SCORE_FUNCTIONS
 
 __all__ = [
     "REPLAY_SCHEDULES",
@@ -96,6 +96,8 @@ _STATE_VERSION = 1
 # exp() overflows above ~709.78; keep exponents of stored weights at most this far above 0.
 _EXP_HEADROOM = 600.0
 _MIN_TOTAL = math.exp(-_EXP_HEADROOM)
+_ARRAY_KEYS = ("levels", "scores", "last_sampled", "order")
+_OUTCOME_KEYS = ("success_rate", "outcomes")  # learnability only
 # update_batch with at least this many distinct levels rebuilds the structures instead of updating each.
 _BULK_UPDATE = 4096
 
@@ -281,6 +283,14 @@ class LevelSampler:
     :param alpha: step size of the exponentially weighted average of a level's scores, in ``(0, 1]``:
         ``S_i ← (1 − α)·S_i + α·score`` (the first score is stored as is). Default 1.0 (keep the latest).
     :param eps: exploration mass of the ``eps_greedy`` transform, in ``[0, 1]``. Default 0.05.
+    :param uniform_mass: ``λ`` in ``[0, 1]``, a floor of uniform mass in the replay distribution:
+        ``P_replay = (1 − λ)·((1 − ρ)·P_S + ρ·P_C) + λ·U``, ``U`` uniform over the seen levels (all levels
+        once every level has been seen). Every seen level keeps at least ``λ/N_seen`` of the replay mass,
+        so prioritisation can never starve a level. Default 0 (the paper's mixture).
+    :param success_rate_alpha: ``strategy="learnability"`` only: step size, in ``(0, 1]``, of each level's
+        running success rate ``p ← p + max(1/n, success_rate_alpha)·(outcome − p)`` (``n`` = the level's
+        episodes so far: the plain mean of the first ``1/success_rate_alpha`` outcomes, then an
+        exponentially weighted one). The level's score is ``p·(1 − p)``. Default 0.1.
     :param seed: seed of the sampler's own ``numpy.random.Generator``; same seed, same draws.
 
     Defaults are the paper's Procgen setting: ``value_l1``, ``rank``, ``β = 0.1``, ``ρ = 0.1``,
@@ -324,6 +334,8 @@ class LevelSampler:
         min_seen_ratio: float = 1.0,
         alpha: float = 1.0,
         eps: float = 0.05,
+        uniform_mass: float = 0.0,
+        success_rate_alpha: float = 0.1,
         seed: int | None = None,
     ) -> None:
         if callable(strategy):
@@ -342,6 +354,14 @@ class LevelSampler:
         self.min_seen_ratio = _check_unit("min_seen_ratio", min_seen_ratio)
         self.alpha = _check_unit("alpha", alpha, open_low=True)
         self.eps = _check_unit("eps", eps)
+        self.uniform_mass = _check_unit("uniform_mass", uniform_mass)
+        self.success_rate_alpha = _check_unit("success_rate_alpha", success_rate_alpha, open_low=True)
+        if self.learns_outcomes and self.alpha != 1.0:
+            raise ValueError(
+                f"alpha={alpha!r} is the step size of score averages; strategy='learnability' scores a level "
+                "by its running success rate p as p*(1 - p): set its averaging with success_rate_alpha "
+                "and leave alpha=1.0"
+            )
         if seed is not None and (
             isinstance(seed, bool) or not isinstance(seed, (numbers.Integral, np.integer))
         ):
@@ -366,6 +386,9 @@ class LevelSampler:
         self._num_replay = 0
         self._num_explore = 0
         self._softmax_shift = 0.0
+        # learnability: running success rate and number of outcomes per level (None for other strategies)
+        self._success_rate: FloatArray | None = np.zeros(n) if self.learns_outcomes else None
+        self._outcomes: IntArray | None = np.zeros(n, dtype=np.int64) if self.learns_outcomes else None
         self._build_structures()
 
     # ------------------------------------------------------------------ public read-only state
@@ -422,6 +445,18 @@ class LevelSampler:
     def uses_scores(self) -> bool:
         """False for the ``random`` and ``sequential`` baselines, which ignore scores."""
         return self.strategy not in ("random", "sequential")
+
+    @property
+    def learns_outcomes(self) -> bool:
+        """True for ``strategy="learnability"``: updates are episode outcomes, scores are ``p·(1 − p)``."""
+        return isinstance(self.strategy, str) and self.strategy in OUTCOME_STRATEGIES
+
+    @property
+    def success_rate(self) -> FloatArray:
+        """``strategy="learnability"``: each level's running success rate ``p`` (0 for unseen levels)."""
+        if self._success_rate is None:
+            raise AttributeError(f"success_rate is tracked for strategy='learnability', not {self.strategy!r}")
+        return self._success_rate.copy()
 
     def __len__(self) -> int:
         return int(self._levels.size)
@@ -548,6 +583,8 @@ class LevelSampler:
         return bool(self._rng.random() < p)
 
     def _sample_replay_index(self) -> int:
+        if self.uniform_mass > 0.0 and (self.uniform_mass == 1.0 or self._rng.random() < self.uniform_mass):
+            return self._uniform_seen()
         if self.staleness_coef > 0.0 and (
             self.staleness_coef == 1.0 or self._rng.random() < self.staleness_coef
         ):
@@ -631,6 +668,8 @@ class LevelSampler:
             stale = (self._t - self._last[seen_idx]).astype(np.float64)
             pc = _dense_transform(self.staleness_transform, self.staleness_temperature, self.eps, stale)
             p = (1.0 - self.staleness_coef) * p + self.staleness_coef * pc
+        if self.uniform_mass > 0.0:
+            p = (1.0 - self.uniform_mass) * p + self.uniform_mass / seen_idx.size
         out[seen_idx] = p
         return out
 
@@ -669,6 +708,8 @@ class LevelSampler:
         if lv.size == 0:
             return
         idx = self._index.indices(lv)
+        if self.learns_outcomes and sc.dtype == np.bool_:
+            sc = sc.astype(np.float64)
         if sc.dtype == np.bool_ or not (
             np.issubdtype(sc.dtype, np.floating) or np.issubdtype(sc.dtype, np.integer)
         ):
@@ -678,15 +719,24 @@ class LevelSampler:
         if bad.any():
             k = int(np.argmax(bad))
             raise ValueError(f"score for level {int(lv[k])} must be finite, got {scf[k]!r}")
-        if self.score_transform == "power" and self.uses_scores and (scf < 0).any():
-            k = int(np.argmax(scf < 0))
-            self._check_score(float(scf[k]), int(lv[k]))
+        if (self.learns_outcomes or self.score_transform == "power") and self.uses_scores:
+            bad_outcome = (scf < 0) | (scf > 1) if self.learns_outcomes else scf < 0
+            if bad_outcome.any():
+                k = int(np.argmax(bad_outcome))
+                self._check_score(float(scf[k]), int(lv[k]))
         if idx.size >= _BULK_UPDATE and np.unique(idx).size == idx.size:
             # Same result as the loop below, with the sampling structures rebuilt once.
             was_seen = self._pos[idx] < self._n_seen
-            self._scores[idx] = np.where(
-                was_seen, (1.0 - self.alpha) * self._scores[idx] + self.alpha * scf, scf
-            )
+            if self._success_rate is not None and self._outcomes is not None:
+                self._outcomes[idx] += 1
+                step = np.maximum(1.0 / self._outcomes[idx], self.success_rate_alpha)
+                rate = self._success_rate[idx] + step * (scf - self._success_rate[idx])
+                self._success_rate[idx] = rate
+                self._scores[idx] = rate * (1.0 - rate)
+            else:
+                self._scores[idx] = np.where(
+                    was_seen, (1.0 - self.alpha) * self._scores[idx] + self.alpha * scf, scf
+                )
             for i in idx[~was_seen].tolist():
                 self._mark_seen(i)
             self._build_structures(reanchor=True)
@@ -695,6 +745,16 @@ class LevelSampler:
             self._update_index(i, s)
 
     def _check_score(self, score: Any, level: Any) -> float:
+        if self.learns_outcomes:
+            if isinstance(score, (bool, np.bool_)):
+                return float(score)
+            s = _check_real(f"score (level {level})", score)
+            if not 0.0 <= s <= 1.0:
+                raise ValueError(
+                    f"strategy='learnability' takes episode outcomes in [0, 1] (1 = success, 0 = failure), "
+                    f"got {s!r} for level {level}"
+                )
+            return s
         s = _check_real(f"score (level {level})", score)
         if s < 0.0 and self.score_transform == "power" and self.uses_scores:
             raise ValueError(
@@ -706,7 +766,16 @@ class LevelSampler:
     def _update_index(self, i: int, score: float) -> None:
         was_seen = self._pos[i] < self._n_seen
         old = float(self._scores[i])
-        new = (1.0 - self.alpha) * old + self.alpha * score if was_seen else score
+        if self._success_rate is not None and self._outcomes is not None:
+            # learnability: the update is an outcome; the score is p(1 - p) of the running success rate
+            count = int(self._outcomes[i]) + 1
+            rate = float(self._success_rate[i])
+            rate += max(1.0 / count, self.success_rate_alpha) * (score - rate)
+            self._outcomes[i] = count
+            self._success_rate[i] = rate
+            new = rate * (1.0 - rate)
+        else:
+            new = (1.0 - self.alpha) * old + self.alpha * score if was_seen else score
         self._scores[i] = new
         if not was_seen:
             self._mark_seen(i)
@@ -747,6 +816,8 @@ class LevelSampler:
             "min_seen_ratio": self.min_seen_ratio,
             "alpha": self.alpha,
             "eps": self.eps,
+            "uniform_mass": self.uniform_mass,
+            "success_rate_alpha": self.success_rate_alpha,
             "seed": self.seed,
         }
 
@@ -755,7 +826,7 @@ class LevelSampler:
 
         Values are numpy arrays and JSON-compatible Python objects (no pickling needed).
         """
-        return {
+        state: dict[str, Any] = {
             "version": _STATE_VERSION,
             "config": self._config(),
             "levels": self._levels.copy(),
@@ -770,6 +841,10 @@ class LevelSampler:
             "softmax_shift": self._softmax_shift,
             "rng": self._rng.bit_generator.state,
         }
+        if self._success_rate is not None and self._outcomes is not None:
+            state["success_rate"] = self._success_rate.copy()
+            state["outcomes"] = self._outcomes.copy()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a :meth:`state_dict`. The levels and configuration must match this sampler's."""
@@ -779,7 +854,10 @@ class LevelSampler:
         if not np.array_equal(levels, self._levels):
             raise ValueError("state levels differ from this sampler's levels")
         mine, theirs = self._config(), dict(state["config"])
-        # the seed only initialises the RNG, whose exact state is restored below
+        # the seed only initialises the RNG, whose exact state is restored below; options added after a
+        # state was written take their (behaviour-preserving) defaults
+        theirs.setdefault("uniform_mass", 0.0)
+        theirs.setdefault("success_rate_alpha", 0.1)
         diff = sorted(k for k in mine if k != "seed" and mine[k] != theirs.get(k))
         if diff:
             details = ", ".join(f"{k}: state has {theirs.get(k)!r}, sampler has {mine[k]!r}" for k in diff)
@@ -792,6 +870,16 @@ class LevelSampler:
         last = np.asarray(state["last_sampled"], dtype=np.int64)
         if scores.shape != (n,) or last.shape != (n,) or not np.isfinite(scores).all():
             raise ValueError("state 'scores'/'last_sampled' must be finite arrays aligned with levels")
+        rate = outcomes = None
+        if self.learns_outcomes:
+            if "success_rate" not in state or "outcomes" not in state:
+                raise ValueError("state of a learnability sampler must hold 'success_rate' and 'outcomes'")
+            rate = np.asarray(state["success_rate"], dtype=np.float64)
+            outcomes = np.asarray(state["outcomes"], dtype=np.int64)
+            if rate.shape != (n,) or outcomes.shape != (n,):
+                raise ValueError("state 'success_rate'/'outcomes' must be arrays aligned with levels")
+            if not (np.isfinite(rate).all() and (rate >= 0).all() and (rate <= 1).all()) or (outcomes < 0).any():
+                raise ValueError("state 'success_rate' must lie in [0, 1] and 'outcomes' be non-negative")
         rng = np.random.default_rng()
         rng.bit_generator.state = state["rng"]
         self._rng = rng
@@ -807,12 +895,14 @@ class LevelSampler:
         self._num_replay = int(state["num_replay"])
         self._num_explore = int(state["num_explore"])
         self._softmax_shift = float(state["softmax_shift"])
+        if rate is not None and outcomes is not None:
+            self._success_rate, self._outcomes = rate.copy(), outcomes.copy()
         self._build_structures()
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`state_dict` to ``path`` as ``.npz`` (arrays + JSON; loading never unpickles)."""
         state = self.state_dict()
-        arrays = {k: state.pop(k) for k in ("levels", "scores", "last_sampled", "order")}
+        arrays = {k: state.pop(k) for k in (*_ARRAY_KEYS, *_OUTCOME_KEYS) if k in state}
         meta = json.dumps(state)
         with open(path, "wb") as f:
             np.savez(f, meta=np.array(meta), **arrays)
@@ -851,6 +941,7 @@ def _read_state(path: str | os.PathLike[str]) -> dict[str, Any]:
         data = f.read()
     with np.load(io.BytesIO(data), allow_pickle=False) as npz:
         state: dict[str, Any] = json.loads(str(npz["meta"]))
-        for k in ("levels", "scores", "last_sampled", "order"):
-            state[k] = npz[k]
+        for k in (*_ARRAY_KEYS, *_OUTCOME_KEYS):
+            if k in npz.files:
+                state[k] = npz[k]
     return state

@@ -14,12 +14,22 @@ strategy                   score of one episode
 ``least_confidence``       ``mean_t (1 − max_a π(a|s_t))``
 ``min_margin``             ``1 − mean_t (π_(1)(s_t) − π_(2)(s_t))`` (gap between the two likeliest actions)
 ``one_step_td_error``      ``mean_t |r_t + γ·V(s_{t+1}) − V(s_t)|`` with ``V(s_T)`` = ``next_value``
+``learnability``           the episode's outcome (1 success, 0 failure); the sampler turns the level's
+                           running success rate ``p`` into the score ``p·(1 − p)`` (Rutherford et al.
+                           2024, Sampling For Learnability)
 =========================  ========================================================================
 
 ``one_step_td_error`` follows the paper. The reference code computes ``|r_t + V(s_t) − V(s_{t+1})|``
 (wrong sign, no discount) and drops the last step; this module does not reproduce that.
 
 A user strategy is any callable ``fn(episode: EpisodeData) -> float``.
+
+``learnability`` is defined for tasks with a binary outcome. Its per-episode value is the outcome, taken
+from ``info["is_success"]`` at the episode's last step, else from the raw episodic return (``> 0`` is a
+success, MiniGrid's convention; read from ``info["episode"]["r"]`` written by SB3's ``Monitor`` or
+Gymnasium's ``RecordEpisodeStatistics``), or from a user function ``success_fn(info) -> bool`` (see
+:func:`episode_success`). The :class:`~plr_gym.LevelSampler` keeps each level's success rate and stores
+``p·(1 − p)`` as its score.
 
 Example:
     >>> import numpy as np
@@ -48,11 +58,14 @@ FloatArray = npt.NDArray[np.floating[Any]]
 
 __all__ = [
     "DISCRETE_ONLY",
+    "OUTCOME_STRATEGIES",
     "SCORE_FUNCTIONS",
     "EpisodeData",
     "EpisodeScorer",
+    "episode_success",
     "gae",
     "get_score_function",
+    "learnability",
     "least_confidence",
     "max_mc",
     "min_margin",
@@ -81,6 +94,7 @@ class EpisodeData:
     :param entropies: ``(T,)`` policy entropies, for ``policy_entropy`` with continuous actions.
     :param max_return: best episodic return ever achieved on this level (this episode included), for
         ``max_mc``.
+    :param success: the episode's outcome (True = the task was solved), for ``learnability``.
     """
 
     rewards: Optional[FloatArray] = None
@@ -92,6 +106,7 @@ class EpisodeData:
     log_policy: Optional[FloatArray] = None
     entropies: Optional[FloatArray] = None
     max_return: Optional[float] = None
+    success: Optional[bool] = None
 
 
 def _need(ep: EpisodeData, name: str, strategy: str) -> FloatArray:
@@ -170,6 +185,47 @@ def one_step_td_error(ep: EpisodeData) -> float:
     return float(np.abs(rewards + ep.gamma * next_values - values).mean())
 
 
+def learnability(ep: EpisodeData) -> float:
+    """The episode's outcome, 1.0 (success) or 0.0 (failure), for ``strategy="learnability"``.
+
+    The level's score ``p·(1 − p)`` is formed by :class:`~plr_gym.LevelSampler` from the running success
+    rate ``p`` of the level's outcomes (one outcome cannot tell how learnable a level is).
+    """
+    if ep.success is None:
+        raise ValueError(
+            "strategy 'learnability' needs each episode's outcome (EpisodeData.success): give the env an "
+            'info["is_success"] at episode ends, keep the episode statistics (SB3 Monitor / Gymnasium '
+            "RecordEpisodeStatistics, success = return > 0), or pass success_fn=..."
+        )
+    return 1.0 if bool(ep.success) else 0.0
+
+
+def episode_success(info: Any, success_fn: Optional[Callable[[Any], Any]] = None) -> Optional[bool]:
+    """The outcome of an episode from its last step's ``info`` dict, or ``None`` if it cannot be told.
+
+    ``success_fn(info)`` if given; else ``info["is_success"]``; else the raw episodic return
+    ``info["episode"]["r"] > 0`` (SB3's ``Monitor``, Gymnasium's ``RecordEpisodeStatistics``), MiniGrid's
+    notion of success (its reward is positive only when the goal is reached).
+
+    Example:
+        >>> from plr_gym.scoring import episode_success
+        >>> episode_success({"is_success": True}), episode_success({"episode": {"r": 0.0, "l": 40}})
+        (True, False)
+        >>> episode_success({}) is None
+        True
+    """
+    if success_fn is not None:
+        return bool(success_fn(info))
+    if not isinstance(info, dict):
+        return None
+    if "is_success" in info and info["is_success"] is not None:
+        return bool(info["is_success"])
+    episode = info.get("episode")
+    if isinstance(episode, dict) and "r" in episode:
+        return bool(float(np.asarray(episode["r"]).reshape(-1)[0]) > 0.0)
+    return None
+
+
 #: Built-in scoring strategies by name.
 SCORE_FUNCTIONS: dict[str, Callable[[EpisodeData], float]] = {
     "value_l1": value_l1,
@@ -180,10 +236,13 @@ SCORE_FUNCTIONS: dict[str, Callable[[EpisodeData], float]] = {
     "least_confidence": least_confidence,
     "min_margin": min_margin,
     "one_step_td_error": one_step_td_error,
+    "learnability": learnability,
 }
 
 #: Strategies that need a discrete action distribution (``log_policy``).
 DISCRETE_ONLY: frozenset[str] = frozenset({"least_confidence", "min_margin"})
+#: Strategies whose per-episode value is an outcome (success) that the sampler aggregates per level.
+OUTCOME_STRATEGIES: frozenset[str] = frozenset({"learnability"})
 
 
 def get_score_function(strategy: str | Callable[[EpisodeData], float]) -> Callable[[EpisodeData], float]:
@@ -202,7 +261,7 @@ def get_score_function(strategy: str | Callable[[EpisodeData], float]) -> Callab
 # EpisodeScorer: rollouts in, one score per completed episode out
 # --------------------------------------------------------------------------------------------------
 #: Fields an :class:`EpisodeScorer` keeps per step, and their per-step shape suffix.
-_STEP_FIELDS = ("rewards", "values", "next_values", "advantages", "log_policy", "entropies")
+_STEP_FIELDS = ("rewards", "values", "next_values", "advantages", "log_policy", "entropies", "successes")
 
 
 class ScoreTarget(Protocol):
@@ -295,6 +354,7 @@ class EpisodeScorer:
         log_policy: Any = None,
         entropies: Any = None,
         valid: Any = None,
+        successes: Any = None,
     ) -> list[tuple[Any, float]]:
         """Score the episodes that complete in this rollout and report them to the target.
 
@@ -312,6 +372,8 @@ class EpisodeScorer:
         :param entropies: ``(n_steps, n_envs)`` policy entropies (continuous actions).
         :param valid: ``(n_steps, n_envs)`` steps that belong to an episode (default: all). Invalid steps,
             e.g. the reset steps of Gymnasium's ``NEXT_STEP`` autoreset, are removed before cutting.
+        :param successes: ``(n_steps, n_envs)`` outcome of the episode that ends at each step (1 success,
+            0 failure, NaN unknown; read at episode ends only), for ``learnability``.
         :return: the ``(level, score)`` pairs reported, in completion order.
         """
         starts = np.asarray(episode_starts).astype(bool)
@@ -332,11 +394,20 @@ class EpisodeScorer:
             "rewards": self._check_shape("rewards", np.asarray(rewards, dtype=np.float64), (n_steps, n_envs)),
             "values": self._check_shape("values", np.asarray(values, dtype=np.float64), (n_steps, n_envs)),
         }
-        for name, arr in (("advantages", advantages), ("log_policy", log_policy), ("entropies", entropies)):
+        for name, arr in (
+            ("advantages", advantages),
+            ("log_policy", log_policy),
+            ("entropies", entropies),
+            ("successes", successes),
+        ):
             if arr is not None:
                 fields[name] = self._check_shape(name, np.asarray(arr, dtype=np.float64), (n_steps, n_envs))
+        if "successes" in fields:
+            known = fields["successes"][~np.isnan(fields["successes"])]
+            if not np.isin(known, (0.0, 1.0)).all():
+                raise ValueError("successes must hold 1 (success), 0 (failure) or NaN (unknown)")
         for name, arr in fields.items():
-            if name != "log_policy" and not np.isfinite(arr[mask]).all():
+            if name not in ("log_policy", "successes") and not np.isfinite(arr[mask]).all():
                 raise ValueError(f"{name} contains NaN or inf")
         boot = (
             np.zeros(n_envs) if last_values is None else np.asarray(last_values, dtype=np.float64).reshape(-1)
@@ -477,8 +548,16 @@ class EpisodeScorer:
             log_policy=ep.get("log_policy"),
             entropies=ep.get("entropies"),
             max_return=max_return,
+            success=self._success(ep),
         )
         return float(self.score_fn(data))
+
+    @staticmethod
+    def _success(ep: dict[str, Any]) -> bool | None:
+        outcomes = ep.get("successes")
+        if outcomes is None or np.isnan(outcomes[-1]):
+            return None
+        return bool(outcomes[-1] == 1.0)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:

@@ -44,3 +44,6 @@ _register_procgen()
 if "plr_gym/maze-v0" not in gym.registry:
     # an editable MiniGrid maze (needs the minigrid extra): levels are wall layouts, see plr_gym.envs.maze
     gym.register(id="plr_gym/maze-v0", entry_point="plr_gym.envs.maze:LayoutMazeEnv")
+if "plr_gym/MiniGrid-DoorKeyGamut-v0" not in gym.registry:
+    # DoorKey levels of sizes 5, 6 and 8 chosen by seed % 3 (needs the minigrid extra): plr_gym.envs.gamut
+    gym.register(id="plr_gym/MiniGrid-DoorKeyGamut-v0", entry_point="plr_gym.envs.gamut:DoorKeyGamutEnv")

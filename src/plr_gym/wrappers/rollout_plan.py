@@ -16,7 +16,7 @@ import numpy as np
 
 from plr_gym._levels import level_key
 from plr_gym.level_buffer import LevelBuffer
-from plr_gym.scoring import SCORE_FUNCTIONS
+from plr_gym.scoring import OUTCOME_STRATEGIES, SCORE_FUNCTIONS
 
 __all__ = ["RolloutPlan", "level_source"]
 
@@ -53,10 +53,13 @@ class RolloutPlan:
             raise TypeError(f"{owner}: mutator must be a callable mutator(level, rng) -> level")
         if isinstance(n_mutations, bool) or not isinstance(n_mutations, int) or n_mutations < 1:
             raise ValueError(f"{owner}: n_mutations must be an int >= 1, got {n_mutations!r}")
-        if strategy in ("random", "sequential") or not (callable(strategy) or strategy in SCORE_FUNCTIONS):
+        if strategy in ("random", "sequential", *OUTCOME_STRATEGIES) or not (
+            callable(strategy) or strategy in SCORE_FUNCTIONS
+        ):
             raise ValueError(
                 f"{owner}: strategy={strategy!r} cannot score levels for a LevelBuffer; choose one of "
-                f"{', '.join(SCORE_FUNCTIONS)} or a callable"
+                f"{', '.join(k for k in SCORE_FUNCTIONS if k not in OUTCOME_STRATEGIES)} or a callable "
+                "('learnability' needs a finite LevelSampler, which keeps each level's success rate)"
             )
         self.n_envs = n_envs
         self.buffer: LevelBuffer = buffer
