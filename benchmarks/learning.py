@@ -76,7 +76,14 @@ TASKS: dict[str, Task] = {
     "doorkey6": Task("MiniGrid-DoorKey-6x6-v0", "minigrid", 40, 100, 160_000, 4, 40),
     # a gamut: DoorKey 5x5 / 8x8 / 10x10 by seed % 3 (egocentric view): easy, learnable, mostly out of reach
     "gamut": Task(
-        "plr_gym/MiniGrid-DoorKeyGamut-v0", "minigrid", 60, 60, 160_000, 4, 30, env_kwargs={"sizes": (5, 8, 10)}
+        "plr_gym/MiniGrid-DoorKeyGamut-v0",
+        "minigrid",
+        60,
+        60,
+        160_000,
+        4,
+        30,
+        env_kwargs={"sizes": (5, 8, 10)},
     ),
     # Procgen easy, 200 training levels (the paper's setting) at 0.4% of the paper's 25M steps
     "bigfish": Task(
@@ -153,9 +160,9 @@ def make_venv(task: Task, n_envs: int, seed: int | None = None) -> Any:
 
     if task.kind == "minigrid":
         import minigrid  # noqa: F401  (registers the envs)
-
-        import plr_gym.envs  # noqa: F401  (registers plr_gym/MiniGrid-DoorKeyGamut-v0)
         from minigrid.wrappers import FullyObsWrapper, ImgObsWrapper
+
+        import plr_gym.envs
 
         def wrap(env: Any) -> Any:
             return LevelWrapper(ImgObsWrapper(FullyObsWrapper(env) if task.full_obs else env))

@@ -455,7 +455,9 @@ class LevelSampler:
     def success_rate(self) -> FloatArray:
         """``strategy="learnability"``: each level's running success rate ``p`` (0 for unseen levels)."""
         if self._success_rate is None:
-            raise AttributeError(f"success_rate is tracked for strategy='learnability', not {self.strategy!r}")
+            raise AttributeError(
+                f"success_rate is tracked for strategy='learnability', not {self.strategy!r}"
+            )
         return self._success_rate.copy()
 
     def __len__(self) -> int:
@@ -878,7 +880,10 @@ class LevelSampler:
             outcomes = np.asarray(state["outcomes"], dtype=np.int64)
             if rate.shape != (n,) or outcomes.shape != (n,):
                 raise ValueError("state 'success_rate'/'outcomes' must be arrays aligned with levels")
-            if not (np.isfinite(rate).all() and (rate >= 0).all() and (rate <= 1).all()) or (outcomes < 0).any():
+            if (
+                not (np.isfinite(rate).all() and (rate >= 0).all() and (rate <= 1).all())
+                or (outcomes < 0).any()
+            ):
                 raise ValueError("state 'success_rate' must lie in [0, 1] and 'outcomes' be non-negative")
         rng = np.random.default_rng()
         rng.bit_generator.state = state["rng"]

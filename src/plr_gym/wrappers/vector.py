@@ -18,7 +18,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from plr_gym._levels import level_key
 from plr_gym.level_buffer import LevelBuffer
 from plr_gym.sampler import LevelSampler
-from plr_gym.scoring import EpisodeScorer
+from plr_gym.scoring import EpisodeScorer, episode_success
 from plr_gym.wrappers.level import sample_levels
 from plr_gym.wrappers.rollout_plan import RolloutPlan, level_source
 
@@ -275,14 +275,22 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             levels = self._current.copy()
             valid = np.ones(self.num_envs, dtype=bool)
             valid[starting] = False  # reset steps: no transition of any episode
-            self._log.append((levels, self._start.copy(), valid, ended))
+            self._log.append((levels, self._start.copy(), valid, ended, _outcomes(info, ended)))
             self._start[starting] = True
             self._start[valid] = False
         else:
             obs, rewards, terminated, truncated, info = self.env.step(actions)
             levels = self._current.copy()
             ended = np.logical_or(terminated, truncated)
-            self._log.append((levels, self._start.copy(), np.ones(self.num_envs, dtype=bool), ended))
+            self._log.append(
+                (
+                    levels,
+                    self._start.copy(),
+                    np.ones(self.num_envs, dtype=bool),
+                    ended,
+                    _outcomes(info, ended),
+                )
+            )
             self._start[:] = ended if mode == AutoresetMode.SAME_STEP else False
             if mode == AutoresetMode.SAME_STEP:
                 done = np.flatnonzero(ended)
@@ -305,6 +313,7 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
         logits: Any = None,
         entropies: Any = None,
         gamma: float = 0.99,
+        successes: Any = None,
     ) -> list[tuple[int, float]]:
         """Score the episodes completed in the last ``n_steps`` steps and update the sampler.
 
@@ -325,6 +334,10 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             policy_entropy, least_confidence and min_margin with discrete actions.
         :param entropies: ``(n_steps, num_envs)`` policy entropies (policy_entropy, continuous actions).
         :param gamma: discount factor (``one_step_td_error``).
+        :param successes: ``(n_steps, num_envs)`` outcome of the episode ending at each step (1 success, 0
+            failure, NaN unknown), for ``strategy="learnability"``. Default: read by the wrapper at each
+            episode end from ``info["is_success"]``, else from ``info["episode"]["r"] > 0`` (Gymnasium's
+            ``RecordEpisodeStatistics``), see :func:`plr_gym.scoring.episode_success`.
         :return: the ``(level, score)`` pairs reported to the sampler.
         """
         if self.plan is None and not self.sampler.uses_scores:
@@ -348,7 +361,9 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
                 self.scorer = EpisodeScorer(self.plan, n_envs=self.num_envs, strategy=self.plan.strategy)
         self.scorer.gamma = float(gamma)
         steps = list(self._log)[-n_steps:]
-        levels, starts, valid, ended = (np.stack([row[k] for row in steps]) for k in range(4))
+        levels, starts, valid, ended, outcomes = (np.stack([row[k] for row in steps]) for k in range(5))
+        if successes is not None:
+            outcomes = np.asarray(successes, dtype=np.float64)
         log_policy = None
         if logits is not None:
             lg = np.asarray(logits, dtype=np.float64)
@@ -366,6 +381,7 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             log_policy=log_policy,
             entropies=entropies,
             valid=valid,
+            successes=outcomes,
         )
         if self.plan is not None:
             self.plan.end()
@@ -404,3 +420,33 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
                 "begin_rollout() is for buffer mode (PrioritizedLevelReplay(envs, buffer=...))"
             )
         return self.plan.begin()
+
+
+def _env_info(info: dict[str, Any], e: int) -> dict[str, Any]:
+    """Env ``e``'s entries of a Gymnasium vector ``info`` (dict of arrays with ``_key`` masks), as a dict."""
+    out: dict[str, Any] = {}
+    for key, value in info.items():
+        if key.startswith("_"):
+            continue
+        mask = info.get("_" + key)
+        if mask is not None and not bool(np.asarray(mask)[e]):
+            continue
+        if isinstance(value, dict):
+            out[key] = _env_info(value, e)
+        elif isinstance(value, np.ndarray) and value.ndim >= 1 and value.shape[0] > e:
+            out[key] = value[e]
+    return out
+
+
+def _outcomes(info: dict[str, Any], ended: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+    """Per env: 1/0 outcome of the episode that ended at this step, NaN where none ended or it is unknown."""
+    out = np.full(ended.shape, np.nan)
+    for e in np.flatnonzero(ended).tolist():
+        env_info = _env_info(info, e)
+        final = env_info.get("final_info")  # SAME_STEP autoreset: the ended episode's last info
+        outcome = episode_success(final if isinstance(final, dict) and final else env_info)
+        if outcome is None and isinstance(final, dict):
+            outcome = episode_success(env_info)
+        if outcome is not None:
+            out[e] = float(outcome)
+    return out

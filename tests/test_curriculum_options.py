@@ -1,0 +1,293 @@
+"""The curriculum options of the evidence study: learnability, the uniform floor, the DoorKey gamut."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import minigrid  # noqa: F401  (registers the envs)
+import numpy as np
+import pytest
+from minigrid.wrappers import FlatObsWrapper, ImgObsWrapper
+from scipy.stats import chisquare
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.env_util import make_vec_env
+
+import plr_gym.envs
+from plr_gym import LevelSampler, LevelWrapper, PLRCallback, PrioritizedLevelReplay
+from plr_gym.envs.gamut import DoorKeyGamutEnv
+from plr_gym.scoring import EpisodeData, EpisodeScorer, episode_success, learnability
+
+
+# ---------------------------------------------------------------------------------------- learnability
+def learn_sampler(**kw: Any) -> LevelSampler:
+    kw.setdefault("score_transform", "power")
+    kw.setdefault("temperature", 1.0)
+    kw.setdefault("staleness_coef", 0.0)
+    return LevelSampler(range(6), strategy="learnability", seed=0, **kw)
+
+
+def test_learnability_running_rate_and_score_by_hand() -> None:
+    s = learn_sampler(success_rate_alpha=0.25)
+    outcomes = [1, 0, 1, 1, 0, 0, 1]
+    rate, expected_rates = 0.0, []
+    for n, o in enumerate(outcomes, start=1):
+        rate += max(1.0 / n, 0.25) * (o - rate)  # plain mean for 4 outcomes, then EWA 0.25
+        expected_rates.append(rate)
+        s.update(2, o)
+        assert s.success_rate[2] == pytest.approx(rate, abs=1e-15)
+        assert s.scores[2] == pytest.approx(rate * (1 - rate), abs=1e-15)
+    assert expected_rates[3] == pytest.approx(0.75)  # mean of 1, 0, 1, 1
+    assert expected_rates[4] == pytest.approx(0.75 + 0.25 * (0 - 0.75))
+    # booleans are outcomes too
+    s.update(3, True)
+    s.update(3, False)
+    assert s.success_rate[3] == pytest.approx(0.5) and s.scores[3] == pytest.approx(0.25)
+
+
+def test_learnability_power_weights_are_proportional_to_p_times_1_minus_p() -> None:
+    s = learn_sampler()
+    for level, outs in {0: [1, 1], 1: [1, 0], 2: [0, 0], 3: [1, 0, 0, 0], 4: [1], 5: [0, 1, 1]}.items():
+        for o in outs:
+            s.update(level, o)
+    p = np.array([1.0, 0.5, 0.0, 0.25, 1.0, 2 / 3])
+    learn = p * (1 - p)
+    np.testing.assert_allclose(s.scores, learn, atol=1e-15)
+    np.testing.assert_allclose(s.sample_weights(), learn / learn.sum(), atol=1e-12)
+
+
+def test_learnability_refuses_bad_outcomes_and_alpha() -> None:
+    s = learn_sampler()
+    with pytest.raises(ValueError, match=r"outcomes in \[0, 1\]"):
+        s.update(0, 2.0)
+    with pytest.raises(ValueError, match=r"outcomes in \[0, 1\]"):
+        s.update_batch([0, 1], [1.0, -1.0])
+    assert s.num_seen == 0  # nothing stored by the failed calls
+    with pytest.raises(ValueError, match="success_rate_alpha"):
+        LevelSampler(range(3), strategy="learnability", alpha=0.5)
+    with pytest.raises(ValueError, match="success_rate_alpha"):
+        LevelSampler(range(3), success_rate_alpha=0.0)
+    with pytest.raises(AttributeError, match="learnability"):
+        LevelSampler(range(3)).success_rate  # noqa: B018
+
+
+def test_learnability_bulk_update_equals_one_by_one() -> None:
+    n = 5000  # above the bulk-update threshold
+    rng = np.random.default_rng(0)
+    a = LevelSampler(range(n), strategy="learnability", score_transform="rank", seed=0)
+    b = LevelSampler(range(n), strategy="learnability", score_transform="rank", seed=0)
+    for _ in range(3):
+        outcomes = rng.integers(0, 2, size=n).astype(float)
+        a.update_batch(np.arange(n), outcomes)
+        for level, o in enumerate(outcomes.tolist()):
+            b.update(level, o)
+    np.testing.assert_array_equal(a.success_rate, b.success_rate)
+    np.testing.assert_array_equal(a.scores, b.scores)
+    np.testing.assert_array_equal(a.sample(50), b.sample(50))
+
+
+def test_learnability_checkpoint_round_trip(tmp_path: Path) -> None:
+    s = learn_sampler(staleness_coef=0.3, uniform_mass=0.25)
+    rng = np.random.default_rng(1)
+    for _ in range(40):
+        s.update(int(s.sample()), int(rng.integers(0, 2)))
+    s.save(tmp_path / "s.npz")
+    t = LevelSampler.load(tmp_path / "s.npz")
+    assert t.strategy == "learnability" and t.uniform_mass == 0.25
+    np.testing.assert_array_equal(t.success_rate, s.success_rate)
+    np.testing.assert_array_equal(t.sample(100), s.sample(100))
+    state = s.state_dict()
+    del state["outcomes"]
+    with pytest.raises(ValueError, match="success_rate"):
+        learn_sampler(staleness_coef=0.3, uniform_mass=0.25).load_state_dict(state)
+
+
+def test_learnability_score_function_and_outcome_rule() -> None:
+    assert learnability(EpisodeData(success=True)) == 1.0
+    assert learnability(EpisodeData(success=False)) == 0.0
+    with pytest.raises(ValueError, match="is_success"):
+        learnability(EpisodeData(rewards=np.ones(3)))
+    assert episode_success({"is_success": np.bool_(False), "episode": {"r": 1.0}}) is False
+    assert episode_success({"episode": {"r": np.array([0.3])}}) is True
+    assert episode_success({"episode": {"r": 0.0}}) is False
+    assert episode_success({"anything": 1}) is None
+    assert episode_success({}, success_fn=lambda info: True) is True
+
+
+def test_scorer_reports_outcomes_and_refuses_unknown_ones() -> None:
+    sampler = learn_sampler()
+    scorer = EpisodeScorer(sampler, n_envs=2, strategy="learnability")
+    starts = np.array([[1, 1], [0, 0], [1, 0]], dtype=bool)
+    levels = np.array([[0, 1], [0, 1], [2, 1]])
+    successes = np.array([[np.nan, np.nan], [1.0, np.nan], [np.nan, 0.0]])
+    reported = scorer.process_rollout(
+        levels=levels,
+        episode_starts=starts,
+        dones=np.array([False, True]),
+        rewards=np.zeros((3, 2)),
+        values=np.zeros((3, 2)),
+        successes=successes,
+    )
+    assert reported == [(0, 1.0), (1, 0.0)]
+    assert sampler.success_rate[:2].tolist() == [1.0, 0.0]
+    with pytest.raises(ValueError, match="1 \\(success\\), 0 \\(failure\\) or NaN"):
+        scorer.process_rollout(
+            levels=levels,
+            episode_starts=starts,
+            dones=np.array([True, True]),
+            rewards=np.zeros((3, 2)),
+            values=np.zeros((3, 2)),
+            successes=np.full((3, 2), 0.5),
+        )
+    unknown = EpisodeScorer(learn_sampler(), n_envs=2, strategy="learnability")
+    with pytest.raises(ValueError, match="needs each episode's outcome"):
+        unknown.process_rollout(
+            levels=levels,
+            episode_starts=starts,
+            dones=np.array([False, True]),
+            rewards=np.zeros((3, 2)),
+            values=np.zeros((3, 2)),
+        )
+
+
+class OutcomeRecorder(BaseCallback):
+    """Independent record: (level, Monitor return > 0) of every completed episode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.episodes: list[tuple[int, bool]] = []
+
+    def _on_step(self) -> bool:
+        for done, info in zip(self.locals["dones"], self.locals["infos"]):
+            if done:
+                self.episodes.append((int(info["level"]), info["episode"]["r"] > 0))
+        return True
+
+
+def test_plr_callback_learnability_on_real_minigrid_rollouts() -> None:
+    venv = make_vec_env(
+        "MiniGrid-Empty-5x5-v0",
+        n_envs=4,
+        wrapper_class=lambda e: LevelWrapper(FlatObsWrapper(e)),
+        env_kwargs={"max_steps": 25},
+    )
+    sampler = LevelSampler(
+        range(8), strategy="learnability", score_transform="power", temperature=1.0, seed=0
+    )
+    venv = PrioritizedLevelReplay(venv, sampler=sampler)
+    model = PPO("MlpPolicy", venv, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    recorder = OutcomeRecorder()
+    model.learn(512, callback=CallbackList([recorder, PLRCallback()]))
+    # every completed episode (all start inside learn()) reached the sampler as its Monitor outcome
+    expected_rate = np.zeros(8)
+    counts = np.zeros(8, dtype=int)
+    for level, success in recorder.episodes:
+        counts[level] += 1
+        expected_rate[level] += max(1.0 / counts[level], 0.1) * (float(success) - expected_rate[level])
+    assert counts.sum() >= 20 and 0 < sum(s for _, s in recorder.episodes) < counts.sum()
+    np.testing.assert_allclose(sampler.success_rate, expected_rate, atol=1e-12)
+    np.testing.assert_allclose(sampler.scores, expected_rate * (1 - expected_rate), atol=1e-12)
+
+
+def test_plr_callback_success_fn_and_buffer_mode_refusal() -> None:
+    with pytest.raises(TypeError, match="success_fn"):
+        PLRCallback(success_fn=3)  # type: ignore[arg-type]
+    venv = make_vec_env(
+        "MiniGrid-Empty-5x5-v0", n_envs=2, wrapper_class=lambda e: LevelWrapper(FlatObsWrapper(e))
+    )
+    with pytest.raises(ValueError, match="'learnability' needs a finite LevelSampler"):
+        PrioritizedLevelReplay(
+            venv, buffer=plr_gym.LevelBuffer(capacity=4), generator=lambda rng: 0, strategy="learnability"
+        )
+
+
+def test_vector_wrapper_reads_outcomes_from_episode_statistics() -> None:
+    from plr_gym.vector import PrioritizedLevelReplay as VectorPLR
+
+    envs = gym.make_vec(
+        "MiniGrid-Empty-5x5-v0",
+        num_envs=3,
+        wrappers=[lambda e: LevelWrapper(ImgObsWrapper(e))],
+        max_steps=10,
+    )
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    envs = VectorPLR(envs, levels=range(12), strategy="learnability", score_transform="power", seed=0)
+    envs.reset(seed=0)
+    rng = np.random.default_rng(0)
+    episodes: list[tuple[int, bool]] = []
+    n_steps = 40
+    for _ in range(n_steps):
+        # forward (2) mostly: the goal of Empty-5x5 is reachable within 10 steps
+        actions = np.where(rng.random(3) < 0.5, 2, rng.integers(0, 3, size=3))
+        _, _, term, trunc, info = envs.step(actions)
+        for e in np.flatnonzero(term | trunc).tolist():
+            episodes.append((int(info["level"][e]), bool(info["episode"]["r"][e] > 0)))
+    reported = envs.report_rollout(rewards=np.zeros((n_steps, 3)), values=np.zeros((n_steps, 3)))
+    assert sorted(reported) == sorted((lvl, float(s)) for lvl, s in episodes)
+    assert len(episodes) >= 6 and any(s for _, s in episodes) and not all(s for _, s in episodes)
+
+
+# ---------------------------------------------------------------------------------------- uniform floor
+def scored_sampler(**kw: Any) -> LevelSampler:
+    s = LevelSampler(range(5), seed=0, **kw)
+    for level, score in enumerate([0.1, 0.9, 0.5, 0.3, 0.7]):
+        s.update(level, score)
+    s.sample(7)  # some staleness
+    return s
+
+
+@pytest.mark.parametrize("transform", ["rank", "power", "softmax"])
+def test_uniform_mass_mixes_a_uniform_component_exactly(transform: str) -> None:
+    floor = scored_sampler(score_transform=transform, staleness_coef=0.3, uniform_mass=0.4)
+    base = LevelSampler(range(5), score_transform=transform, staleness_coef=0.3)
+    state = floor.state_dict()
+    state["config"]["uniform_mass"] = 0.0  # the same scores and staleness, without the floor
+    base.load_state_dict(state)
+    assert floor.staleness.max() > 0
+    np.testing.assert_allclose(floor.sample_weights(), 0.6 * base.sample_weights() + 0.4 / 5, atol=1e-15)
+    full = scored_sampler(score_transform=transform, uniform_mass=1.0)
+    np.testing.assert_allclose(full.sample_weights(), np.full(5, 0.2))
+
+
+def test_uniform_mass_draws_follow_sample_weights() -> None:
+    s = LevelSampler(range(5), temperature=0.1, staleness_coef=0.0, uniform_mass=0.5, seed=3)
+    for level, score in enumerate([0.1, 0.9, 0.5, 0.3, 0.7]):
+        s.update(level, score)
+    expected = s.sample_weights()  # no staleness: the distribution is fixed
+    draws = np.bincount(s.sample(20_000), minlength=5)
+    assert chisquare(draws, expected * draws.sum()).pvalue > 0.001
+    assert expected.min() >= 0.1 - 1e-12  # every level keeps at least uniform_mass / N
+
+
+def test_uniform_mass_zero_leaves_draws_unchanged_and_is_checked() -> None:
+    a, b = scored_sampler(), scored_sampler(uniform_mass=0.0)
+    np.testing.assert_array_equal(a.sample(200), b.sample(200))
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="uniform_mass"):
+            LevelSampler(range(3), uniform_mass=bad)
+    with pytest.raises(TypeError, match="uniform_mass"):
+        LevelSampler(range(3), uniform_mass=True)
+
+
+# ---------------------------------------------------------------------------------------- gamut env
+def test_gamut_level_size_by_seed_and_exact_levels() -> None:
+    env = DoorKeyGamutEnv(sizes=(5, 8, 10))
+    for seed in (0, 1, 2, 31):
+        obs, info = env.reset(seed=seed)
+        assert info["size"] == (5, 8, 10)[seed % 3]
+        assert env._current.max_steps == 10 * info["size"] ** 2
+        again, _ = env.reset(seed=seed)
+        np.testing.assert_array_equal(obs["image"], again["image"])
+        from minigrid.envs import DoorKeyEnv
+
+        reference = DoorKeyEnv(size=info["size"])
+        ref_obs, _ = reference.reset(seed=seed)
+        np.testing.assert_array_equal(obs["image"], ref_obs["image"])
+        assert env._current.grid.encode().tobytes() == reference.grid.encode().tobytes()
+    with pytest.raises(ValueError, match="sizes"):
+        DoorKeyGamutEnv(sizes=(4,))
+    wrapped = LevelWrapper(ImgObsWrapper(gym.make("plr_gym/MiniGrid-DoorKeyGamut-v0")))
+    obs, info = wrapped.reset(options={"level": 5})
+    assert info["level"] == 5 and info["size"] == 8 and obs.shape == (7, 7, 3)
