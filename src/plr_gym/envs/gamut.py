@@ -20,7 +20,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, SupportsFloat
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 from minigrid.envs.doorkey import DoorKeyEnv
@@ -38,7 +38,7 @@ class DoorKeyGamutEnv(gym.Env[Any, Any]):
     the env's own seeded RNG (so the env also works outside a level sampler).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 10}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}  # noqa: RUF012  (as gymnasium.Env)
 
     def __init__(self, sizes: tuple[int, ...] = (5, 6, 8), render_mode: str | None = None) -> None:
         sizes = tuple(sizes)
