@@ -351,44 +351,6 @@ def seed_level_matrix(runs: list[dict[str, Any]], levels: list[int]) -> np.ndarr
     )
 
 
-def stratified_bootstrap(
-    mat: np.ndarray, base: np.ndarray | None = None, n_resamples: int = 2000, seed: int = 0
-) -> dict[str, Any]:
-    """Mean and IQM with 95% CIs from a bootstrap over seeds *and* levels (rliable-style).
-
-    Each resample draws the levels (columns) with replacement, and each method's seeds (rows) with
-    replacement, independently. With ``base`` (uniform's matrix over the same levels) the statistics are
-    of the paired difference ``method − base`` per level (seed means), so level difficulty cancels.
-    """
-    from scipy.stats import trim_mean
-
-    rng = np.random.default_rng(seed)
-    n_levels = mat.shape[1]
-
-    def stats(m: np.ndarray, b: np.ndarray | None) -> tuple[float, float]:
-        if b is None:  # mean over everything; IQM over the seed x level scores (rliable's IQM)
-            return float(m.mean()), float(trim_mean(m.reshape(-1), 0.25))
-        d = m.mean(axis=0) - b.mean(axis=0)
-        return float(d.mean()), float(trim_mean(d, 0.25))
-
-    point = stats(mat, base)
-    boot = np.empty((n_resamples, 2))
-    for k in range(n_resamples):
-        cols = rng.integers(n_levels, size=n_levels)
-        m = mat[rng.integers(mat.shape[0], size=mat.shape[0])][:, cols]
-        b = None if base is None else base[rng.integers(base.shape[0], size=base.shape[0])][:, cols]
-        boot[k] = stats(m, b)
-    lo, hi = np.percentile(boot, [2.5, 97.5], axis=0)
-    return {
-        "mean": point[0],
-        "mean_ci": (float(lo[0]), float(hi[0])),
-        "iqm": point[1],
-        "iqm_ci": (float(lo[1]), float(hi[1])),
-        "n_levels": int(n_levels),
-        "n_seeds": int(mat.shape[0]),
-    }
-
-
 def _fmt_ci(stats: dict[str, Any], key: str) -> str:
     lo, hi = stats[f"{key}_ci"]
     return f"{stats[key]:.3f} [{lo:.3f}, {hi:.3f}]"
@@ -397,6 +359,7 @@ def _fmt_ci(stats: dict[str, Any], key: str) -> str:
 def summarize_task(out: Path, task: str, methods: list[str]) -> list[dict[str, Any]]:
     """One row per method: held-out mean/IQM (CIs over level x seed), paired difference to uniform."""
     from plr_gym.evaluation import summarize
+    from plr_gym.plotting import paired_difference, summarize_seeds
 
     base_runs = load_runs(out, task, "uniform")
     base = _per_level(base_runs)
@@ -408,7 +371,7 @@ def summarize_task(out: Path, task: str, methods: list[str]) -> list[dict[str, A
             continue
         per_level = _per_level(runs)
         levels = sorted(per_level)
-        test = stratified_bootstrap(seed_level_matrix(runs, levels))
+        test = summarize_seeds(seed_level_matrix(runs, levels))
         test["level_ci"] = summarize([float(np.mean(per_level[lvl])) for lvl in levels])
         train = [run["curve"][-1]["train"]["mean"] for run in runs]
         row: dict[str, Any] = {
@@ -431,7 +394,7 @@ def summarize_task(out: Path, task: str, methods: list[str]) -> list[dict[str, A
         }
         common = sorted(set(per_level) & set(base_mean))
         if base_mean and method != "uniform" and common:
-            row["delta"] = stratified_bootstrap(
+            row["delta"] = paired_difference(
                 seed_level_matrix(runs, common), seed_level_matrix(base_runs, common)
             )
             uniform_mean = float(np.mean([base_mean[lvl] for lvl in common]))

@@ -122,6 +122,13 @@ def _unit_float(text: str) -> float:
     return value
 
 
+def _open_unit_float(text: str) -> float:
+    value = _finite_float(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
+    return value
+
+
 def parse_levels(spec: str) -> list[int]:
     """Level ids from ``"START:STOP"`` (``range(START, STOP)``) or a comma-separated list ``"3,5,8"``.
 
@@ -389,7 +396,14 @@ def sampler_kwargs(args: argparse.Namespace, levels: Sequence[int]) -> dict[str,
             replay_prob=args.replay_prob,
             min_seen_ratio=args.min_seen_ratio,
             eps=args.eps,
+            uniform_mass=args.uniform_mass,
         )
+        if getattr(args, "preset", None) is not None:
+            from plr_gym.sampler import PAPER_PRESETS
+
+            kwargs.update(PAPER_PRESETS[args.preset])
+    if kwargs["strategy"] == "learnability":
+        kwargs["success_rate_alpha"] = args.success_rate_alpha
     return kwargs
 
 
@@ -678,7 +692,14 @@ def compare_command(args: argparse.Namespace) -> list[Path]:
 # --------------------------------------------------------------------------------------------------
 def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = True) -> None:
     """The options of ``plr-gym train`` (shared with ``compare --run`` and the demo)."""
-    from plr_gym.sampler import REPLAY_SCHEDULES, SCORE_TRANSFORMS, STALENESS_TRANSFORMS, STRATEGIES
+    from plr_gym.sampler import (
+        PAPER_PRESETS,
+        REPLAY_SCHEDULES,
+        SCORE_TRANSFORMS,
+        STALENESS_TRANSFORMS,
+        STRATEGIES,
+        sampler_defaults,
+    )
 
     if env_positional:
         parser.add_argument("env_id", help="Gymnasium id: MiniGrid-* or plr_gym/procgen-<game>-v0")
@@ -728,21 +749,59 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
         action="store_false",
         help="skip evaluating on (as many) training levels too",
     )
-    s = parser.add_argument_group("level sampler")
+    d = sampler_defaults()
+    s = parser.add_argument_group("level sampler (defaults: LevelSampler's)")
     s.add_argument("--sampler", choices=SAMPLERS, default="plr", help="plr or uniform (default plr)")
-    s.add_argument("--strategy", choices=STRATEGIES, default="value_l1", help="scoring (default value_l1)")
-    s.add_argument("--score-transform", choices=SCORE_TRANSFORMS, default="rank", help="h (default rank)")
-    s.add_argument("--temperature", type=_positive_float, default=0.1, help="beta (default 0.1)")
-    s.add_argument("--staleness-coef", type=_unit_float, default=0.1, help="rho (default 0.1)")
-    s.add_argument("--staleness-transform", choices=STALENESS_TRANSFORMS, default="power")
-    s.add_argument("--staleness-temperature", type=_positive_float, default=1.0)
-    s.add_argument("--replay-schedule", choices=REPLAY_SCHEDULES, default="proportionate")
-    s.add_argument("--replay-prob", type=_unit_float, default=0.5, help="fixed schedule's P(replay)")
     s.add_argument(
-        "--min-seen-ratio", type=_unit_float, default=1.0, help="fraction seen before replay (default 1)"
+        "--preset",
+        choices=sorted(PAPER_PRESETS),
+        default=None,
+        help="the PLR paper's settings (value_l1, rank, beta 0.1, rho 0.1 for Procgen / 0.3 for MiniGrid); "
+        "overrides the options below",
     )
-    s.add_argument("--alpha", type=_unit_float, default=1.0, help="EWA step of level scores (default 1)")
-    s.add_argument("--eps", type=_unit_float, default=0.05, help="eps_greedy exploration mass")
+    s.add_argument(
+        "--strategy", choices=STRATEGIES, default=d["strategy"], help=f"scoring (default {d['strategy']})"
+    )
+    s.add_argument(
+        "--score-transform",
+        choices=SCORE_TRANSFORMS,
+        default=d["score_transform"],
+        help="h (default %(default)s)",
+    )
+    s.add_argument(
+        "--temperature", type=_positive_float, default=d["temperature"], help="beta (default %(default)s)"
+    )
+    s.add_argument(
+        "--staleness-coef", type=_unit_float, default=d["staleness_coef"], help="rho (default %(default)s)"
+    )
+    s.add_argument("--staleness-transform", choices=STALENESS_TRANSFORMS, default=d["staleness_transform"])
+    s.add_argument("--staleness-temperature", type=_positive_float, default=d["staleness_temperature"])
+    s.add_argument("--replay-schedule", choices=REPLAY_SCHEDULES, default=d["replay_schedule"])
+    s.add_argument(
+        "--replay-prob", type=_unit_float, default=d["replay_prob"], help="fixed schedule's P(replay)"
+    )
+    s.add_argument(
+        "--min-seen-ratio",
+        type=_unit_float,
+        default=d["min_seen_ratio"],
+        help="fraction seen before replay (default %(default)s)",
+    )
+    s.add_argument(
+        "--alpha", type=_unit_float, default=d["alpha"], help="EWA step of level scores (default %(default)s)"
+    )
+    s.add_argument("--eps", type=_unit_float, default=d["eps"], help="eps_greedy exploration mass")
+    s.add_argument(
+        "--uniform-mass",
+        type=_unit_float,
+        default=d["uniform_mass"],
+        help="share of replay draws uniform over the levels (default %(default)s)",
+    )
+    s.add_argument(
+        "--success-rate-alpha",
+        type=_open_unit_float,
+        default=d["success_rate_alpha"],
+        help="learnability: step size of each level's success rate (default %(default)s)",
+    )
     o = parser.add_argument_group("output")
     o.add_argument("--no-tensorboard", dest="tensorboard", action="store_false", help="no TensorBoard logs")
     o.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")

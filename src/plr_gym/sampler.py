@@ -71,11 +71,13 @@ from plr_gym._structures import LinearStalenessTree, OrderedKeys, SumTree
 from plr_gym.scoring import OUTCOME_STRATEGIES, SCORE_FUNCTIONS
 
 __all__ = [
+    "PAPER_PRESETS",
     "REPLAY_SCHEDULES",
     "SCORE_TRANSFORMS",
     "STALENESS_TRANSFORMS",
     "STRATEGIES",
     "LevelSampler",
+    "sampler_defaults",
 ]
 
 #: Strategies understood by :class:`LevelSampler` (``random`` and ``sequential`` ignore scores).
@@ -86,6 +88,24 @@ SCORE_TRANSFORMS: tuple[str, ...] = ("rank", "power", "softmax", "eps_greedy", "
 STALENESS_TRANSFORMS: tuple[str, ...] = SCORE_TRANSFORMS
 #: Replay schedules.
 REPLAY_SCHEDULES: tuple[str, ...] = ("proportionate", "fixed")
+#: The PLR paper's settings (Jiang et al. 2021, appendix): L1 value loss, rank transform, β = 0.1, and the
+#: staleness coefficient ρ = 0.1 on Procgen, 0.3 on MiniGrid. ``LevelSampler.paper_defaults`` uses them.
+PAPER_PRESETS: dict[str, dict[str, Any]] = {
+    "paper-procgen": {
+        "strategy": "value_l1",
+        "score_transform": "rank",
+        "temperature": 0.1,
+        "staleness_coef": 0.1,
+        "uniform_mass": 0.0,
+    },
+    "paper-minigrid": {
+        "strategy": "value_l1",
+        "score_transform": "rank",
+        "temperature": 0.1,
+        "staleness_coef": 0.3,
+        "uniform_mass": 0.0,
+    },
+}
 
 Strategy = Union[str, Callable[..., float]]
 FloatArray = npt.NDArray[np.float64]
@@ -390,6 +410,28 @@ class LevelSampler:
         self._success_rate: FloatArray | None = np.zeros(n) if self.learns_outcomes else None
         self._outcomes: IntArray | None = np.zeros(n, dtype=np.int64) if self.learns_outcomes else None
         self._build_structures()
+
+    @classmethod
+    def paper_defaults(
+        cls,
+        levels: Iterable[int] | npt.NDArray[np.integer[Any]] = range(200),
+        preset: str = "paper-procgen",
+        **overrides: Any,
+    ) -> LevelSampler:
+        """A sampler with the PLR paper's settings, for reproductions (see :data:`PAPER_PRESETS`).
+
+        :param preset: ``"paper-procgen"`` (``value_l1``, rank, ``β = 0.1``, ``ρ = 0.1``) or
+            ``"paper-minigrid"`` (the same with ``ρ = 0.3``).
+        :param overrides: any other :class:`LevelSampler` keyword (``seed``, ``min_seen_ratio``, ...).
+
+        Example:
+            >>> s = LevelSampler.paper_defaults(range(200), seed=0)
+            >>> (s.strategy, s.score_transform, s.temperature, s.staleness_coef, s.uniform_mass)
+            ('value_l1', 'rank', 0.1, 0.1, 0.0)
+        """
+        if not isinstance(preset, str) or preset not in PAPER_PRESETS:
+            raise ValueError(f"preset={preset!r} is not supported; choose one of {', '.join(PAPER_PRESETS)}")
+        return cls(levels=levels, **{**PAPER_PRESETS[preset], **overrides})
 
     # ------------------------------------------------------------------ public read-only state
     @property
@@ -950,3 +992,20 @@ def _read_state(path: str | os.PathLike[str]) -> dict[str, Any]:
             if k in npz.files:
                 state[k] = npz[k]
     return state
+
+
+def sampler_defaults() -> dict[str, Any]:
+    """:class:`LevelSampler`'s keyword defaults (``levels`` excluded): the one place the CLI reads them from.
+
+    Example:
+        >>> sampler_defaults()["replay_schedule"]
+        'proportionate'
+    """
+    import inspect
+
+    params = inspect.signature(LevelSampler.__init__).parameters
+    return {
+        name: p.default
+        for name, p in params.items()
+        if name not in ("self", "levels") and p.default is not inspect.Parameter.empty
+    }
