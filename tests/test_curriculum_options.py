@@ -291,3 +291,43 @@ def test_gamut_level_size_by_seed_and_exact_levels() -> None:
     wrapped = LevelWrapper(ImgObsWrapper(gym.make("plr_gym/MiniGrid-DoorKeyGamut-v0")))
     obs, info = wrapped.reset(options={"level": 5})
     assert info["level"] == 5 and info["size"] == 8 and obs.shape == (7, 7, 3)
+
+
+# ---------------------------------------------------------------------------------------- verdicts
+def test_paired_difference_pairs_by_level_and_refuses_bad_input() -> None:
+    from plr_gym.plotting import paired_difference
+
+    rng = np.random.default_rng(0)
+    difficulty = rng.uniform(0, 1, size=40)  # large between-level spread, cancelled by pairing
+    base = difficulty + rng.normal(0, 0.02, size=(5, 40))
+    better = difficulty + 0.05 + rng.normal(0, 0.02, size=(5, 40))
+    d = paired_difference(better, base)
+    assert d["mean"] == pytest.approx(float((better.mean(0) - base.mean(0)).mean()))
+    assert 0.0 < d["mean_ci"][0] < d["mean"] < d["mean_ci"][1]
+    same = paired_difference(base[:3], base[2:])
+    assert same["mean_ci"][0] < 0 < same["mean_ci"][1]
+    with pytest.raises(ValueError, match="same levels"):
+        paired_difference(base, base[:, :5])
+    with pytest.raises(ValueError, match="confidence"):
+        paired_difference(base, base, confidence=1.0)
+
+
+def test_demo_verdict_reads_the_paired_difference(tmp_path: Path) -> None:
+    import json
+
+    from plr_gym.demo import verdict
+
+    def write(sampler: str, seed: int, returns: dict[int, float]) -> None:
+        run = tmp_path / f"{sampler}-seed{seed}"
+        run.mkdir()
+        (run / "evaluation.json").write_text(
+            json.dumps({"returns": {str(k): [v] for k, v in returns.items()}})
+        )
+
+    levels = range(10000, 10030)
+    for seed in (0, 1, 2):
+        write("uniform", seed, {lvl: 0.5 + 0.01 * (lvl % 7) for lvl in levels})
+        write("plr", seed, {lvl: 0.4 + 0.01 * (lvl % 7) + 0.001 * seed for lvl in levels})
+    line = verdict(tmp_path, [0, 1, 2])
+    assert line.startswith("Verdict: PLR generalised worse than uniform sampling: PLR -0.099")
+    assert verdict(tmp_path, [0, 1, 2, 3]) == ""  # a missing run: no verdict rather than a wrong one

@@ -1,8 +1,8 @@
 """``python -m plr_gym.demo`` (``make demo``): PPO with PLR against PPO with uniform level sampling.
 
 Trains PPO on the same fixed set of MiniGrid training levels (``MiniGrid-DoorKey-5x5-v0``, levels
-``0..39``, 50,000 steps per run) with Prioritized Level Replay (the paper's defaults: L1 value loss
-scores, rank transform, ``β = 0.1``, ``ρ = 0.1``) and with uniform level sampling, three seeds each.
+``0..39``, 50,000 steps per run) with Prioritized Level Replay (the library's defaults, see
+:class:`~plr_gym.LevelSampler`) and with uniform level sampling, three seeds each.
 Every run is evaluated on 64 held-out levels (``10000..10063``) every 5,000 steps. It prints a table
 (mean and interquartile mean of the final held-out return, the seeds' episodes pooled per level, with
 95% bootstrap confidence intervals over levels; and the held-out return averaged over all evaluations,
@@ -13,14 +13,15 @@ It is ``plr-gym compare --run --seeds 0 1 2`` with fixed settings, and takes abo
 CPU cores. ``--quick`` (or the environment variable ``PLR_GYM_DEMO_QUICK=1``) runs a tiny version in
 under a minute, to check the pipeline; its numbers mean nothing.
 
-No claim is built in: with this budget the two samplers may well be within each other's confidence
-intervals, and the demo says so.
+No claim is built in: the last line is a verdict from the paired difference of held-out returns (PLR
+minus uniform on each held-out level, averaged over seeds) and its 95% bootstrap CI over seeds and
+levels: better, worse, or no significant difference.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
+import json
 import os
 import time
 from pathlib import Path
@@ -72,23 +73,40 @@ def demo_argv(quick: bool, out: str, seed: int, timesteps: int | None = None, n_
     return argv
 
 
-def _verdict(rows: list[dict[str, Any]]) -> str:
-    """One sentence on the held-out means: the difference and whether the 95% CIs overlap."""
-    by_run = {r["run"].split(",")[0].split(" ")[0]: r for r in rows}
-    plr, uni = by_run.get("plr"), by_run.get("uniform")
+def _final_matrix(out: Path, sampler: str, seeds: list[int]) -> tuple[list[int], Any] | None:
+    """``(levels, (n_seeds, n_levels) matrix)`` of final held-out mean returns from ``evaluation.json``."""
+    import numpy as np
+
+    per_seed = []
+    for seed in seeds:
+        path = out / f"{sampler}-seed{seed}" / "evaluation.json"
+        if not path.is_file():
+            return None
+        returns = json.loads(path.read_text())["returns"]
+        per_seed.append({int(k): float(np.mean(v)) for k, v in returns.items() if len(v)})
+    levels = sorted(set.intersection(*(set(r) for r in per_seed)))
+    if not levels:
+        return None
+    return levels, np.array([[r[lvl] for lvl in levels] for r in per_seed])
+
+
+def verdict(out: Path, seeds: list[int]) -> str:
+    """One line for a newcomer: PLR minus uniform on held-out levels, paired by level, with its 95% CI."""
+    from plr_gym.plotting import paired_difference
+
+    plr, uni = _final_matrix(out, "plr", seeds), _final_matrix(out, "uniform", seeds)
     if plr is None or uni is None:
         return ""
-    diff = float(plr["test_mean"]) - float(uni["test_mean"])
-    overlap = float(plr["test_mean_lo"]) <= float(uni["test_mean_hi"]) and float(
-        uni["test_mean_lo"]
-    ) <= float(plr["test_mean_hi"])
-    if overlap:
-        return (
-            f"Held-out mean return: PLR {diff:+.3f} vs uniform; the 95% CIs overlap, so this run does not "
-            "separate the two samplers (try more --timesteps or --n-seeds)."
-        )
-    better = "PLR" if diff > 0 else "uniform sampling"
-    return f"Held-out mean return: PLR {diff:+.3f} vs uniform; the 95% CIs do not overlap ({better} ahead)."
+    common = sorted(set(plr[0]) & set(uni[0]))
+    pick = [[levels.index(lvl) for lvl in common] for levels in (plr[0], uni[0])]
+    d = paired_difference(plr[1][:, pick[0]], uni[1][:, pick[1]])
+    lo, hi = d["mean_ci"]
+    gap = f"PLR {d['mean']:+.3f} held-out return vs uniform (95% CI [{lo:+.3f}, {hi:+.3f}], paired by level)"
+    if lo > 0:
+        return f"Verdict: PLR generalised better than uniform sampling: {gap}."
+    if hi < 0:
+        return f"Verdict: PLR generalised worse than uniform sampling: {gap}."
+    return f"Verdict: no significant difference between PLR and uniform sampling: {gap}."
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,11 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     code = cli.main(cli_argv)
     elapsed = time.perf_counter() - start
-    with (Path(args.out) / "comparison.csv").open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    verdict = _verdict(rows)
-    if verdict:
-        print("\n" + verdict)
+    line = verdict(Path(args.out), [args.seed + k for k in range(n_seeds)])
+    if line:
+        print("\n" + line)
     plot = Path(args.out) / "comparison.png"
     print(f"Plot: {plot if plot.exists() else '(needs matplotlib)'}   (total {elapsed / 60:.1f} min)")
     return code
