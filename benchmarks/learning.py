@@ -74,7 +74,7 @@ TASKS: dict[str, Task] = {
     "doorkey5_full": Task("MiniGrid-DoorKey-5x5-v0", "minigrid", 20, 100, 160_000, 4, 20, full_obs=True),
     # egocentric 7x7 view + MLP, 40 training levels: generalises, the budget stops mid-learning
     "doorkey6": Task("MiniGrid-DoorKey-6x6-v0", "minigrid", 40, 100, 160_000, 4, 40),
-    # a gamut: DoorKey 5x5 / 8x8 / 10x10 by seed % 3 (egocentric view): easy, learnable, mostly out of reach
+    # a gamut: DoorKey 5x5 / 6x6 / 8x8 by seed % 3 (egocentric view): levels of mixed difficulty
     "gamut": Task(
         "plr_gym/MiniGrid-DoorKeyGamut-v0",
         "minigrid",
@@ -83,7 +83,7 @@ TASKS: dict[str, Task] = {
         160_000,
         4,
         30,
-        env_kwargs={"sizes": (5, 8, 10)},
+        env_kwargs={"sizes": (5, 6, 8)},
     ),
     # Procgen easy, 200 training levels (the paper's setting) at 0.4% of the paper's 25M steps
     "bigfish": Task(
