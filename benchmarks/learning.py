@@ -108,12 +108,19 @@ TASKS: dict[str, Task] = {
 METHODS: dict[str, dict[str, Any]] = {
     "uniform": {"strategy": "random"},
     # the paper's Procgen defaults: L1 value loss, rank transform, beta=0.1, rho=0.1
-    "plr": {"strategy": "value_l1", "score_transform": "rank", "temperature": 0.1, "staleness_coef": 0.1},
+    "plr": {
+        "strategy": "value_l1",
+        "score_transform": "rank",
+        "temperature": 0.1,
+        "staleness_coef": 0.1,
+        "uniform_mass": 0.0,
+    },
     "plr_s0.3": {
         "strategy": "value_l1",
         "score_transform": "rank",
         "temperature": 0.1,
         "staleness_coef": 0.3,
+        "uniform_mass": 0.0,
     },
     # flatter replay distributions: rank^-(1/0.3) and rank^-1 instead of rank^-10
     "plr_t0.3_s0.3": {
@@ -121,12 +128,14 @@ METHODS: dict[str, dict[str, Any]] = {
         "score_transform": "rank",
         "temperature": 0.3,
         "staleness_coef": 0.3,
+        "uniform_mass": 0.0,
     },
     "plr_t1_s0.3": {
         "strategy": "value_l1",
         "score_transform": "rank",
         "temperature": 1.0,
         "staleness_coef": 0.3,
+        "uniform_mass": 0.0,
     },
     # candidate default: rank^-1, rho=0.3, and half of every replay draw uniform over the levels
     "plr_t1_s0.3_u0.5": {
