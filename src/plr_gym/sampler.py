@@ -56,7 +56,7 @@ Differences from the reference code, all deliberate:
 
 from __future__ import annotations
 
-import io
+import inspect
 import json
 import math
 import numbers
@@ -68,6 +68,7 @@ import numpy as np
 import numpy.typing as npt
 
 from plr_gym._structures import LinearStalenessTree, OrderedKeys, SumTree
+from plr_gym.checkpoint import load_npz, save_npz
 from plr_gym.scoring import SCORE_FUNCTIONS
 
 __all__ = [
@@ -600,14 +601,19 @@ class LevelSampler:
         return int(seen_idx[k])
 
     def _mark_sampled(self, i: int) -> None:
-        old_last = int(self._last[i])
-        self._t += 1
-        self._last[i] = self._t
-        if self._pos[i] < self._n_seen:
-            if self._stale_tree is not None:
-                self._stale_tree.move(i, old_last, self._t)
-            elif self._stale_keys is not None:
-                self._stale_keys.replace(i, old_last, self._t)
+        old_last, old_t = int(self._last[i]), self._t
+        try:
+            self._t += 1
+            self._last[i] = self._t
+            if self._pos[i] < self._n_seen:
+                if self._stale_tree is not None:
+                    self._stale_tree.move(i, old_last, self._t)
+                elif self._stale_keys is not None:
+                    self._stale_keys.replace(i, old_last, self._t)
+        except BaseException:  # interrupted: undo, and rebuild the staleness structures from the arrays
+            self._t, self._last[i] = old_t, old_last
+            self._build_structures()
+            raise
 
     # ------------------------------------------------------------------ weights
     def sample_weights(self) -> FloatArray:
@@ -683,13 +689,19 @@ class LevelSampler:
             self._check_score(float(scf[k]), int(lv[k]))
         if idx.size >= _BULK_UPDATE and np.unique(idx).size == idx.size:
             # Same result as the loop below, with the sampling structures rebuilt once.
-            was_seen = self._pos[idx] < self._n_seen
-            self._scores[idx] = np.where(
-                was_seen, (1.0 - self.alpha) * self._scores[idx] + self.alpha * scf, scf
-            )
-            for i in idx[~was_seen].tolist():
-                self._mark_seen(i)
-            self._build_structures(reanchor=True)
+            saved = (self._scores.copy(), self._perm.copy(), self._pos.copy(), self._n_seen, self._softmax_shift)
+            try:
+                was_seen = self._pos[idx] < self._n_seen
+                self._scores[idx] = np.where(
+                    was_seen, (1.0 - self.alpha) * self._scores[idx] + self.alpha * scf, scf
+                )
+                for i in idx[~was_seen].tolist():
+                    self._mark_seen(i)
+                self._build_structures(reanchor=True)
+            except BaseException:  # interrupted: nothing of the batch is kept
+                self._scores, self._perm, self._pos, self._n_seen, self._softmax_shift = saved
+                self._build_structures()
+                raise
             return
         for i, s in zip(idx.tolist(), scf.tolist()):
             self._update_index(i, s)
@@ -704,6 +716,22 @@ class LevelSampler:
         return s
 
     def _update_index(self, i: int, score: float) -> None:
+        """Apply one score; if interrupted (e.g. ``KeyboardInterrupt``) the update is undone completely."""
+        p, q = int(self._pos[i]), self._n_seen
+        j = int(self._perm[q]) if q < self._levels.size else i
+        snapshot = (float(self._scores[i]), self._softmax_shift)
+        try:
+            self._apply_update(i, score)
+        except BaseException:
+            self._scores[i], self._softmax_shift = snapshot
+            self._n_seen = q
+            self._perm[p], self._pos[i] = i, p
+            if j != i:
+                self._perm[q], self._pos[j] = j, q
+            self._build_structures()
+            raise
+
+    def _apply_update(self, i: int, score: float) -> None:
         was_seen = self._pos[i] < self._n_seen
         old = float(self._scores[i])
         new = (1.0 - self.alpha) * old + self.alpha * score if was_seen else score
@@ -772,50 +800,95 @@ class LevelSampler:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a :meth:`state_dict`. The levels and configuration must match this sampler's."""
+        """Restore a :meth:`state_dict`. The levels and configuration must match this sampler's.
+
+        Every member is checked (shapes, dtypes, ranges, consistency of the counters, the RNG state)
+        before anything is assigned: a state that is refused (``ValueError``) leaves the sampler exactly
+        as it was.
+        """
+        checked = self._validated_state(state)
+        self.seed = checked["seed"]
+        self._rng = checked["rng"]
+        self._scores = checked["scores"]
+        self._last = checked["last_sampled"]
+        self._perm = checked["order"]
+        self._pos = checked["pos"]
+        self._n_seen = checked["num_seen"]
+        self._t = checked["num_samples"]
+        self._next_index = checked["next_index"]
+        self._num_replay = checked["num_replay"]
+        self._num_explore = checked["num_explore"]
+        self._softmax_shift = checked["softmax_shift"]
+        self._build_structures()
+
+    def _validated_state(self, state: Any) -> dict[str, Any]:
+        """Check every member of a :meth:`state_dict` against this sampler; return the values to assign.
+
+        Raises ``ValueError`` naming the first bad member; assigns nothing.
+        """
         if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
             raise ValueError(f"not a LevelSampler state (version {_STATE_VERSION}): {type(state).__name__}")
-        levels = np.asarray(state["levels"], dtype=np.int64)
+        missing = [k for k in _STATE_KEYS if k not in state]
+        if missing:
+            raise ValueError(f"LevelSampler state lacks {', '.join(missing)}")
+        levels = _state_array(state, "levels", np.int64)
         if not np.array_equal(levels, self._levels):
             raise ValueError("state levels differ from this sampler's levels")
+        if not isinstance(state["config"], dict):
+            raise ValueError(f"state 'config' must be a dict, got {type(state['config']).__name__}")
         mine, theirs = self._config(), dict(state["config"])
         # the seed only initialises the RNG, whose exact state is restored below
         diff = sorted(k for k in mine if k != "seed" and mine[k] != theirs.get(k))
         if diff:
             details = ", ".join(f"{k}: state has {theirs.get(k)!r}, sampler has {mine[k]!r}" for k in diff)
             raise ValueError(f"state was saved with a different configuration ({details})")
+        seed = theirs.get("seed")
+        if seed is not None and (not _is_int(seed) or int(seed) < 0):
+            raise ValueError(f"state config 'seed' must be a non-negative int or None, got {seed!r}")
         n = self._levels.size
-        order = np.asarray(state["order"], dtype=np.int64)
+        order = _state_array(state, "order", np.int64)
         if order.shape != (n,) or not np.array_equal(np.sort(order), np.arange(n)):
             raise ValueError("state 'order' is not a permutation of the level positions")
-        scores = np.asarray(state["scores"], dtype=np.float64)
-        last = np.asarray(state["last_sampled"], dtype=np.int64)
-        if scores.shape != (n,) or last.shape != (n,) or not np.isfinite(scores).all():
-            raise ValueError("state 'scores'/'last_sampled' must be finite arrays aligned with levels")
-        rng = np.random.default_rng()
-        rng.bit_generator.state = state["rng"]
-        self._rng = rng
-        self.seed = theirs.get("seed")
-        self._scores = scores.copy()
-        self._last = last.copy()
-        self._perm = order.copy()
-        self._pos = np.empty(n, dtype=np.int64)
-        self._pos[self._perm] = np.arange(n)
-        self._n_seen = int(state["num_seen"])
-        self._t = int(state["num_samples"])
-        self._next_index = int(state["next_index"])
-        self._num_replay = int(state["num_replay"])
-        self._num_explore = int(state["num_explore"])
-        self._softmax_shift = float(state["softmax_shift"])
-        self._build_structures()
+        scores = _state_array(state, "scores", np.float64)
+        if scores.shape != (n,) or not np.isfinite(scores).all():
+            raise ValueError(f"state 'scores' must be {n} finite floats aligned with levels")
+        num_seen = _state_int(state, "num_seen", 0, n)
+        num_samples = _state_int(state, "num_samples", 0, None)
+        last = _state_array(state, "last_sampled", np.int64)
+        if last.shape != (n,) or (last < 0).any() or (last > num_samples).any():
+            raise ValueError(
+                f"state 'last_sampled' must be {n} ints in [0, num_samples={num_samples}] aligned with levels"
+            )
+        if self.score_transform == "power" and self.uses_scores and (scores[order[:num_seen]] < 0).any():
+            raise ValueError("state 'scores' has negative scores, which score_transform='power' refuses")
+        next_index = _state_int(state, "next_index", 0, n - 1)
+        num_replay = _state_int(state, "num_replay", 0, num_samples)
+        num_explore = _state_int(state, "num_explore", 0, num_samples - num_replay)
+        shift = state["softmax_shift"]
+        if isinstance(shift, bool) or not isinstance(shift, numbers.Real) or not math.isfinite(float(shift)):
+            raise ValueError(f"state 'softmax_shift' must be a finite float, got {shift!r}")
+        pos = np.empty(n, dtype=np.int64)
+        pos[order] = np.arange(n)
+        return {
+            "seed": None if seed is None else int(seed),
+            "rng": _state_rng(state["rng"]),
+            "scores": scores.copy(),
+            "last_sampled": last.copy(),
+            "order": order.copy(),
+            "pos": pos,
+            "num_seen": num_seen,
+            "num_samples": num_samples,
+            "next_index": next_index,
+            "num_replay": num_replay,
+            "num_explore": num_explore,
+            "softmax_shift": float(shift),
+        }
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`state_dict` to ``path`` as ``.npz`` (arrays + JSON; loading never unpickles)."""
         state = self.state_dict()
         arrays = {k: state.pop(k) for k in ("levels", "scores", "last_sampled", "order")}
-        meta = json.dumps(state)
-        with open(path, "wb") as f:
-            np.savez(f, meta=np.array(meta), **arrays)
+        save_npz(path, {"meta": np.array(json.dumps(state)), **arrays})
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], strategy: Strategy | None = None) -> LevelSampler:
@@ -825,7 +898,16 @@ class LevelSampler:
             never stored in the file).
         """
         state = _read_state(path)
+        if not isinstance(state.get("config"), dict):
+            raise ValueError(f"{os.fspath(path)} is not a LevelSampler checkpoint: no 'config' object")
         config = dict(state["config"])
+        known = [k for k in inspect.signature(cls.__init__).parameters if k not in ("self", "levels")]
+        unknown = sorted(set(config) - set(known))
+        if unknown or "strategy" not in config:
+            raise ValueError(
+                f"{os.fspath(path)}: config has unknown keys {unknown} or lacks 'strategy'; keys are "
+                f"{', '.join(known)}"
+            )
         saved = config.pop("strategy")
         if isinstance(saved, str) and saved.startswith("callable:"):
             if strategy is None or not callable(strategy):
@@ -837,7 +919,10 @@ class LevelSampler:
             config["strategy"] = strategy
         else:
             config["strategy"] = saved
-        sampler = cls(levels=state["levels"], **config)
+        try:
+            sampler = cls(levels=state["levels"], **config)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{os.fspath(path)} holds an invalid LevelSampler configuration: {exc}") from exc
         sampler.load_state_dict(state)
         return sampler
 
@@ -847,10 +932,72 @@ class LevelSampler:
 
 
 def _read_state(path: str | os.PathLike[str]) -> dict[str, Any]:
-    with open(path, "rb") as f:
-        data = f.read()
-    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-        state: dict[str, Any] = json.loads(str(npz["meta"]))
+    npz = load_npz(path)
+    try:
+        state = json.loads(str(npz["meta"]))
+        if not isinstance(state, dict):
+            raise ValueError("its metadata is not a JSON object")
         for k in ("levels", "scores", "last_sampled", "order"):
             state[k] = npz[k]
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"{os.fspath(path)} is not a LevelSampler checkpoint: {exc}") from exc
     return state
+
+
+_STATE_KEYS = (
+    "config",
+    "levels",
+    "scores",
+    "last_sampled",
+    "order",
+    "num_seen",
+    "num_samples",
+    "next_index",
+    "num_replay",
+    "num_explore",
+    "softmax_shift",
+    "rng",
+)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _state_int(state: dict[str, Any], key: str, low: int, high: int | None) -> int:
+    """``state[key]`` as an int in ``[low, high]`` (``high=None``: no upper bound), else ``ValueError``."""
+    value = state[key]
+    if not _is_int(value) or int(value) < low or (high is not None and int(value) > high):
+        bound = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"state '{key}' must be an int {bound}, got {value!r}")
+    return int(value)
+
+
+def _state_array(state: dict[str, Any], key: str, dtype: Any) -> npt.NDArray[Any]:
+    """``state[key]`` as a 1-D array of ``dtype`` (ints stay ints, floats must be real), else ``ValueError``."""
+    try:
+        arr = np.asarray(state[key])
+    except (TypeError, ValueError) as exc:  # ragged lists
+        raise ValueError(f"state '{key}' is not an array: {exc}") from exc
+    kind = "iu" if np.dtype(dtype).kind in "iu" else "iuf"
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in kind):
+        raise ValueError(f"state '{key}' must be a 1-D array of {np.dtype(dtype).name}, got {arr.dtype} {arr.shape}")
+    if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"state '{key}' holds values beyond int64")
+    return arr.astype(dtype)
+
+
+def _state_rng(rng_state: Any) -> np.random.Generator:
+    """A generator restored from a ``bit_generator.state`` dict, else ``ValueError`` naming ``rng``."""
+    if not isinstance(rng_state, dict) or not isinstance(rng_state.get("bit_generator"), str):
+        raise ValueError(f"state 'rng' must be a numpy bit_generator state dict, got {type(rng_state).__name__}")
+    name = rng_state["bit_generator"]
+    cls = getattr(np.random, name, None)
+    if name not in ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64") or cls is None:
+        raise ValueError(f"state 'rng' has an unknown bit generator {name!r}")
+    try:
+        bit_generator = cls()
+        bit_generator.state = rng_state
+    except (TypeError, ValueError, KeyError, OverflowError) as exc:
+        raise ValueError(f"state 'rng' is not a valid {name} state: {exc}") from exc
+    return np.random.Generator(bit_generator)
