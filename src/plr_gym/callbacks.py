@@ -418,7 +418,11 @@ class PLRCallback(BaseCallback):
         if self.wrapper.buffer is not None:
             targets += [
                 (self.wrapper.buffer, self.wrapper.buffer.load_from, path / "plr_buffer.npz"),
-                (self.wrapper.plan, lambda p: self.wrapper.plan.load_state_dict(load_values(p)), path / "plr_generator.npz"),
+                (
+                    self.wrapper.plan,
+                    lambda p: self.wrapper.plan.load_state_dict(load_values(p)),
+                    path / "plr_generator.npz",
+                ),
             ]
         else:
             targets.append((self.wrapper.sampler, self.wrapper.sampler.load_from, path / "plr_sampler.npz"))
@@ -426,7 +430,9 @@ class PLRCallback(BaseCallback):
             targets.append((self.scorer, self.scorer.load, path / "plr_scorer.npz"))
         for _, _, file in targets:
             if not file.exists():
-                raise FileNotFoundError(f"{file} is missing: {directory} is not a PLRCallback checkpoint of this setup")
+                raise FileNotFoundError(
+                    f"{file} is missing: {directory} is not a PLRCallback checkpoint of this setup"
+                )
         saved = [obj.state_dict() for obj, _, _ in targets]
         try:
             for _, load, file in targets:

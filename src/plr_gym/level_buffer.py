@@ -433,7 +433,11 @@ class LevelBuffer:
     def _validated_state(self, state: Any) -> tuple[Any, ...]:
         if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
             raise ValueError("not a LevelBuffer state")
-        missing = [k for k in ("config", "levels", "extras", "scores", "timestamps", "count", "rng") if k not in state]
+        missing = [
+            k
+            for k in ("config", "levels", "extras", "scores", "timestamps", "count", "rng")
+            if k not in state
+        ]
         if missing:
             raise ValueError(f"LevelBuffer state lacks {', '.join(missing)}")
         if not isinstance(state["config"], dict):
@@ -467,8 +471,15 @@ class LevelBuffer:
         except TypeError as exc:
             raise ValueError(f"state 'levels': {exc}") from exc
         rng = _state_rng(state["rng"])
-        return levels, keys, scores, stamps, [dict(e) for e in extras], count, rng, (
-            None if seed is None else int(seed)
+        return (
+            levels,
+            keys,
+            scores,
+            stamps,
+            [dict(e) for e in extras],
+            count,
+            rng,
+            (None if seed is None else int(seed)),
         )
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -483,7 +494,12 @@ class LevelBuffer:
         }
         save_npz(
             path,
-            {"meta": np.array(json.dumps(meta)), "scores": state["scores"], "timestamps": state["timestamps"], **arrays},
+            {
+                "meta": np.array(json.dumps(meta)),
+                "scores": state["scores"],
+                "timestamps": state["timestamps"],
+                **arrays,
+            },
         )
 
     @classmethod

@@ -689,7 +689,13 @@ class LevelSampler:
             self._check_score(float(scf[k]), int(lv[k]))
         if idx.size >= _BULK_UPDATE and np.unique(idx).size == idx.size:
             # Same result as the loop below, with the sampling structures rebuilt once.
-            saved = (self._scores.copy(), self._perm.copy(), self._pos.copy(), self._n_seen, self._softmax_shift)
+            saved = (
+                self._scores.copy(),
+                self._perm.copy(),
+                self._pos.copy(),
+                self._n_seen,
+                self._softmax_shift,
+            )
             try:
                 was_seen = self._pos[idx] < self._n_seen
                 self._scores[idx] = np.where(
@@ -981,7 +987,9 @@ def _state_array(state: dict[str, Any], key: str, dtype: Any) -> npt.NDArray[Any
         raise ValueError(f"state '{key}' is not an array: {exc}") from exc
     kind = "iu" if np.dtype(dtype).kind in "iu" else "iuf"
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in kind):
-        raise ValueError(f"state '{key}' must be a 1-D array of {np.dtype(dtype).name}, got {arr.dtype} {arr.shape}")
+        raise ValueError(
+            f"state '{key}' must be a 1-D array of {np.dtype(dtype).name}, got {arr.dtype} {arr.shape}"
+        )
     if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
         raise ValueError(f"state '{key}' holds values beyond int64")
     return arr.astype(dtype)
@@ -990,7 +998,9 @@ def _state_array(state: dict[str, Any], key: str, dtype: Any) -> npt.NDArray[Any
 def _state_rng(rng_state: Any) -> np.random.Generator:
     """A generator restored from a ``bit_generator.state`` dict, else ``ValueError`` naming ``rng``."""
     if not isinstance(rng_state, dict) or not isinstance(rng_state.get("bit_generator"), str):
-        raise ValueError(f"state 'rng' must be a numpy bit_generator state dict, got {type(rng_state).__name__}")
+        raise ValueError(
+            f"state 'rng' must be a numpy bit_generator state dict, got {type(rng_state).__name__}"
+        )
     name = rng_state["bit_generator"]
     cls = getattr(np.random, name, None)
     if name not in ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64") or cls is None:

@@ -286,7 +286,9 @@ class EpisodeScorer:
                 f"partial_episodes={partial_episodes!r} is not supported; choose 'stitch' or 'commit'"
             )
         if not hasattr(target, "update_batch"):
-            raise TypeError(f"target must have an update_batch(levels, scores) method, got {type(target).__name__}")
+            raise TypeError(
+                f"target must have an update_batch(levels, scores) method, got {type(target).__name__}"
+            )
         self.target = target
         self.n_envs = int(n_envs)
         self.strategy = strategy
@@ -392,7 +394,9 @@ class EpisodeScorer:
             trunc = trunc & mask
             rows, cols = np.nonzero(trunc[:-1])
             if not np.isfinite(fields["values"][rows + 1, cols]).all():
-                raise ValueError("values of the rows after truncated steps (the final observations) contain NaN or inf")
+                raise ValueError(
+                    "values of the rows after truncated steps (the final observations) contain NaN or inf"
+                )
 
         snapshot = (dict(self.max_returns), dict(self._level_of_key), self.num_dropped)
         try:
@@ -569,9 +573,15 @@ class EpisodeScorer:
         if not isinstance(state, dict) or any(
             k not in state for k in ("n_envs", "open", "max_returns", "num_scored", "num_dropped")
         ):
-            raise ValueError("not an EpisodeScorer state (needs n_envs, open, max_returns, num_scored, num_dropped)")
+            raise ValueError(
+                "not an EpisodeScorer state (needs n_envs, open, max_returns, num_scored, num_dropped)"
+            )
         n_envs = state["n_envs"]
-        if isinstance(n_envs, bool) or not isinstance(n_envs, (int, np.integer)) or int(n_envs) != self.n_envs:
+        if (
+            isinstance(n_envs, bool)
+            or not isinstance(n_envs, (int, np.integer))
+            or int(n_envs) != self.n_envs
+        ):
             raise ValueError(f"state has n_envs={n_envs!r}, this scorer has {self.n_envs}")
         counters = {}
         for name in ("num_scored", "num_dropped"):
@@ -595,9 +605,13 @@ class EpisodeScorer:
                 raise ValueError(f"state 'max_returns' entries must be [level, return] pairs, got {item!r}")
             level, value = item
             if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-                raise ValueError(f"state 'max_returns' value for level {level!r} must be a float, got {value!r}")
+                raise ValueError(
+                    f"state 'max_returns' value for level {level!r} must be a float, got {value!r}"
+                )
             if not np.isfinite(value):
-                raise ValueError(f"state 'max_returns' value for level {level!r} must be finite, got {value!r}")
+                raise ValueError(
+                    f"state 'max_returns' value for level {level!r} must be finite, got {value!r}"
+                )
             try:
                 key = level if isinstance(level, (int, str)) else level_key(level)
             except TypeError as exc:
@@ -631,7 +645,9 @@ class EpisodeScorer:
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"state 'open' field {k!r} is not numeric: {exc}") from exc
             if arr.ndim < 1 or arr.shape[0] == 0 or (length is not None and arr.shape[0] != length):
-                raise ValueError(f"state 'open' field {k!r} must have one entry per step, got shape {arr.shape}")
+                raise ValueError(
+                    f"state 'open' field {k!r} must have one entry per step, got shape {arr.shape}"
+                )
             if k != "log_policy" and not np.isfinite(arr).all():
                 raise ValueError(f"state 'open' field {k!r} contains NaN or inf")
             length = arr.shape[0]
