@@ -145,6 +145,7 @@ def _as_levels(levels: Any) -> IntArray:
             raise ValueError(f"levels must be 1-D, got an array of shape {arr.shape}")
         if arr.size and (arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer)):
             raise TypeError(f"levels must be integers (level ids / seeds), got dtype {arr.dtype}")
+        _check_int64_range("levels", arr)
         arr = arr.astype(np.int64, copy=True)
     if arr.size == 0:
         raise ValueError("levels must not be empty")
@@ -153,6 +154,14 @@ def _as_levels(levels: Any) -> IntArray:
         dups = uniq[counts > 1][:5].tolist()
         raise ValueError(f"levels must be unique; duplicated level ids: {dups}")
     return arr
+
+
+def _check_int64_range(name: str, arr: npt.NDArray[Any]) -> None:
+    """Refuse unsigned level ids that ``int64`` cannot hold (they would wrap to negative ids)."""
+    if arr.size and arr.dtype.kind == "u" and int(arr.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"{name} must fit in int64 (ids < 2**63), got {int(arr.max())}")
+    if arr.dtype == object:
+        raise TypeError(f"{name} must be int level ids, got Python objects (ints beyond int64?)")
 
 
 class _LevelIndex:
@@ -184,6 +193,8 @@ class _LevelIndex:
     def indices(self, levels: npt.NDArray[Any]) -> IntArray:
         if levels.dtype == np.bool_ or not np.issubdtype(levels.dtype, np.integer):
             raise TypeError(f"levels must be int level ids, got dtype {levels.dtype}")
+        if levels.size and levels.dtype.kind == "u" and int(levels.max()) > np.iinfo(np.int64).max:
+            raise KeyError(f"level {int(levels.max())} is not one of this sampler's levels")
         lv = levels.astype(np.int64)
         if self.contiguous:
             idx = lv - self.start
