@@ -1019,6 +1019,6 @@ def _state_rng(rng_state: Any) -> np.random.Generator:
     try:
         bit_generator = cls()
         bit_generator.state = rng_state
-    except (TypeError, ValueError, KeyError, OverflowError) as exc:
-        raise ValueError(f"state 'rng' is not a valid {name} state: {exc}") from exc
+    except Exception as exc:  # numpy raises TypeError, ValueError, KeyError, IndexError, OverflowError...
+        raise ValueError(f"state 'rng' is not a valid {name} state: {exc!r}") from exc
     return np.random.Generator(bit_generator)
