@@ -896,7 +896,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
             raise ValueError(f"cannot load {name!r}: tree leaves must be finite and >= 0")
         stored = self.capacity if full else int(pos) * self.n_envs
         if (prio[stored:] != 0).any() or (leaves[stored:] != 0).any():
-            raise ValueError(f"cannot load {name!r}: slots beyond the stored data have non-zero priority")
+            raise ValueError(f"cannot load {name!r}: priorities (or leaves) of slots beyond the stored data are not 0")
         if ((leaves[:stored] > 0) != (prio[:stored] > 0)).any():
             raise ValueError(
                 f"cannot load {name!r}: tree leaves and priorities disagree on which slots are empty"
