@@ -36,10 +36,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 import gymnasium as gym  # noqa: E402
-import reliability_objects as ro  # noqa: E402
 from gymnasium import spaces  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 
+import reliability_objects as ro  # noqa: E402
 from plr_gym import (  # noqa: E402
     PERDQN,
     LevelBuffer,
@@ -60,7 +60,9 @@ CLEAR = (ValueError, TypeError, KeyError, IndexError, FileNotFoundError, Runtime
 results: list[dict[str, Any]] = []
 
 
-def attempt(component: str, name: str, fn: Callable[[], Any], keyword: str, check: Callable[[], bool] | None = None) -> None:
+def attempt(
+    component: str, name: str, fn: Callable[[], Any], keyword: str, check: Callable[[], bool] | None = None
+) -> None:
     """Run one bad-input case; ``keyword`` must appear in a clear error's message."""
     row: dict[str, Any] = {"component": component, "case": name}
     try:
@@ -69,7 +71,7 @@ def attempt(component: str, name: str, fn: Callable[[], Any], keyword: str, chec
         msg = str(exc)
         row["outcome"] = "clear" if keyword.lower() in msg.lower() else "unclear"
         row["message"] = f"{type(exc).__name__}: {msg[:160]}"
-    except Exception as exc:  # noqa: BLE001 - classifying is the point
+    except Exception as exc:
         row["outcome"] = "unclear"
         row["message"] = f"{type(exc).__name__}: {str(exc)[:160]}"
     else:
@@ -104,7 +106,16 @@ def main() -> None:
         "LevelSampler",
         sampler,
         {
-            "levels": [[], [1, 1], [1.5, 2.0], "abc", 5, [[1, 2]], [True, False], np.array([2**63], dtype=np.uint64)],
+            "levels": [
+                [],
+                [1, 1],
+                [1.5, 2.0],
+                "abc",
+                5,
+                [[1, 2]],
+                [True, False],
+                np.array([2**63], dtype=np.uint64),
+            ],
             "strategy": ["nope", None, 3],
             "score_transform": ["nope", None],
             "staleness_transform": ["nope"],
@@ -127,7 +138,11 @@ def main() -> None:
         ("update(score=nan)", lambda: s.update(1, NAN), "score"),
         ("update(score='x')", lambda: s.update(1, "x"), "score"),
         ("update_batch(lengths differ)", lambda: s.update_batch([1, 2], [0.5]), "levels"),
-        ("update_batch(uint64 2**63)", lambda: s.update_batch(np.array([2**63], dtype=np.uint64), [1.0]), "level"),
+        (
+            "update_batch(uint64 2**63)",
+            lambda: s.update_batch(np.array([2**63], dtype=np.uint64), [1.0]),
+            "level",
+        ),
         ("sample(n=-1)", lambda: s.sample(-1), "n"),
         ("sample(n=2.5)", lambda: s.sample(2.5), "n"),
     ]:
@@ -190,7 +205,12 @@ def main() -> None:
         ("last_values", np.array([NAN]), "last_values"),
         ("levels", np.array([[0], [1], [0]]), "level"),
     ]:
-        attempt("EpisodeScorer", f"process_rollout({field} bad)", lambda f=field, v=value: sc.process_rollout(**{**good, f: v}), kw)
+        attempt(
+            "EpisodeScorer",
+            f"process_rollout({field} bad)",
+            lambda f=field, v=value: sc.process_rollout(**{**good, f: v}),
+            kw,
+        )
 
     # ---------------------------------------------------------------- LevelWrapper and the wrappers
     constructor_cases(
@@ -200,25 +220,73 @@ def main() -> None:
     )
     w = LevelWrapper(gym.make("CartPole-v1"))
     attempt("LevelWrapper", "reset(options level=True)", lambda: w.reset(options={"level": True}), "level")
-    attempt("LevelWrapper", "reset(level 1.7, env ignores options)", lambda: w.reset(options={"level": 1.7}), "level")
-    attempt("LevelWrapper", "reset(level 'easy', env ignores options)", lambda: w.reset(options={"level": "easy"}), "level")
+    attempt(
+        "LevelWrapper",
+        "reset(level 1.7, env ignores options)",
+        lambda: w.reset(options={"level": 1.7}),
+        "level",
+    )
+    attempt(
+        "LevelWrapper",
+        "reset(level 'easy', env ignores options)",
+        lambda: w.reset(options={"level": "easy"}),
+        "level",
+    )
     attempt("LevelWrapper", "next_level=True", lambda: setattr(w, "next_level", True), "level")
 
     venv = make_vec_env(lambda: LevelWrapper(gym.make("CartPole-v1")), n_envs=2, seed=0)
     raw_venv = make_vec_env(lambda: gym.make("CartPole-v1"), n_envs=2, seed=0)
     for name, fn, kw in [
         ("no levels", lambda: PrioritizedLevelReplay(venv), "levels"),
-        ("sampler and kwargs", lambda: PrioritizedLevelReplay(venv, sampler=sampler(), levels=range(3)), "sampler"),
+        (
+            "sampler and kwargs",
+            lambda: PrioritizedLevelReplay(venv, sampler=sampler(), levels=range(3)),
+            "sampler",
+        ),
         ("sampler=3", lambda: PrioritizedLevelReplay(venv, sampler=3), "sampler"),  # type: ignore[arg-type]
-        ("unknown kwarg", lambda: PrioritizedLevelReplay(venv, levels=range(3), tempreature=1.0), "tempreature"),
-        ("sub-envs without LevelWrapper", lambda: PrioritizedLevelReplay(raw_venv, levels=range(3)), "LevelWrapper"),
-        ("buffer without generator", lambda: PrioritizedLevelReplay(venv, buffer=LevelBuffer(4)), "generator"),
+        (
+            "unknown kwarg",
+            lambda: PrioritizedLevelReplay(venv, levels=range(3), tempreature=1.0),
+            "tempreature",
+        ),
+        (
+            "sub-envs without LevelWrapper",
+            lambda: PrioritizedLevelReplay(raw_venv, levels=range(3)),
+            "LevelWrapper",
+        ),
+        (
+            "buffer without generator",
+            lambda: PrioritizedLevelReplay(venv, buffer=LevelBuffer(4)),
+            "generator",
+        ),
         ("buffer=3", lambda: PrioritizedLevelReplay(venv, buffer=3, generator=lambda r: 1), "buffer"),  # type: ignore[arg-type]
-        ("generator without buffer", lambda: PrioritizedLevelReplay(venv, levels=range(3), generator=lambda r: 1), "buffer"),
-        ("n_mutations=0", lambda: PrioritizedLevelReplay(venv, buffer=LevelBuffer(4), generator=lambda r: 1, n_mutations=0), "n_mutations"),
-        ("buffer seed=-1", lambda: PrioritizedLevelReplay(venv, buffer=LevelBuffer(4), generator=lambda r: 1, seed=-1), "seed"),
-        ("buffer strategy=random", lambda: PrioritizedLevelReplay(venv, buffer=LevelBuffer(4), generator=lambda r: 1, strategy="random"), "strategy"),
-        ("set_options(level)", lambda: PrioritizedLevelReplay(venv, levels=range(3)).set_options({"level": 3}), "level"),
+        (
+            "generator without buffer",
+            lambda: PrioritizedLevelReplay(venv, levels=range(3), generator=lambda r: 1),
+            "buffer",
+        ),
+        (
+            "n_mutations=0",
+            lambda: PrioritizedLevelReplay(venv, buffer=LevelBuffer(4), generator=lambda r: 1, n_mutations=0),
+            "n_mutations",
+        ),
+        (
+            "buffer seed=-1",
+            lambda: PrioritizedLevelReplay(venv, buffer=LevelBuffer(4), generator=lambda r: 1, seed=-1),
+            "seed",
+        ),
+        (
+            "buffer strategy=random",
+            lambda: PrioritizedLevelReplay(
+                venv, buffer=LevelBuffer(4), generator=lambda r: 1, strategy="random"
+            ),
+            "strategy",
+        ),
+        (
+            "set_options(level)",
+            lambda: PrioritizedLevelReplay(venv, levels=range(3)).set_options({"level": 3}),
+            "level",
+        ),
     ]:
         attempt("PrioritizedLevelReplay (SB3)", name, fn, kw)
 
@@ -228,11 +296,21 @@ def main() -> None:
 
     attempt("PrioritizedLevelReplay (SB3)", "generator returns None", gen_none_reset, "generator")
 
-    envs = gym.vector.SyncVectorEnv([lambda: LevelWrapper(gym.make("CartPole-v1", max_episode_steps=5)) for _ in range(2)])
+    envs = gym.vector.SyncVectorEnv(
+        [lambda: LevelWrapper(gym.make("CartPole-v1", max_episode_steps=5)) for _ in range(2)]
+    )
     for name, fn, kw in [
         ("no levels", lambda: VectorPLR(envs), "levels"),
-        ("reset(options level)", lambda: VectorPLR(envs, levels=range(3)).reset(options={"level": 1}), "level"),
-        ("reset(reset_mask ints)", lambda: VectorPLR(envs, levels=range(3)).reset(options={"reset_mask": np.ones(2)}), "reset_mask"),
+        (
+            "reset(options level)",
+            lambda: VectorPLR(envs, levels=range(3)).reset(options={"level": 1}),
+            "level",
+        ),
+        (
+            "reset(reset_mask ints)",
+            lambda: VectorPLR(envs, levels=range(3)).reset(options={"reset_mask": np.ones(2)}),
+            "reset_mask",
+        ),
     ]:
         attempt("PrioritizedLevelReplay (Gymnasium)", name, fn, kw)
     vplr = VectorPLR(envs, levels=range(3), seed=0)
@@ -247,20 +325,25 @@ def main() -> None:
         ("gamma=True", {**ok, "gamma": True}, "gamma"),
         ("rewards 1-D", {**ok, "rewards": np.zeros(4)}, "rewards"),
     ]:
-        attempt("PrioritizedLevelReplay (Gymnasium)", f"report_rollout({name})", lambda k=kwargs: vplr.report_rollout(**k), kw)
+        attempt(
+            "PrioritizedLevelReplay (Gymnasium)",
+            f"report_rollout({name})",
+            lambda k=kwargs: vplr.report_rollout(**k),
+            kw,
+        )
 
     constructor_cases(
         "PLRCallback",
         PLRCallback,
         {"save_freq": POS_INT, "stats_every": [True, 0, 1.5]},
     )
-    attempt(
-        "PLRCallback", "load before training", lambda: PLRCallback().load(tmp), "resume_from"
-    )
+    attempt("PLRCallback", "load before training", lambda: PLRCallback().load(tmp), "resume_from")
 
     # ---------------------------------------------------------------- PER
     def per(**kw: Any) -> PrioritizedReplayBuffer:
-        return PrioritizedReplayBuffer(16, spaces.Box(-1, 1, (3,)), spaces.Discrete(2), **{"device": "cpu", **kw})
+        return PrioritizedReplayBuffer(
+            16, spaces.Box(-1, 1, (3,)), spaces.Discrete(2), **{"device": "cpu", **kw}
+        )
 
     constructor_cases(
         "PrioritizedReplayBuffer",
@@ -278,14 +361,23 @@ def main() -> None:
             "optimize_memory_usage": [True],
         },
     )
-    attempt("PrioritizedReplayBuffer", "recent_data_ratio without steps", lambda: per(recent_data_ratio=0.5), "recent_data_steps")
+    attempt(
+        "PrioritizedReplayBuffer",
+        "recent_data_ratio without steps",
+        lambda: per(recent_data_ratio=0.5),
+        "recent_data_steps",
+    )
     pb = per(n_envs=1, seed=0)
     o = np.zeros((1, 3), dtype=np.float32)
     pb.add(o, o, np.zeros((1, 1)), np.zeros(1), np.zeros(1), [{}])
     for name, fn, kw in [
         ("sample(batch_size=True)", lambda: pb.sample(True), "batch_size"),
         ("sample(batch_size=0)", lambda: pb.sample(0), "batch_size"),
-        ("add(level 2**63)", lambda: pb.add(o, o, np.zeros((1, 1)), np.zeros(1), np.zeros(1), [{"level": 2**63}]), "level"),
+        (
+            "add(level 2**63)",
+            lambda: pb.add(o, o, np.zeros((1, 1)), np.zeros(1), np.zeros(1), [{"level": 2**63}]),
+            "level",
+        ),
         ("update_priorities(nan)", lambda: pb.update_priorities([0], [NAN]), "priorit"),
         ("anneal_beta(2)", lambda: pb.anneal_beta(2.0), "progress"),
     ]:
@@ -307,7 +399,11 @@ def main() -> None:
         ("iqm(NaN)", lambda: iqm([1.0, NAN]), "values"),
         ("evaluate_levels(float levels)", lambda: evaluate_levels(None, venv, [1.7]), "levels"),
         ("evaluate_levels(duplicates)", lambda: evaluate_levels(None, venv, [1, 1]), "levels"),
-        ("evaluate_levels(n_episodes=0)", lambda: evaluate_levels(None, venv, [1], n_episodes=0), "n_episodes"),
+        (
+            "evaluate_levels(n_episodes=0)",
+            lambda: evaluate_levels(None, venv, [1], n_episodes=0),
+            "n_episodes",
+        ),
         ("evaluate_levels(negative level)", lambda: evaluate_levels(None, venv, [-3]), "level"),
     ]:
         attempt("evaluation", name, fn, kw)
@@ -358,8 +454,13 @@ def loader_census(tmp: Path) -> None:
         save_npz(path, {"meta": np.array(json.dumps(state)), **arrays})
         live = ro.make_sampler(12)
         before = copy.deepcopy(live.state_dict())
-        attempt("LevelSampler.load_from", name, lambda p=path, s=live: s.load_from(p), _member(key),
-                lambda s=live, b=before: ro.same(s.state_dict(), b))
+        attempt(
+            "LevelSampler.load_from",
+            name,
+            lambda p=path, s=live: s.load_from(p),
+            _member(key),
+            lambda s=live, b=before: ro.same(s.state_dict(), b),
+        )
     for name, content in [("truncated file", None), ("text file", b"hello"), ("missing file", "missing")]:
         path = tmp / "bad.npz"
         if content is None:
@@ -374,28 +475,46 @@ def loader_census(tmp: Path) -> None:
     # LevelBuffer
     lb_base = ro.make_level_buffer(9).state_dict()
     for name, changes in {
-        "rng malformed (after valid data)": {"rng": {"bit_generator": "PCG64", "state": {"state": "x", "inc": 1}}},
+        "rng malformed (after valid data)": {
+            "rng": {"bit_generator": "PCG64", "state": {"state": "x", "inc": 1}}
+        },
         "score NaN": {"scores": np.array([NAN, 1.0, 2.0, 3.0])},
         "timestamp beyond count": {"timestamps": np.array([1, 2, 3, 10**6])},
         "count=-1": {"count": -1},
         "extras length differs": {"extras": [{}]},
         "extras not dicts": {"extras": [1, 2, 3, 4]},
-        "5 levels, capacity 4": {"levels": list(range(5)), "extras": [{}] * 5, "scores": np.zeros(5), "timestamps": np.zeros(5, dtype=np.int64)},
+        "5 levels, capacity 4": {
+            "levels": list(range(5)),
+            "extras": [{}] * 5,
+            "scores": np.zeros(5),
+            "timestamps": np.zeros(5, dtype=np.int64),
+        },
         "other capacity": {"config": {**lb_base["config"], "capacity": 8}},
     }.items():
         state = {**copy.deepcopy(lb_base), **changes}
         live = ro.make_level_buffer(6)
         before = copy.deepcopy(live.state_dict())
-        attempt("LevelBuffer.load_state_dict", name, lambda st=state, b=live: b.load_state_dict(st), _member(next(iter(changes))),
-                lambda b=live, s=before: ro.same(b.state_dict(), s))
+        attempt(
+            "LevelBuffer.load_state_dict",
+            name,
+            lambda st=state, b=live: b.load_state_dict(st),
+            _member(next(iter(changes))),
+            lambda b=live, s=before: ro.same(b.state_dict(), s),
+        )
 
     # EpisodeScorer
     sc_base = ro.make_scorer(4).state_dict()
     for name, changes in {
         "other n_envs": {"n_envs": 3},
-        "open env out of range": {"open": [{"env": 5, "level": 1, "rewards": [1.0], "values": [0.0], "next_values": [0.0]}]},
-        "open arrays ragged": {"open": [{"env": 0, "level": 1, "rewards": [1.0, 2.0], "values": [0.0], "next_values": [0.0]}]},
-        "open NaN": {"open": [{"env": 0, "level": 1, "rewards": [NAN], "values": [0.0], "next_values": [0.0]}]},
+        "open env out of range": {
+            "open": [{"env": 5, "level": 1, "rewards": [1.0], "values": [0.0], "next_values": [0.0]}]
+        },
+        "open arrays ragged": {
+            "open": [{"env": 0, "level": 1, "rewards": [1.0, 2.0], "values": [0.0], "next_values": [0.0]}]
+        },
+        "open NaN": {
+            "open": [{"env": 0, "level": 1, "rewards": [NAN], "values": [0.0], "next_values": [0.0]}]
+        },
         "max return inf": {"max_returns": [[3, INF]]},
         "num_scored=-2": {"num_scored": -2},
     }.items():
@@ -404,8 +523,13 @@ def loader_census(tmp: Path) -> None:
         save_values(path, state)
         live = ro.make_scorer(3)
         before = copy.deepcopy(live.state_dict())
-        attempt("EpisodeScorer.load", name, lambda p=path, s=live: s.load(p), _member(next(iter(changes))),
-                lambda s=live, b=before: ro.same(s.state_dict(), b))
+        attempt(
+            "EpisodeScorer.load",
+            name,
+            lambda p=path, s=live: s.load(p),
+            _member(next(iter(changes))),
+            lambda s=live, b=before: ro.same(s.state_dict(), b),
+        )
 
     # RolloutPlan (the generator state of buffer mode)
     for name, state in {
@@ -418,8 +542,13 @@ def loader_census(tmp: Path) -> None:
         live = ro.make_plan(3)
         before = copy.deepcopy(live.state_dict())
         key = "rng" if "rng" in name else "children"
-        attempt("RolloutPlan.load_state_dict", name, lambda p=path, pl=live: pl.load_state_dict(load_values(p)), key,
-                lambda pl=live, b=before: ro.same(pl.state_dict(), b))
+        attempt(
+            "RolloutPlan.load_state_dict",
+            name,
+            lambda p=path, pl=live: pl.load_state_dict(load_values(p)),
+            key,
+            lambda pl=live, b=before: ro.same(pl.state_dict(), b),
+        )
 
     # PrioritizedReplayBuffer
     ro.make_per(6).save(tmp / "per.npz")
@@ -433,8 +562,14 @@ def loader_census(tmp: Path) -> None:
         "observations of another shape": ("observations", lambda d: d["observations"][:, :, :2]),
         "levels below -1": ("levels", lambda d: d["levels"] - 100),
         "rank counters negative": ("rank_counters", lambda d: np.array([-1, 0])),
-        "rng malformed": ("rng_state", lambda d: np.array(json.dumps({"bit_generator": "PCG64", "state": 1}))),
-        "other alpha": ("config", lambda d: np.array(json.dumps({**json.loads(str(d["config"])), "alpha": 0.1}))),
+        "rng malformed": (
+            "rng_state",
+            lambda d: np.array(json.dumps({"bit_generator": "PCG64", "state": 1})),
+        ),
+        "other alpha": (
+            "config",
+            lambda d: np.array(json.dumps({**json.loads(str(d["config"])), "alpha": 0.1})),
+        ),
         "rewards missing": ("rewards", None),
     }.items():
         data = dict(good)
@@ -446,17 +581,32 @@ def loader_census(tmp: Path) -> None:
         live = ro.make_per(3)
         before = ro.per_state(live)
         kw = {"rng_state": "rng", "config": "alpha", "leaves": "leaves"}.get(key, key)
-        attempt("PrioritizedReplayBuffer.load", name, lambda b=live: b.load(tmp / "crafted.npz"), kw,
-                lambda b=live, s=before: ro.same(ro.per_state(b), s))
+        attempt(
+            "PrioritizedReplayBuffer.load",
+            name,
+            lambda b=live: b.load(tmp / "crafted.npz"),
+            kw,
+            lambda b=live, s=before: ro.same(ro.per_state(b), s),
+        )
 
     # PLRCallback: resume into a run with another n_envs, and a checkpoint with a missing file
     ro.make_callback(9, n_envs=3).save(tmp / "plr")
     live = ro.make_callback(4, n_envs=2)
     before = ro.live_state("callback", live)
-    attempt("PLRCallback.load", "other n_envs", lambda: live.load(tmp / "plr"), "n_envs",
-            lambda: ro.same(ro.live_state("callback", live), before))
-    attempt("PLRCallback.load", "empty directory", lambda: live.load(tmp / "empty_dir"), "plr_sampler.npz",
-            lambda: ro.same(ro.live_state("callback", live), before))
+    attempt(
+        "PLRCallback.load",
+        "other n_envs",
+        lambda: live.load(tmp / "plr"),
+        "n_envs",
+        lambda: ro.same(ro.live_state("callback", live), before),
+    )
+    attempt(
+        "PLRCallback.load",
+        "empty directory",
+        lambda: live.load(tmp / "empty_dir"),
+        "plr_sampler.npz",
+        lambda: ro.same(ro.live_state("callback", live), before),
+    )
 
 
 def _member(key: str) -> str:
@@ -466,11 +616,15 @@ def _member(key: str) -> str:
 def report() -> dict[str, Any]:
     comps: dict[str, dict[str, int]] = {}
     for r in results:
-        c = comps.setdefault(r["component"], {"tried": 0, "clear": 0, "unclear": 0, "accepted": 0, "corrupted": 0})
+        c = comps.setdefault(
+            r["component"], {"tried": 0, "clear": 0, "unclear": 0, "accepted": 0, "corrupted": 0}
+        )
         c["tried"] += 1
         c[r["outcome"]] += 1
         c["corrupted"] += int(r.get("corrupted", False))
-    total = {k: sum(c[k] for c in comps.values()) for k in ("tried", "clear", "unclear", "accepted", "corrupted")}
+    total = {
+        k: sum(c[k] for c in comps.values()) for k in ("tried", "clear", "unclear", "accepted", "corrupted")
+    }
     return {"components": comps, "total": total}
 
 
@@ -483,11 +637,19 @@ if __name__ == "__main__":
     print("| component | tried | clear error | unclear error | silently accepted | refused but changed |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, c in summary["components"].items():
-        print(f"| {name} | {c['tried']} | {c['clear']} | {c['unclear']} | {c['accepted']} | {c['corrupted']} |")
+        print(
+            f"| {name} | {c['tried']} | {c['clear']} | {c['unclear']} | {c['accepted']} | {c['corrupted']} |"
+        )
     t = summary["total"]
-    print(f"| **total** | **{t['tried']}** | **{t['clear']}** | **{t['unclear']}** | **{t['accepted']}** | **{t['corrupted']}** |")
+    print(
+        f"| **total** | **{t['tried']}** | **{t['clear']}** | **{t['unclear']}** | **{t['accepted']}** | "
+        f"**{t['corrupted']}** |"
+    )
     for r in results:
         if r["outcome"] != "clear" or r.get("corrupted"):
-            print(f"- {r['component']} / {r['case']}: {r['outcome']}{' (changed the object)' if r.get('corrupted') else ''} {r['message']}")
+            print(
+                f"- {r['component']} / {r['case']}: {r['outcome']}"
+                f"{' (changed the object)' if r.get('corrupted') else ''} {r['message']}"
+            )
     if args.json is not None:
         args.json.write_text(json.dumps({"summary": summary, "cases": results}, indent=2, default=str) + "\n")

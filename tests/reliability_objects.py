@@ -70,7 +70,9 @@ def make_scorer(rounds: int, n_envs: int = 2) -> EpisodeScorer:
 
 
 def make_plan(rounds: int) -> RolloutPlan:
-    plan = RolloutPlan("test", 2, LevelBuffer(capacity=4, seed=0), generator=lambda rng: int(rng.integers(1000)))
+    plan = RolloutPlan(
+        "test", 2, LevelBuffer(capacity=4, seed=0), generator=lambda rng: int(rng.integers(1000))
+    )
     plan.rng = np.random.default_rng(0)
     for _ in range(rounds):
         plan.begin()

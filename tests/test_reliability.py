@@ -23,8 +23,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-import reliability_objects as ro
 
+import reliability_objects as ro
 from plr_gym import LevelBuffer, LevelSampler, LevelWrapper, PLRCallback
 from plr_gym._levels import load_values, save_values
 from plr_gym.checkpoint import CURRENT_LINK, load_npz, save_npz
@@ -242,7 +242,9 @@ def test_level_buffer_refuses_crafted_states_and_stays_unchanged(case: str) -> N
         live.load_state_dict(state)
     assert ro.same(live.state_dict(), before)
     twin = ro.make_level_buffer(6)
-    assert [live.sample_replay_level()[0] for _ in range(10)] == [twin.sample_replay_level()[0] for _ in range(10)]
+    assert [live.sample_replay_level()[0] for _ in range(10)] == [
+        twin.sample_replay_level()[0] for _ in range(10)
+    ]
 
 
 def test_level_buffer_file_with_bad_rng_is_refused_before_anything_changes(tmp_path: Path) -> None:
@@ -260,7 +262,9 @@ def test_level_buffer_file_with_bad_rng_is_refused_before_anything_changes(tmp_p
 
 SCORER_CASES = {
     "other n_envs": {"n_envs": 3},
-    "env out of range": {"open": [{"env": 5, "level": 1, "rewards": [1.0], "values": [0.0], "next_values": [0.0]}]},
+    "env out of range": {
+        "open": [{"env": 5, "level": 1, "rewards": [1.0], "values": [0.0], "next_values": [0.0]}]
+    },
     "ragged step arrays": {
         "open": [{"env": 0, "level": 1, "rewards": [1.0, 2.0], "values": [0.0], "next_values": [0.0]}]
     },
@@ -305,7 +309,9 @@ def test_scorer_refuses_crafted_states_and_stays_unchanged(tmp_path: Path, case:
         {"children": []},
     ],
 )
-def test_rollout_plan_refuses_crafted_states_and_stays_unchanged(tmp_path: Path, state: dict[str, Any]) -> None:
+def test_rollout_plan_refuses_crafted_states_and_stays_unchanged(
+    tmp_path: Path, state: dict[str, Any]
+) -> None:
     live = ro.make_plan(3)
     before = copy.deepcopy(live.state_dict())
     with pytest.raises(ValueError):
@@ -323,12 +329,17 @@ PER_CASES = {
     "pos out of range": {"pos": lambda d: np.array(16)},
     "negative pos": {"pos": lambda d: np.array(-1)},
     "priority beyond the stored data": {"priorities": lambda d: np.r_[d["priorities"][:-1], 2.0]},
-    "max_priority below a priority": {"max_priority": lambda d: np.array(1.0), "priorities": lambda d: d["priorities"] * 100},
+    "max_priority below a priority": {
+        "max_priority": lambda d: np.array(1.0),
+        "priorities": lambda d: d["priorities"] * 100,
+    },
     "observations of another shape": {"observations": lambda d: d["observations"][:, :, :2]},
     "levels below -1": {"levels": lambda d: d["levels"] - 100},
     "rank counters negative": {"rank_counters": lambda d: np.array([-1, 0])},
     "RNG malformed": {"rng_state": lambda d: np.array(json.dumps({"bit_generator": "PCG64", "state": 1}))},
-    "other settings": {"config": lambda d: np.array(json.dumps({**json.loads(str(d["config"])), "alpha": 0.1}))},
+    "other settings": {
+        "config": lambda d: np.array(json.dumps({**json.loads(str(d["config"])), "alpha": 0.1}))
+    },
     "data missing": {"rewards": None},
 }
 
@@ -439,7 +450,9 @@ def test_interrupted_level_buffer_eviction_is_undone() -> None:
     assert ro.same(live.state_dict(), before)
     assert live.find("new") == -1
     assert live.insert("new", 100.0) == twin.insert("new", 100.0)
-    assert [live.sample_replay_level()[0] for _ in range(10)] == [twin.sample_replay_level()[0] for _ in range(10)]
+    assert [live.sample_replay_level()[0] for _ in range(10)] == [
+        twin.sample_replay_level()[0] for _ in range(10)
+    ]
 
 
 def _vector_env(n_envs: int = 2, max_steps: int = 3) -> Any:
@@ -488,7 +501,7 @@ def test_vector_truncation_bootstraps_with_the_final_observation_value() -> None
     assert truncated[2]  # CartPole does not fall in 3 steps
     values = np.array([[0.5], [0.2], [0.7], [0.9], [0.4]])
     rewards = np.array([[1.0], [1.0], [1.0], [0.0], [1.0]])
-    (level, score), = envs.report_rollout(rewards=rewards, values=values, gamma=0.5)
+    ((_level, score),) = envs.report_rollout(rewards=rewards, values=values, gamma=0.5)
     # |r + γ V' − V| with V' = V(final obs) = values[3] on the truncated last step (not 0)
     hand = (abs(1 + 0.5 * 0.2 - 0.5) + abs(1 + 0.5 * 0.7 - 0.2) + abs(1 + 0.5 * 0.9 - 0.7)) / 3
     assert score == pytest.approx(hand, abs=1e-12)
@@ -503,7 +516,7 @@ def test_max_mc_best_return_is_the_raw_episodic_return() -> None:
     folded = raw.copy()
     folded[-1] += 0.9 * 4.0  # γ·V(terminal obs)
     values = np.array([[2.0], [1.5], [1.0]])
-    ((level, score),) = scorer.process_rollout(
+    ((_level, score),) = scorer.process_rollout(
         levels=np.full((3, 1), 2),
         episode_starts=np.array([[True], [False], [False]]),
         dones=np.array([True]),
@@ -521,9 +534,7 @@ def test_plr_callback_max_mc_uses_raw_returns_under_time_limits() -> None:
 
     from plr_gym import PrioritizedLevelReplay
 
-    venv = make_vec_env(
-        lambda: LevelWrapper(gym.make("CartPole-v1", max_episode_steps=6)), n_envs=2, seed=0
-    )
+    venv = make_vec_env(lambda: LevelWrapper(gym.make("CartPole-v1", max_episode_steps=6)), n_envs=2, seed=0)
     venv = PrioritizedLevelReplay(venv, levels=range(4), strategy="max_mc", seed=0)
     episodes: dict[int, list[float]] = {}
 
@@ -570,7 +581,9 @@ def test_plr_callback_bootstraps_with_the_value_sb3_used() -> None:
                 seen["hand"] = self.model.policy.predict_values(obs).numpy().reshape(-1)
             super()._on_rollout_end()
 
-    MaskablePPO("MlpPolicy", venv, n_steps=16, batch_size=32, n_epochs=1, seed=0).learn(32, callback=Capture())
+    MaskablePPO("MlpPolicy", venv, n_steps=16, batch_size=32, n_epochs=1, seed=0).learn(
+        32, callback=Capture()
+    )
     np.testing.assert_allclose(seen["last_values"], seen["hand"], rtol=1e-6)
     assert not np.allclose(seen["locals_values"], seen["hand"])  # what the callback used before the fix
     venv.close()
@@ -581,12 +594,20 @@ def test_commit_partial_episodes_matches_level_replay() -> None:
     adv = np.array([[1.0], [3.0], [-2.0], [4.0], [0.5]])
     starts = np.array([[True], [False], [False], [False], [False]])
     stitched = EpisodeScorer(LevelSampler(levels=range(3)), n_envs=1, strategy="value_l1")
-    committed = EpisodeScorer(LevelSampler(levels=range(3)), n_envs=1, strategy="value_l1", partial_episodes="commit")
-    first = dict(rewards=np.zeros((3, 1)), values=np.zeros((3, 1)), levels=np.full((3, 1), 1), dones=np.array([False]))
-    second = dict(rewards=np.zeros((2, 1)), values=np.zeros((2, 1)), levels=np.full((2, 1), 1), dones=np.array([True]))
+    committed = EpisodeScorer(
+        LevelSampler(levels=range(3)), n_envs=1, strategy="value_l1", partial_episodes="commit"
+    )
+    first = dict(
+        rewards=np.zeros((3, 1)), values=np.zeros((3, 1)), levels=np.full((3, 1), 1), dones=np.array([False])
+    )
+    second = dict(
+        rewards=np.zeros((2, 1)), values=np.zeros((2, 1)), levels=np.full((2, 1), 1), dones=np.array([True])
+    )
     assert stitched.process_rollout(episode_starts=starts[:3], advantages=adv[:3], **first) == []
     assert committed.process_rollout(episode_starts=starts[:3], advantages=adv[:3], **first) == [(1, 2.0)]
-    assert stitched.process_rollout(episode_starts=starts[3:], advantages=adv[3:], **second) == [(1, 10.5 / 5)]
+    assert stitched.process_rollout(episode_starts=starts[3:], advantages=adv[3:], **second) == [
+        (1, 10.5 / 5)
+    ]
     assert committed.process_rollout(episode_starts=starts[3:], advantages=adv[3:], **second) == [(1, 2.25)]
     assert committed.num_open_episodes == 0
     with pytest.raises(ValueError, match="partial_episodes"):

@@ -21,7 +21,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
 from plr_gym.checkpoint import checkpoint_files, write_checkpoint_dir
 from plr_gym.level_buffer import load_values, save_values
-from plr_gym.scoring import DISCRETE_ONLY, EpisodeScorer
+from plr_gym.scoring import DISCRETE_ONLY, PARTIAL_EPISODES, EpisodeScorer
 
 __all__ = ["LOGIT_STRATEGIES", "PLRCallback", "find_plr_wrapper"]
 
@@ -83,6 +83,10 @@ class PLRCallback(BaseCallback):
         need the full replay distribution, ``O(N log N)`` for ``N`` levels). Default: every rollout up to
         100k levels, then every ``N // 100_000`` rollouts.
     :param verbose: verbosity level.
+    :param partial_episodes: how an episode still running at the end of a rollout is scored:
+        ``"stitch"`` (default: once, over all its steps, when it completes) or ``"commit"`` (as
+        level-replay: its chunk is scored at the rollout's end and the rest as a new episode), see
+        :class:`~plr_gym.scoring.EpisodeScorer`.
 
     **Buffer mode** (``PrioritizedLevelReplay(venv, buffer=LevelBuffer(...), generator=fn)``): at the
     start of every rollout the wrapper decides between replaying buffer levels and trying new ones (or,
@@ -116,8 +120,14 @@ class PLRCallback(BaseCallback):
         exploratory_grad_updates: bool = True,
         stats_every: int | None = None,
         verbose: int = 0,
+        partial_episodes: str = "stitch",
     ) -> None:
         super().__init__(verbose)
+        if partial_episodes not in PARTIAL_EPISODES:
+            raise ValueError(
+                f"partial_episodes={partial_episodes!r} is not supported; choose 'stitch' or 'commit'"
+            )
+        self.partial_episodes = partial_episodes
         if stats_every is not None and (
             isinstance(stats_every, bool) or not isinstance(stats_every, int) or stats_every < 1
         ):
@@ -165,7 +175,11 @@ class PLRCallback(BaseCallback):
         n_envs = self.model.n_envs
         if strategy not in _SCORELESS:
             self.scorer = EpisodeScorer(
-                target, n_envs=n_envs, strategy=strategy, gamma=float(self.model.gamma)
+                target,
+                n_envs=n_envs,
+                strategy=strategy,
+                gamma=float(self.model.gamma),
+                partial_episodes=self.partial_episodes,
             )
         n_steps = int(self.model.n_steps)
         self._levels = np.zeros((n_steps, n_envs), dtype=self.wrapper.step_levels.dtype)

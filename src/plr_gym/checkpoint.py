@@ -94,11 +94,12 @@ def atomic_open(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
 
 def save_npz(path: str | os.PathLike[str], arrays: Mapping[str, Any]) -> None:
     """Write ``arrays`` as an ``.npz`` archive at exactly ``path`` (no suffix added), atomically."""
+    npy_format: Any = np.lib.format  # looked up at call time (untyped in numpy 1.x stubs)
     with atomic_open(path) as f, zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED) as archive:
         # numpy's savez layout (one ``.npy`` member per array), closed even when a write fails
         for name, value in arrays.items():
             with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
+                npy_format.write_array(member, np.asanyarray(value), allow_pickle=False)
 
 
 def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray[Any, Any]]:

@@ -572,7 +572,9 @@ def evaluate_model(args: argparse.Namespace) -> dict[str, Any]:
         try:
             config = json.loads(config_path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise CLIError(f"{config_path} is not valid JSON ({exc}); pass --env (and --algo) instead") from None
+            raise CLIError(
+                f"{config_path} is not valid JSON ({exc}); pass --env (and --algo) instead"
+            ) from None
         if not isinstance(config, dict):
             raise CLIError(f"{config_path} does not hold a JSON object; pass --env (and --algo) instead")
     algo = args.algo or config.get("algo", "ppo")

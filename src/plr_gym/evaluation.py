@@ -76,11 +76,12 @@ def evaluate_levels(
     """
     if isinstance(levels, (str, bytes)) or not isinstance(levels, Iterable):
         raise TypeError(f"levels must be an iterable of int level ids, got {type(levels).__name__}")
-    level_list = []
+    level_list: list[int] = []
     for lvl in levels:
         if isinstance(lvl, (bool, np.bool_)) or not isinstance(lvl, (numbers.Integral, np.integer)):
             raise TypeError(
-                f"levels must be int level ids (reset seeds), got {type(lvl).__name__} {lvl!r}; a float level "
+                f"levels must be int level ids (reset seeds), got {type(lvl).__name__} {lvl!r}; a float "
+                "level "
                 "would be played as its integer part"
             )
         if not 0 <= int(lvl) <= _INT64_MAX:
@@ -177,7 +178,11 @@ def summarize(
         or not 0.0 < float(confidence) < 1.0
     ):
         raise ValueError(f"confidence must be a number in (0, 1), got {confidence!r}")
-    if isinstance(n_resamples, (bool, np.bool_)) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+    if (
+        isinstance(n_resamples, (bool, np.bool_))
+        or not isinstance(n_resamples, (int, np.integer))
+        or n_resamples < 1
+    ):
         raise ValueError(f"n_resamples must be an int >= 1, got {n_resamples!r}")
     if isinstance(returns, dict):
         per_level = np.array(

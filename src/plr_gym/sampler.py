@@ -991,7 +991,7 @@ def _state_int(state: dict[str, Any], key: str, low: int, high: int | None) -> i
 
 
 def _state_array(state: dict[str, Any], key: str, dtype: Any) -> npt.NDArray[Any]:
-    """``state[key]`` as a 1-D array of ``dtype`` (ints stay ints, floats must be real), else ``ValueError``."""
+    """``state[key]`` as a 1-D array of ``dtype`` (ints for ints, reals for floats), else ``ValueError``."""
     try:
         arr = np.asarray(state[key])
     except (TypeError, ValueError) as exc:  # ragged lists

@@ -48,6 +48,7 @@ FloatArray = npt.NDArray[np.floating[Any]]
 
 __all__ = [
     "DISCRETE_ONLY",
+    "PARTIAL_EPISODES",
     "SCORE_FUNCTIONS",
     "EpisodeData",
     "EpisodeScorer",

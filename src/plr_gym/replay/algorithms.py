@@ -99,7 +99,8 @@ class PrioritizedReplayMixin(OffPolicyAlgorithm):
         if self.n_steps > 1:
             if kwargs.get("n_steps", self.n_steps) != self.n_steps:
                 raise ValueError(
-                    f"n_steps={self.n_steps} conflicts with replay_buffer_kwargs n_steps={kwargs['n_steps']}; "
+                    f"n_steps={self.n_steps} conflicts with replay_buffer_kwargs "
+                    f"n_steps={kwargs['n_steps']}; "
                     "pass n_steps once (either is forwarded to the prioritized buffer)"
                 )
             kwargs.setdefault("n_steps", self.n_steps)

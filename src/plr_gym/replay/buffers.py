@@ -342,7 +342,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
             raise ValueError(f"infos must be a list of {self.n_envs} dicts (one per env), got {infos!r}")
         out = np.full(self.n_envs, -1, dtype=np.int64)
         for i, info in enumerate(infos):
-            level = info.get("level") if isinstance(info, dict) else None
+            level: Any = info.get("level") if isinstance(info, dict) else None
             if _is_int(level):
                 if not -1 <= int(level) <= _INT64_MAX:
                     raise ValueError(
@@ -896,7 +896,9 @@ class _PrioritizedBufferBase(ReplayBuffer):
             raise ValueError(f"cannot load {name!r}: tree leaves must be finite and >= 0")
         stored = self.capacity if full else int(pos) * self.n_envs
         if (prio[stored:] != 0).any() or (leaves[stored:] != 0).any():
-            raise ValueError(f"cannot load {name!r}: priorities (or leaves) of slots beyond the stored data are not 0")
+            raise ValueError(
+                f"cannot load {name!r}: priorities (or leaves) of slots beyond the stored data are not 0"
+            )
         if ((leaves[:stored] > 0) != (prio[:stored] > 0)).any():
             raise ValueError(
                 f"cannot load {name!r}: tree leaves and priorities disagree on which slots are empty"
@@ -912,7 +914,8 @@ class _PrioritizedBufferBase(ReplayBuffer):
             )
         ):
             raise ValueError(
-                f"cannot load {name!r}: max_priority={max_priority!r} must be finite, >= 1 and >= every priority"
+                f"cannot load {name!r}: max_priority={max_priority!r} must be finite, >= 1 and >= every "
+                "priority"
             )
         snapshot = np.asarray(data.get("rank_snapshot", np.zeros(0)))
         if snapshot.ndim != 1 or snapshot.dtype.kind not in "iuf" or not np.isfinite(snapshot).all():

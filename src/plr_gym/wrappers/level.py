@@ -203,7 +203,8 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
             if not tracked.level_read:
                 raise ValueError(
                     f"{self.env} ignored options['level'] on reset, so it did not play level {level!r} "
-                    f"({type(level).__name__}). Int levels are reset seeds; any other level needs an env whose "
+                    f"({type(level).__name__}). Int levels are reset seeds; any other level needs an env "
+                    "whose "
                     "reset reads options['level'] (e.g. plr_gym.envs.maze); a generator must return levels "
                     "of that kind (never None)"
                 )
