@@ -643,3 +643,239 @@ def test_offpolicy_callback_refuses_buffer_mode() -> None:
     with pytest.raises(ValueError, match="buffer mode"):
         model.learn(10, callback=OffPolicyPLRCallback())
     venv.close()
+
+
+def test_buffer_mode_resume_from_starts_with_a_replay_rollout(tmp_path: Path) -> None:
+    """Before the fix, the first resumed rollout was planned from the empty buffer: mode "new"."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from plr_gym import PrioritizedLevelReplay
+
+    def make(buffer: LevelBuffer) -> Any:
+        venv = make_vec_env(
+            lambda: LevelWrapper(gym.make("CartPole-v1", max_episode_steps=8)), n_envs=2, seed=0
+        )
+        return PrioritizedLevelReplay(
+            venv, buffer=buffer, generator=lambda rng: int(rng.integers(10**6)), seed=0
+        )
+
+    venv = make(LevelBuffer(capacity=2, replay_prob=1.0, min_fill_ratio=1.0, seed=0))
+    model = PPO("MlpPolicy", venv, n_steps=16, batch_size=32, n_epochs=1, seed=0)
+    model.learn(16 * 2 * 3, callback=PLRCallback(save_path=tmp_path))
+    assert venv.buffer.size == 2
+    venv.close()
+
+    modes: list[str] = []
+
+    class Modes(BaseCallback):
+        def _on_rollout_start(self) -> None:
+            modes.append(fresh.rollout_mode)
+
+        def _on_step(self) -> bool:
+            return True
+
+    fresh = make(LevelBuffer(capacity=2, replay_prob=1.0, min_fill_ratio=1.0, seed=0))
+    model = PPO("MlpPolicy", fresh, n_steps=16, batch_size=32, n_epochs=1, seed=0)
+    model.learn(16 * 2, callback=CallbackList([PLRCallback(resume_from=tmp_path), Modes()]))
+    assert modes == ["replay"]
+    fresh.close()
+
+
+# --------------------------------------------------------------------------------------------------
+# PER and bad input named by the review
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("ratio", "batch"), [(1.0, 8), (0.99, 32)])
+def test_all_recent_batches_come_from_the_recent_window_with_weight_one(ratio: float, batch: int) -> None:
+    from gymnasium import spaces
+
+    from plr_gym import PrioritizedReplayBuffer
+
+    buf = PrioritizedReplayBuffer(
+        50,
+        spaces.Box(-1, 1, (2,)),
+        spaces.Discrete(2),
+        device="cpu",
+        n_envs=2,
+        seed=0,
+        recent_data_ratio=ratio,
+        recent_data_steps=3,
+    )
+    for t in range(10):
+        obs = np.full((2, 2), t, dtype=np.float32)
+        buf.add(obs, obs, np.zeros((2, 1)), np.ones(2), np.zeros(2), [{}, {}])
+    buf.update_priorities(np.arange(20), np.arange(20, dtype=np.float64))
+    indices, weights = buf.sample_indices(batch)
+    assert indices.size == batch
+    assert set((indices // 2).tolist()) <= {7, 8, 9}  # the 3 newest rows
+    np.testing.assert_array_equal(weights, np.ones(batch))
+
+
+def test_per_algorithms_copy_the_callers_replay_buffer_kwargs() -> None:
+    from plr_gym import PERDQN
+
+    shared: dict[str, Any] = {"prioritization": "rank"}
+    first = PERDQN("MlpPolicy", "CartPole-v1", n_steps=3, replay_buffer_kwargs=shared, learning_starts=10)
+    second = PERDQN("MlpPolicy", "CartPole-v1", replay_buffer_kwargs=shared, learning_starts=10)
+    assert shared == {"prioritization": "rank"}
+    assert first.replay_buffer.n_steps == 3 and second.replay_buffer.n_steps == 1
+    with pytest.raises(ValueError, match="n_steps=3 conflicts"):
+        PERDQN("MlpPolicy", "CartPole-v1", n_steps=3, replay_buffer_kwargs={"n_steps": 2})
+
+
+def _per(**kwargs: Any) -> Any:
+    from gymnasium import spaces
+
+    from plr_gym import PrioritizedReplayBuffer
+
+    return PrioritizedReplayBuffer(10, spaces.Box(-1, 1, (2,)), spaces.Discrete(2), device="cpu", **kwargs)
+
+
+class _IgnoresOptions(gym.Env[Any, Any]):
+    observation_space = gym.spaces.Discrete(2)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        return 0, {}
+
+
+BAD_INPUT = {
+    "uint64 level id >= 2**63": (
+        lambda: LevelSampler(levels=np.array([2**63, 1], dtype=np.uint64)),
+        ValueError,
+        "int64",
+    ),
+    "uint64 level in update_batch": (
+        lambda: LevelSampler(levels=range(3)).update_batch(np.array([2**64 - 1], dtype=np.uint64), [1.0]),
+        KeyError,
+        "not one of",
+    ),
+    "summarize NaN return": (
+        lambda: __import__("plr_gym.evaluation").evaluation.summarize([1.0, np.nan]),
+        ValueError,
+        "finite",
+    ),
+    "summarize confidence 1": (
+        lambda: __import__("plr_gym.evaluation").evaluation.summarize([1.0, 2.0, 3.0], confidence=1.0),
+        ValueError,
+        "confidence",
+    ),
+    "iqm inf": (lambda: __import__("plr_gym.evaluation").evaluation.iqm([1.0, np.inf]), ValueError, "finite"),
+    "LevelBuffer negative seed": (lambda: LevelBuffer(capacity=2, seed=-3), ValueError, "seed"),
+    "PER negative seed": (lambda: _per(seed=-1), ValueError, "seed"),
+    "PER bool alpha": (lambda: _per(alpha=True), ValueError, "alpha"),
+    "PER bool n_steps": (lambda: _per(n_steps=True), ValueError, "n_steps"),
+    "PER bool batch_size": (lambda: ro.make_per(2).sample(True), ValueError, "batch_size"),
+    "float level on an env that ignores options": (
+        lambda: LevelWrapper(_IgnoresOptions()).reset(options={"level": 1.7}),
+        ValueError,
+        "ignored options",
+    ),
+    "string level on an env that ignores options": (
+        lambda: LevelWrapper(_IgnoresOptions()).reset(options={"level": "hard"}),
+        ValueError,
+        "ignored options",
+    ),
+    "generator returning None": (
+        lambda: (
+            __import__("plr_gym.wrappers.rollout_plan")
+            .wrappers.rollout_plan.RolloutPlan("test", 2, LevelBuffer(capacity=2), generator=lambda rng: None)
+            .begin()
+        ),
+        ValueError,
+        "generator returned None",
+    ),
+    "rollout plan seed -1": (
+        lambda: __import__("plr_gym.wrappers.rollout_plan").wrappers.rollout_plan.RolloutPlan(
+            "test", 2, LevelBuffer(capacity=2), generator=lambda rng: 1, seed=-1
+        ),
+        ValueError,
+        "seed",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_bad_input_named_by_the_review_is_refused_clearly(case: str) -> None:
+    fn, error, words = BAD_INPUT[case]
+    with pytest.raises(error, match=words):
+        fn()
+
+
+def test_evaluate_levels_refuses_float_levels() -> None:
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from plr_gym.evaluation import evaluate_levels
+
+    venv = make_vec_env(lambda: LevelWrapper(gym.make("CartPole-v1")), n_envs=1, seed=0)
+    with pytest.raises(TypeError, match=r"float 1\.7"):
+        evaluate_levels(None, venv, [1.7])
+    venv.close()
+
+
+def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    from plr_gym.cli import main
+
+    try:
+        code = main(args)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_bad_input_exits_with_code_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "file").write_text("x")
+    out_below_file = str(tmp_path / "file" / "run")
+    code, _, err = _cli(
+        ["train", "MiniGrid-Empty-5x5-v0", "--timesteps", "64", "--out", out_below_file], capsys
+    )
+    assert code == 2 and "--out" in err
+    code, _, err = _cli(["evaluate", str(tmp_path), "--levels", "0:100000000000"], capsys)
+    assert code == 2 and "at most" in err
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "model.zip").write_bytes(b"PK")
+    (run / "config.json").write_text("{not json")
+    code, _, err = _cli(["evaluate", str(run)], capsys)
+    assert code == 2 and "not valid JSON" in err
+
+
+def test_cli_failed_train_leaves_no_config_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stable_baselines3 import PPO
+
+    from plr_gym.cli import main
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.json").write_text("{}")  # a previous run's
+
+    def crash(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the run died")
+
+    monkeypatch.setattr(PPO, "learn", crash)
+    with pytest.raises(RuntimeError, match="the run died"):
+        main(
+            [
+                "train",
+                "MiniGrid-Empty-5x5-v0",
+                "--timesteps",
+                "64",
+                "--n-envs",
+                "1",
+                "--quiet",
+                "--out",
+                str(out),
+            ]
+        )
+    assert not (out / "config.json").exists()
+
+
+def test_cli_evaluate_help_says_model_files_are_code(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cli(["evaluate", "--help"], capsys)
+    assert code == 0
+    assert "trusted source" in " ".join(out.split())
