@@ -749,8 +749,8 @@ BAD_INPUT = {
         ValueError,
         "int64",
     ),
-    "uint64 level in update_batch": (
-        lambda: LevelSampler(levels=range(3)).update_batch(np.array([2**64 - 1], dtype=np.uint64), [1.0]),
+    "uint64 level in update_batch (wrapped to -1 before the fix)": (
+        lambda: LevelSampler(levels=[-1, 0, 1]).update_batch(np.array([2**64 - 1], dtype=np.uint64), [1.0]),
         KeyError,
         "not one of",
     ),

@@ -407,6 +407,8 @@ class PLRCallback(BaseCallback):
         (:func:`plr_gym.checkpoint.write_checkpoint_dir`): a save that fails or is killed leaves the
         previous checkpoint complete, and a reader never sees files of two different saves.
         """
+        if self.wrapper is None:
+            raise RuntimeError("PLRCallback.save needs the training env: call it once training has started")
         writers: dict[str, Any] = {}
         if self.wrapper.buffer is not None:
             writers["plr_buffer.npz"] = self.wrapper.buffer.save
