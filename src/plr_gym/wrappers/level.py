@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import numbers
 import warnings
+from collections.abc import Iterator
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -83,9 +84,22 @@ class _TrackedOptions(dict):  # type: ignore[type-arg]
             self.level_read = True
         return super().pop(key, *default)
 
+    # copies (``dict(options)``, ``{**options}``, ``.copy()``) and iteration may read it later: trust them
     def copy(self) -> _TrackedOptions:
-        self.level_read = True  # a copy may be read later; trust it
+        self.level_read = True
         return _TrackedOptions(self)
+
+    def __iter__(self) -> Iterator[Any]:
+        self.level_read = True
+        return super().__iter__()
+
+    def keys(self) -> Any:
+        self.level_read = True
+        return super().keys()
+
+    def items(self) -> Any:
+        self.level_read = True
+        return super().items()
 
 
 class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
