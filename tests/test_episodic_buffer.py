@@ -19,7 +19,7 @@ ACT = spaces.Discrete(2)
 
 
 class Stream:
-    """Per-env scalar observations: ``next_obs = obs + 1`` within an episode; chosen terminal values at the end."""
+    """Per-env scalar observations, ``next_obs = obs + 1`` within an episode, chosen terminal values."""
 
     def __init__(self, n_envs: int) -> None:
         self.n_envs = n_envs
@@ -38,10 +38,8 @@ class Stream:
             if dones[e] and terminal is not None:
                 next_obs[e] = terminal[e]
         infos = [{"TimeLimit.truncated": bool(t)} for t in timeouts]
-        buffer.add(
-            self.obs.reshape(-1, 1), next_obs.reshape(-1, 1), np.zeros(self.n_envs), np.array(rewards, np.float32),
-            np.array(dones, np.float32), infos,
-        )  # fmt: skip
+        obs, rew, done = self.obs.reshape(-1, 1), np.array(rewards, np.float32), np.array(dones, np.float32)
+        buffer.add(obs, next_obs.reshape(-1, 1), np.zeros(self.n_envs), rew, done, infos)
         self.obs = np.where(np.array(dones) > 0, self.obs + 500.0, next_obs).astype(np.float32)
 
 
@@ -49,13 +47,13 @@ def test_hand_computed_returns_terminated_truncated_and_unfinished() -> None:
     buffer = EpisodicReplayBuffer(20, OBS, ACT, "cpu", n_envs=2, gamma=0.9, seed=0)
     buffer.value_fn = lambda obs: obs[:, 0]  # V(s) = the observation's value
     stream = Stream(2)
-    # env 0: rewards 1, 2, 3 then terminates; env 1: rewards 2, 1 then truncates with V(s_end) = 10, then 5 (open)
+    # env 0: rewards 1, 2, 3, terminates; env 1: rewards 2, 1, truncates with V(s_end) = 10, then 5 (open)
     stream.step(buffer, [1, 2], [0, 0], [0, 0])
     stream.step(buffer, [2, 1], [0, 1], [0, 1], terminal=[0, 10.0])
     stream.step(buffer, [3, 5], [1, 0], [0, 0], terminal=[77.0, 0])
     steps, returns = buffer.steps_to_end[:3], buffer.returns_to_go[:3]
     assert steps[:, 0].tolist() == [2, 1, 0]
-    np.testing.assert_allclose(returns[:, 0], [1 + 0.9 * (2 + 0.9 * 3), 2 + 0.9 * 3, 3], rtol=1e-6)  # no bootstrap
+    np.testing.assert_allclose(returns[:, 0], [1 + 0.9 * (2 + 0.9 * 3), 2 + 0.9 * 3, 3], rtol=1e-6)
     assert steps[:, 1].tolist() == [1, 0, -1]
     np.testing.assert_allclose(returns[:2, 1], [2 + 0.9 * (1 + 0.9 * 10), 1 + 0.9 * 10], rtol=1e-6)
     assert np.isnan(returns[2, 1])
@@ -159,11 +157,22 @@ def test_frame_stack_buffer_bootstraps_from_the_stacked_terminal_observation() -
         return obs.float().sum(dim=(1, 2, 3))
 
     buffer = FrameStackReplayBuffer(
-        8, space, ACT, "cpu", n_stack=2, channels_order="first", gamma=0.5, episodic_info=True, value_fn=value_fn, seed=0
+        8,
+        space,
+        ACT,
+        "cpu",
+        n_stack=2,
+        channels_order="first",
+        gamma=0.5,
+        episodic_info=True,
+        value_fn=value_fn,
+        seed=0,
     )
     stack = lambda a, b: np.array([a, b], np.uint8).reshape(1, 2, 1, 1)  # noqa: E731
     buffer.add(stack(0, 3), stack(3, 4), np.zeros(1), np.array([1.0]), np.zeros(1), [{}])
-    buffer.add(stack(3, 4), stack(4, 6), np.zeros(1), np.array([2.0]), np.ones(1), [{"TimeLimit.truncated": True}])
+    buffer.add(
+        stack(3, 4), stack(4, 6), np.zeros(1), np.array([2.0]), np.ones(1), [{"TimeLimit.truncated": True}]
+    )
     assert seen[0].reshape(-1).tolist() == [4, 6]  # the terminal stack, rebuilt from stored frames
     np.testing.assert_allclose(buffer.returns_to_go[:2, 0], [1 + 0.5 * (2 + 0.5 * 10), 2 + 0.5 * 10])
     assert buffer.sample(2).returns_to_go.shape == (2, 1)
@@ -175,7 +184,9 @@ def test_episodic_arguments_are_checked() -> None:
     with pytest.raises(TypeError, match="value_fn"):
         EpisodicReplayBuffer(8, OBS, ACT, "cpu", value_fn=3)
     with pytest.raises(TypeError, match="episodic_info"):
-        FrameStackReplayBuffer(8, spaces.Box(0, 255, (2, 3, 3), np.uint8), ACT, "cpu", n_stack=2, episodic_info=1)
+        FrameStackReplayBuffer(
+            8, spaces.Box(0, 255, (2, 3, 3), np.uint8), ACT, "cpu", n_stack=2, episodic_info=1
+        )
     buffer = EpisodicReplayBuffer(8, OBS, ACT, "cpu", value_fn=lambda obs: obs[:, 0] * np.inf)
     with pytest.raises(ValueError, match="value_fn"):
         Stream(1).step(buffer, [1.0], [1], [1], terminal=[1.0])

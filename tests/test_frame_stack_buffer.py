@@ -1,4 +1,4 @@
-"""FrameStackReplayBuffer: stacks rebuilt at sample time equal VecFrameStack's, with PER, n-step, wrap-around."""
+"""FrameStackReplayBuffer: stacks rebuilt at sample time equal VecFrameStack's (PER, n-step, wrap-around)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from gymnasium import spaces
 from gymnasium.wrappers import FrameStackObservation
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecFrameStack
 
-from plr_gym.replay import FrameStackReplayBuffer, PERDQN, PrioritizedReplayBuffer
+from plr_gym.replay import PERDQN, FrameStackReplayBuffer, PrioritizedReplayBuffer
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*without update_priorities.*:UserWarning")
 
@@ -39,7 +39,9 @@ class FrameEnv(gym.Env[np.ndarray, int]):
         return self._frame(), float(self._rng.normal()), bool(u < 0.15), bool(0.15 <= u < 0.25), {}
 
 
-def vec_env(shape: tuple[int, ...], n_envs: int, wrap: Optional[Callable[[gym.Env[Any, Any]], Any]] = None) -> VecEnv:
+def vec_env(
+    shape: tuple[int, ...], n_envs: int, wrap: Optional[Callable[[gym.Env[Any, Any]], Any]] = None
+) -> VecEnv:
     def make(i: int) -> Callable[[], gym.Env[Any, Any]]:
         return lambda: FrameEnv(shape, 100 + i) if wrap is None else wrap(FrameEnv(shape, 100 + i))
 
@@ -65,7 +67,9 @@ def rollout(venv: VecEnv, buffers: list[Any], steps: int) -> list[tuple[np.ndarr
     return history
 
 
-def stored_reference(history: list[tuple[np.ndarray, np.ndarray]], size: int, n_envs: int) -> tuple[np.ndarray, np.ndarray]:
+def stored_reference(
+    history: list[tuple[np.ndarray, np.ndarray]], size: int, n_envs: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The stacks the buffer's slots should hold: row r holds the newest step t with t % size == r."""
     steps = len(history)
     rows = min(steps, size)
@@ -76,7 +80,9 @@ def stored_reference(history: list[tuple[np.ndarray, np.ndarray]], size: int, n_
     return flat(obs), flat(nxt)
 
 
-@pytest.mark.parametrize("shape", [(1, 6, 5), (6, 5, 1), (6, 5, 3), (4,)], ids=["chw", "hwc", "hwc-rgb", "vector"])
+@pytest.mark.parametrize(
+    "shape", [(1, 6, 5), (6, 5, 1), (6, 5, 3), (4,)], ids=["chw", "hwc", "hwc-rgb", "vector"]
+)
 def test_stacks_equal_vec_frame_stack_across_episode_ends_and_wraparound(shape: tuple[int, ...]) -> None:
     venv = VecFrameStack(vec_env(shape, 3), n_stack=4)
     size = 30  # 10 rows per env; 53 steps wrap around five times
@@ -96,7 +102,15 @@ def test_first_frame_padding_equals_gymnasium_frame_stack_observation() -> None:
     wrap = lambda env: FrameStackObservation(env, 3, padding_type="reset")  # noqa: E731
     venv = vec_env((5, 4), 2, wrap)  # frames (5, 4) stacked on a new first axis: (3, 5, 4)
     buffer = FrameStackReplayBuffer(
-        16, venv.observation_space, ACT, "cpu", n_envs=2, n_stack=3, channels_order="first", padding="first", seed=0
+        16,
+        venv.observation_space,
+        ACT,
+        "cpu",
+        n_envs=2,
+        n_stack=3,
+        channels_order="first",
+        padding="first",
+        seed=0,
     )
     history = rollout(venv, [buffer], 29)
     ref_obs, ref_next = stored_reference(history, 8, 2)
@@ -115,7 +129,15 @@ def test_nstep_per_samples_equal_the_unstacked_buffer(prioritization: str) -> No
     rng = np.random.default_rng(1)
     for _ in range(5):
         a, b = stacked.sample(16), plain.sample(16)
-        for field in ("observations", "next_observations", "actions", "rewards", "dones", "discounts", "weights"):
+        for field in (
+            "observations",
+            "next_observations",
+            "actions",
+            "rewards",
+            "dones",
+            "discounts",
+            "weights",
+        ):
             assert th.equal(getattr(a, field), getattr(b, field)), field
         np.testing.assert_array_equal(a.indices, b.indices)
         priorities = rng.random(16)
@@ -144,7 +166,9 @@ def test_save_load_round_trip_resumes_identically(tmp_path: Any) -> None:
     hist = rollout(stacked_more, [buffer, restored], 15)
     assert len(hist) == 15
     np.testing.assert_array_equal(restored.observations_at(slots, True), buffer.observations_at(slots, True))
-    other = FrameStackReplayBuffer(20, venv.observation_space, ACT, "cpu", n_envs=2, n_stack=2, padding="first")
+    other = FrameStackReplayBuffer(
+        20, venv.observation_space, ACT, "cpu", n_envs=2, n_stack=2, padding="first"
+    )
     with pytest.raises(ValueError, match="padding"):
         other.load(tmp_path / "buf.npz")
 

@@ -80,7 +80,9 @@ class EpisodicInfoMixin:
     observations: Any
     next_observations: Any
 
-    def __init__(self, *args: Any, episodic_info: bool = False, value_fn: Optional[ValueFn] = None, **kwargs: Any):
+    def __init__(
+        self, *args: Any, episodic_info: bool = False, value_fn: Optional[ValueFn] = None, **kwargs: Any
+    ):
         if not isinstance(episodic_info, (bool, np.bool_)):
             raise TypeError(f"episodic_info must be a bool, got {episodic_info!r}")
         if value_fn is not None and not callable(value_fn):
@@ -102,7 +104,7 @@ class EpisodicInfoMixin:
         if not self._episodic_started[0]:
             return np.ones(self.n_envs, dtype=bool)
         prev = (row - 1) % self.buffer_size
-        starts = self.dones[prev] > 0
+        starts: NDArray[np.bool_] = np.asarray(self.dones[prev] > 0)
         for e in np.flatnonzero(~starts):
             starts[e] = not np.array_equal(self.observations[row, e], self.next_observations[prev, e])
         return starts
@@ -120,7 +122,9 @@ class EpisodicInfoMixin:
         ended = np.flatnonzero(self.dones[row] > 0)
         if ended.size == 0:
             return
-        truncated = self.timeouts[row, ended] > 0 if self.handle_timeout_termination else np.zeros(ended.size, bool)
+        truncated = (
+            self.timeouts[row, ended] > 0 if self.handle_timeout_termination else np.zeros(ended.size, bool)
+        )
         bootstrap = np.zeros(ended.size, dtype=np.float64)
         if truncated.any():
             if self.value_fn is None:
@@ -140,7 +144,9 @@ class EpisodicInfoMixin:
             values = values.detach().cpu().numpy()
         out = np.asarray(values, dtype=np.float64).reshape(-1)
         if out.shape != slots.shape:
-            raise ValueError(f"value_fn must return one value per observation ({slots.size}), got shape {np.shape(values)}")
+            raise ValueError(
+                f"value_fn must return one value per observation ({slots.size}), got shape {np.shape(values)}"
+            )
         if not np.all(np.isfinite(out)):
             raise ValueError(f"value_fn returned a NaN or infinite value: {out}")
         return out
@@ -177,7 +183,7 @@ class EpisodicInfoMixin:
         slots = fields["indices"]
         returns = self.returns_to_go.reshape(-1)[slots].reshape(-1, 1)
         return EpisodicReplayBufferSamples(
-            *samples,
+            **samples._asdict(),
             steps_to_end=self.steps_to_end.reshape(-1)[slots],
             returns_to_go=self.to_torch(returns),  # type: ignore[attr-defined]
         )
@@ -253,5 +259,3 @@ class EpisodicReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
         samples = super().sample(batch_size, env)
         assert isinstance(samples, EpisodicReplayBufferSamples)
         return samples
-
-

@@ -143,8 +143,8 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
         self.padding = padding
         self.channels_first = channels_first
         self._stack_axis = axis
-        self._frame_shape = shape[:axis] + (shape[axis] // n_stack,) + shape[axis + 1 :]
-        placeholder = spaces.Box(0, 1, (0,), observation_space.dtype)  # type: ignore[arg-type]
+        self._frame_shape = (*shape[:axis], shape[axis] // n_stack, *shape[axis + 1 :])
+        placeholder = spaces.Box(0, 1, (0,), observation_space.dtype)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*not have apparently enough memory.*")
             super().__init__(
@@ -247,7 +247,9 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
         next_frames = self._frames_of(next_a)
         k = self.n_stack
         if k > 1 and not np.array_equal(next_frames[:, :-1], obs_frames[:, 1:]):
-            bad = [e for e in range(self.n_envs) if not np.array_equal(next_frames[e, :-1], obs_frames[e, 1:])]
+            bad = [
+                e for e in range(self.n_envs) if not np.array_equal(next_frames[e, :-1], obs_frames[e, 1:])
+            ]
             raise ValueError(
                 f"next_obs of env(s) {bad} is not obs shifted by one frame: pass VecFrameStack's stacked "
                 f"observations with its n_stack ({k}) and stacking axis (channels_order)"
@@ -272,7 +274,11 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
             if not self.dones[prev_row, e]:  # reset without done: keep the previous next frame aside
                 self._detached[prev_row, e] = self._alloc(self._frames[step % rows, e])
             older = obs_frames[e, :-1]
-            expected = np.zeros_like(older) if self.padding == "zeros" else np.broadcast_to(obs_frames[e, -1], older.shape)
+            expected = (
+                np.zeros_like(older)
+                if self.padding == "zeros"
+                else np.broadcast_to(obs_frames[e, -1], older.shape)
+            )
             if not np.array_equal(older, expected):
                 raise ValueError(
                     f"the observation of env {e} starts a new episode but its {k - 1} older frames are not "
@@ -309,7 +315,9 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
         slots = np.asarray(indices, dtype=np.int64)
         n = self.n_transitions
         if slots.size and (slots.min() < 0 or slots.max() >= n):
-            raise ValueError(f"indices must point at stored transitions, in [0, {n}); got {slots.min()}..{slots.max()}")
+            raise ValueError(
+                f"indices must point at stored transitions, in [0, {n}); got {slots.min()}..{slots.max()}"
+            )
         step, envs = self._frame_steps(slots)
         rows = slots // self.n_envs
         offsets = self._offsets[rows, envs].astype(np.int64)[..., None]
@@ -355,14 +363,16 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
 
     def _obs_arrays(self) -> dict[str, NDArray[Any]]:
         arrays = super()._obs_arrays()
-        arrays.update({
-            "frames": self._frames,
-            "frame_offsets": self._offsets,
-            "frame_detached": self._detached,
-            "frame_pool": self._pool,
-            "frame_counter": self._counter,
-            "frame_last_next": self._last_next,
-        })
+        arrays.update(
+            {
+                "frames": self._frames,
+                "frame_offsets": self._offsets,
+                "frame_detached": self._detached,
+                "frame_pool": self._pool,
+                "frame_counter": self._counter,
+                "frame_last_next": self._last_next,
+            }
+        )
         return arrays
 
     def load(self, path: Union[str, os.PathLike[str]]) -> None:
