@@ -21,6 +21,7 @@ from plr_gym.replay.buffers import (
 )
 from plr_gym.replay.episodic import EpisodicReplayBuffer, EpisodicReplayBufferSamples
 from plr_gym.replay.frame_stack import FrameStackReplayBuffer
+from plr_gym.replay.shared import ReplayWriterWrapper, SharedReplayBuffer, SharedReplayWriter
 from plr_gym.replay.sum_tree import SumTree
 
 __all__ = [
@@ -36,7 +37,10 @@ __all__ = [
     "PrioritizedReplayBuffer",
     "PrioritizedReplayBufferSamples",
     "PrioritizedReplayMixin",
+    "ReplayWriterWrapper",
     "SequenceSamples",
+    "SharedReplayBuffer",
+    "SharedReplayWriter",
     "SumTree",
 ]
 
