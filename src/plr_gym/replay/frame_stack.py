@@ -323,19 +323,24 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
         offsets = self._offsets[rows, envs].astype(np.int64)[..., None]
         ages = np.arange(self.n_stack - 1, -1, -1, dtype=np.int64) - (1 if next_obs else 0)  # oldest first
         source = step[..., None] - np.minimum(ages, offsets)  # padding "first": clamped to the first frame
-        frames = self._frames[source % self._n_frame_rows, envs[..., None]]
+        flat = (source % self._n_frame_rows) * self.n_envs + envs[..., None]
+        storage = self._frames.reshape(self._n_frame_rows * self.n_envs, -1)
+        frames = np.take(storage, flat.reshape(-1), axis=0).reshape(*flat.shape, *self._frame_shape)
         if next_obs:
             detached = self._detached[rows, envs]
             hit = detached >= 0
             if hit.any():
                 frames[hit, -1] = self._pool[detached[hit]]
         if self.padding == "zeros" and self.n_stack > 1:
-            frames[ages > offsets] = 0
+            pad = ages > offsets
+            if pad.any():
+                frames[pad] = 0
         return self._stacks_of(frames)
 
     def _gather_obs(self, slots: NDArray[np.int64], next_obs: bool, env: Optional[VecNormalize]) -> Any:
-        data = self.observations_at(slots, next_obs)
-        return self.to_torch(np.asarray(self._normalize_obs(data, env)))
+        data = np.asarray(self._normalize_obs(self.observations_at(slots, next_obs), env))
+        # `data` is a fresh array (never a view of the storage), so the tensor may share its memory.
+        return th.as_tensor(np.ascontiguousarray(data)).to(self.device)
 
     # ------------------------------------------------------------------ state
 
