@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from typing import Any, Callable, Optional
 
 import gymnasium as gym
@@ -166,6 +167,12 @@ def test_save_load_round_trip_resumes_identically(tmp_path: Any) -> None:
     hist = rollout(stacked_more, [buffer, restored], 15)
     assert len(hist) == 15
     np.testing.assert_array_equal(restored.observations_at(slots, True), buffer.observations_at(slots, True))
+    copy = pickle.loads(pickle.dumps(buffer))  # SB3's save_replay_buffer pickles the buffer
+    np.testing.assert_array_equal(copy.observations_at(slots), buffer.observations_at(slots))
+    buffer.reset()
+    assert buffer.n_transitions == 0 and buffer.nbytes < copy.nbytes
+    rollout(stacked_more, [buffer], 3)  # after reset() the first step may again be mid-episode
+    assert buffer.n_transitions == 6
     other = FrameStackReplayBuffer(
         20, venv.observation_space, ACT, "cpu", n_envs=2, n_stack=2, padding="first"
     )
