@@ -163,9 +163,7 @@ class EpisodicInfoMixin:
         self.returns_to_go[rows, env] = returns
         self.steps_to_end[rows, env] = np.arange(length)
 
-    def sample(  # type: ignore[no-untyped-def]
-        self, batch_size: int, env: Optional[VecNormalize] = None
-    ):
+    def sample(self, batch_size: int, env: Optional[VecNormalize] = None) -> Any:
         """
         Sample a prioritized batch (see :meth:`PrioritizedReplayBuffer.sample`); with
         ``episodic_info=True`` it is an :class:`EpisodicReplayBufferSamples`.

@@ -9,7 +9,7 @@ from typing import Any, Optional, Union
 import numpy as np
 import torch as th
 from gymnasium import spaces
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
 from stable_baselines3.common.vec_env import VecNormalize
 
@@ -304,7 +304,7 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
         step = int(self._counter[0]) - 1 - (self.pos - 1 - rows) % self.buffer_size
         return step, envs
 
-    def observations_at(self, indices: NDArray[np.int64], next_obs: bool = False) -> NDArray[Any]:
+    def observations_at(self, indices: ArrayLike, next_obs: bool = False) -> NDArray[Any]:
         """
         Rebuild the stacked observations (or next observations) of stored transitions.
 
