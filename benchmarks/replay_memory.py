@@ -23,6 +23,7 @@ Usage::
 
     python benchmarks/replay_memory.py [--transitions 100000] [--sample-transitions 20000]
         [--producer-steps 5000] [--quick]
+    python benchmarks/replay_memory.py --child memory frame-stack 1000000   # one variant's RSS alone
 """
 
 from __future__ import annotations
