@@ -23,11 +23,22 @@ class EpisodicReplayBufferSamples(NamedTuple):
     :class:`~plr_gym.replay.PrioritizedReplayBufferSamples`'s fields, in the same order, followed by
     each sampled step's episodic information.
 
-    :param steps_to_end: steps from the sampled step to its episode's last step (0 for the last step),
-        ``-1`` while the episode has not ended; int64 numpy array of shape ``(batch,)``
-    :param returns_to_go: discounted return ``sum_i gamma**i * r_{t+i}`` from the sampled step to the
-        episode's end, plus ``gamma**(steps_to_end + 1) * V(s_end)`` when the episode was truncated;
-        ``NaN`` while it has not ended (or was truncated without a ``value_fn``), shape ``(batch, 1)``
+    Fields:
+
+    - ``observations``: shape ``(batch, *obs_shape)``
+    - ``actions``: shape ``(batch, action_dim)``
+    - ``next_observations``: observation after the steps summed in ``rewards``, shape ``(batch, *obs_shape)``
+    - ``dones``: 1 where the episode truly terminated within those steps, shape ``(batch, 1)``
+    - ``rewards``: discounted sum of the (n-step) rewards, shape ``(batch, 1)``
+    - ``discounts``: ``gamma ** k`` to bootstrap with, or ``None`` for one-step transitions
+    - ``weights``: importance-sampling weights, shape ``(batch, 1)``
+    - ``indices``: flat slot index of each sample, shape ``(batch,)``
+    - ``levels``: level id of each sample's episode (``-1`` if unknown), shape ``(batch,)``
+    - ``steps_to_end``: steps from the sampled step to its episode's last step (0 for the last step),
+      ``-1`` while the episode has not ended; int64 numpy array of shape ``(batch,)``
+    - ``returns_to_go``: discounted return ``sum_i gamma**i * r_{t+i}`` from the sampled step to the
+      episode's end, plus ``gamma**(steps_to_end + 1) * V(s_end)`` when the episode was truncated;
+      ``NaN`` while it has not ended (or was truncated without a ``value_fn``), shape ``(batch, 1)``
 
     Example:
         >>> EpisodicReplayBufferSamples._fields[-2:]
