@@ -259,7 +259,11 @@ def main() -> None:
     parser.add_argument("--sample-transitions", type=int, default=20_000, help="steps stored for sampling")
     parser.add_argument("--producer-steps", type=int, default=5_000, help="steps per producer process")
     parser.add_argument("--repeats", type=int, default=50, help="sample() calls per timing round")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test, numbers meaningless)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny sizes, two memory variants (a smoke test, numbers meaningless)",
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -287,8 +291,9 @@ def main() -> None:
     print("| buffer | RSS added (MB) | relative to SB3 | array bytes at 1M transitions (GB) |")
     print("|---|---|---|---|")
     at_1m = bytes_at_1m()
-    rss = {v: run_child("memory", v, str(args.transitions))["rss"] for v in VARIANTS}
-    for v in VARIANTS:
+    variants = ("sb3", "frame-stack") if args.quick else VARIANTS  # --quick: fewer processes to start
+    rss = {v: run_child("memory", v, str(args.transitions))["rss"] for v in variants}
+    for v in variants:
         print(f"| {LABELS[v]} | {rss[v] / 1e6:,.0f} | {rss[v] / rss['sb3']:.3f} | {at_1m[v] / 1e9:.2f} |")
     rss_ratio = rss["frame-stack"] / rss["sb3"]
     bytes_ratio = at_1m["frame-stack"] / at_1m["sb3"]
