@@ -62,3 +62,13 @@ def test_procgen_switch_quick() -> None:
 def test_per_speed_quick() -> None:
     out = run_quick("per_speed.py")
     assert "plr_gym" in out, out
+
+
+def test_replay_memory_quick() -> None:
+    out = run_quick("replay_memory.py")
+    for header in ("- command:", "- commit:", "- machine:", "- date:", "- load average at start:"):
+        assert header in out, out
+    for label in ("| SB3 ReplayBuffer + VecFrameStack(4) |", "| plr_gym FrameStackReplayBuffer(n_stack=4) |"):
+        assert sum(line.startswith(label) for line in out.splitlines()) == 2, out  # memory and sampling rows
+    assert "| SharedReplayWriter (shared memory) |" in out and "| pipes + SB3 ReplayBuffer.add |" in out
+    assert "frame-stack / SB3: RSS" in out
