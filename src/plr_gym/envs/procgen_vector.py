@@ -174,7 +174,8 @@ class ProcgenBatch:
         :return: ``(obs, rewards, terminated, truncated, level_complete, step_levels, ended, final_obs)``:
             ``obs`` the frames after the step (the next episode's first frame for ended envs), ``step_levels``
             the level of each env's transition, ``ended`` the indices of the envs whose episode ended and
-            ``final_obs`` their last frames, shape ``(len(ended), 64, 64, 3)``.
+            ``final_obs`` their last frames, shape ``(len(ended), 64, 64, 3)``. ``obs`` is a new array
+            (one copy of Procgen's buffers, as stock ``observe`` makes).
         """
         if self.closed:
             raise RuntimeError("the environment is closed")
@@ -196,25 +197,40 @@ class ProcgenBatch:
         level_complete = np.zeros(self.num_envs, dtype=bool)
         ended = np.flatnonzero(ended_mask)
         if ended.size == 0:
-            self.frames = rgb
+            np.copyto(self.frames, rgb)  # kept for the final observation of an episode that ends next
             self.needs_reset = False
-            return rgb.copy(), rewards, terminated, truncated, level_complete, step_levels, ended, None
+            return rgb, rewards, terminated, truncated, level_complete, step_levels, ended, None
         term = np.flatnonzero(terminated)
         if term.size:
             # Procgen already reset these games: keep the last frame of the ended episode (its final
             # observation) instead of the next episode's first frame, as ProcgenLevelEnv does.
             rgb[term] = self.frames[term]
-            info = self._gym3.get_info()
-            for i in term.tolist():
-                level_complete[i] = bool(info[i]["prev_level_complete"])
+            level_complete[term] = self._level_complete(term)
         final_obs = rgb[ended]
         ended_list = ended.tolist()
         self.load(ended_list, [self.choose(i, None, None) for i in ended_list])
-        _, ob, _ = self._gym3.observe()
-        rgb[ended] = ob["rgb"][ended]
-        self.frames = rgb
+        rgb[ended] = self._first_frames(ended)
+        np.copyto(self.frames, rgb)
         self.needs_reset = False
-        return rgb.copy(), rewards, terminated, truncated, level_complete, step_levels, ended, final_obs
+        return rgb, rewards, terminated, truncated, level_complete, step_levels, ended, final_obs
+
+    def _first_frames(self, indices: npt.NDArray[np.intp]) -> npt.NDArray[np.uint8]:
+        """The frames of the games ``indices`` right after :meth:`load` (``set_state`` renders them)."""
+        raw = getattr(self._gym3, "_ob", None)  # gym3's observation buffers, written by set_state
+        if isinstance(raw, dict) and isinstance(raw.get("rgb"), np.ndarray):
+            frames: npt.NDArray[np.uint8] = raw["rgb"][indices]
+            return frames
+        _, ob, _ = self._gym3.observe()
+        frames = ob["rgb"][indices]
+        return frames
+
+    def _level_complete(self, indices: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+        """Procgen's ``prev_level_complete`` of the games ``indices`` after the latest ``observe``."""
+        raw = getattr(self._gym3, "_info", None)  # gym3's info buffers, filled by observe
+        if isinstance(raw, dict) and isinstance(raw.get("prev_level_complete"), np.ndarray):
+            return raw["prev_level_complete"][indices].astype(bool)
+        info = self._gym3.get_info()
+        return np.array([bool(info[i]["prev_level_complete"]) for i in indices.tolist()], dtype=bool)
 
     def _extend_time_limit(self, i: int) -> None:
         """Raise game ``i``'s time limit by one step so that Procgen does not reset it in the next step."""
