@@ -1,4 +1,4 @@
-"""Procgen stepping throughput: stock batched Procgen vs plr_gym's batched env under PLR vs the DummyVecEnv route.
+"""Procgen stepping throughput: stock batched Procgen, plr_gym's batched env under PLR, the DummyVecEnv route.
 
 Not a test. For each ``N`` in ``--num-envs``, in one process and interleaved round by round (the machine may
 be shared: compare the ratios, measured under the same load), env steps per second of:
@@ -289,7 +289,7 @@ def main() -> None:
         "median round; ratios = median over rounds of stock's time ÷ the route's time, wall-clock and "
         "process CPU time (all threads; robust to other jobs on the machine):",
         "",
-        "| N | route | steps/s | ratio to stock (wall) | ratio to stock (CPU time) | episode ends / 1000 steps |",
+        "| N | route | steps/s | ratio to stock (wall) | ratio to stock (CPU time) | ends / 1000 steps |",
         "|---|---|---|---|---|---|",
     ]
     for n in args.num_envs:
