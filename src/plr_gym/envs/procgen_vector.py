@@ -228,7 +228,8 @@ class ProcgenBatch:
         """Procgen's ``prev_level_complete`` of the games ``indices`` after the latest ``observe``."""
         raw = getattr(self._gym3, "_info", None)  # gym3's info buffers, filled by observe
         if isinstance(raw, dict) and isinstance(raw.get("prev_level_complete"), np.ndarray):
-            return raw["prev_level_complete"][indices].astype(bool)
+            complete: npt.NDArray[np.bool_] = raw["prev_level_complete"][indices].astype(bool)
+            return complete
         info = self._gym3.get_info()
         return np.array([bool(info[i]["prev_level_complete"]) for i in indices.tolist()], dtype=bool)
 
