@@ -313,7 +313,8 @@ class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
     :param distribution_mode: as in :class:`~plr_gym.envs.ProcgenLevelEnv`.
     :param num_levels: size of the level range drawn from when no level is given; ``0``: every level.
     :param start_level: first level of that range.
-    :param level_cache_size: initial states kept (LRU), shared by all envs; ``0`` disables the cache.
+    :param level_cache_size: initial states kept (LRU), shared by all envs (21–40 KB each); ``0`` disables
+        the cache.
     :param num_threads: Procgen's stepping threads (its default, 4); ``0`` steps in the calling thread.
     :param center_agent: Procgen option (default ``True``).
     :param use_backgrounds: Procgen option (default ``True``).
@@ -342,8 +343,40 @@ class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP}  # noqa: RUF012 (as in VectorEnv)
 
-    def __init__(self, game: str, num_envs: int = 1, **kwargs: Any) -> None:
-        self._batch = ProcgenBatch(game, num_envs, **kwargs)
+    def __init__(
+        self,
+        game: str,
+        num_envs: int = 1,
+        *,
+        distribution_mode: str = "easy",
+        num_levels: int = 0,
+        start_level: int = 0,
+        level_cache_size: int = 1024,
+        num_threads: int = 4,
+        center_agent: bool = True,
+        use_backgrounds: bool = True,
+        restrict_themes: bool = False,
+        use_monochrome_assets: bool = False,
+        paint_vel_info: bool = False,
+        use_generated_assets: bool = False,
+        use_sequential_levels: bool = False,
+    ) -> None:
+        self._batch = ProcgenBatch(
+            game,
+            num_envs,
+            distribution_mode=distribution_mode,
+            num_levels=num_levels,
+            start_level=start_level,
+            level_cache_size=level_cache_size,
+            num_threads=num_threads,
+            center_agent=center_agent,
+            use_backgrounds=use_backgrounds,
+            restrict_themes=restrict_themes,
+            use_monochrome_assets=use_monochrome_assets,
+            paint_vel_info=paint_vel_info,
+            use_generated_assets=use_generated_assets,
+            use_sequential_levels=use_sequential_levels,
+        )
         self.num_envs = self._batch.num_envs
         self.game = game
         self.single_observation_space = spaces.Box(0, 255, _OBS_SHAPE, np.uint8)
