@@ -42,6 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 LEVELS = range(200)
+#: Procgen's stepping threads for the batched routes (stock and ours); Procgen's default is 4.
+THREADS = {"n": 4}
 
 
 def load() -> str:
@@ -88,7 +90,12 @@ class Stock(Route):
         import procgen
 
         self.env = procgen.ProcgenGym3Env(
-            num=n, env_name=game, num_levels=len(LEVELS), start_level=0, distribution_mode="easy"
+            num=n,
+            env_name=game,
+            num_levels=len(LEVELS),
+            start_level=0,
+            distribution_mode="easy",
+            num_threads=THREADS["n"],
         )
 
     def reset(self) -> None:
@@ -134,7 +141,9 @@ class GymRoute(Route):
         from plr_gym.envs import ProcgenVectorEnv
         from plr_gym.vector import PrioritizedLevelReplay
 
-        self.envs = PrioritizedLevelReplay(ProcgenVectorEnv(game, n), levels=LEVELS, seed=0)
+        self.envs = PrioritizedLevelReplay(
+            ProcgenVectorEnv(game, n, num_threads=THREADS["n"]), levels=LEVELS, seed=0
+        )
 
     def reset(self) -> None:
         self.envs.reset()
@@ -153,7 +162,7 @@ class GymRoute(Route):
 def batched_sb3(game: str, n: int) -> Route:
     from plr_gym.envs.procgen_sb3 import ProcgenVecEnv
 
-    return SB3Route("batched + PLR (SB3)", ProcgenVecEnv(game, n))
+    return SB3Route("batched + PLR (SB3)", ProcgenVecEnv(game, n, num_threads=THREADS["n"]))
 
 
 def dummy_sb3(game: str, n: int) -> Route:
@@ -270,6 +279,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=25)
     parser.add_argument("--max-dummy", type=int, default=256, help="largest N for the DummyVecEnv route")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--num-threads", type=int, default=4, help="Procgen stepping threads of the batched routes (0: none)"
+    )
     parser.add_argument("--ppo", action="store_true", help="also time PPO training")
     parser.add_argument("--ppo-envs", type=int, default=64)
     parser.add_argument("--ppo-n-steps", type=int, default=64)
@@ -281,6 +293,8 @@ def main() -> None:
         args.num_envs, args.env_steps, args.rounds = [16], 800, 2
         args.ppo, args.ppo_envs, args.ppo_n_steps, args.ppo_rollouts, args.ppo_rounds = True, 4, 16, 1, 1
     import plr_gym.envs  # noqa: F401  (imports Procgen lazily; fail early if it is missing)
+
+    THREADS["n"] = args.num_threads
 
     lines = [*header("python benchmarks/procgen_throughput.py " + " ".join(sys.argv[1:])), ""]
     lines += [
