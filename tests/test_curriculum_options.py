@@ -310,6 +310,11 @@ def test_paired_difference_pairs_by_level_and_refuses_bad_input() -> None:
         paired_difference(base, base[:, :5])
     with pytest.raises(ValueError, match="confidence"):
         paired_difference(base, base, confidence=1.0)
+    for bad in (0, 2.5, True, -3):
+        with pytest.raises(ValueError, match="n_resamples"):
+            paired_difference(base, base, n_resamples=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="finite"):
+        paired_difference(np.full((2, 40), np.nan), base)
 
 
 def test_demo_verdict_reads_the_paired_difference(tmp_path: Path) -> None:

@@ -154,6 +154,10 @@ def paired_difference(
         )
     if not (0.0 < confidence < 1.0):
         raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be an int >= 1, got {n_resamples!r}")
+    if not (np.isfinite(m).all() and np.isfinite(b).all()):
+        raise ValueError("matrix and baseline must hold finite returns (no NaN or inf)")
     n_levels = m.shape[1]
     rng = np.random.default_rng(seed)
     cols = rng.integers(n_levels, size=(n_resamples, 1, n_levels))
