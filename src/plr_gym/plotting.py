@@ -493,7 +493,8 @@ def plot_curriculum(
     weight_rows = np.stack([weights[:, b].sum(axis=1) for b in bins])
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), dpi=100, gridspec_kw={"width_ratios": [1, 1, 0.9]})
-    extent = (float(steps[0]), float(steps[-1]) if steps.size > 1 else float(steps[0]) + 1.0, len(bins), 0)
+    half = float(np.median(np.diff(steps))) / 2.0 if steps.size > 1 else max(float(steps[0]), 1.0) / 2.0
+    extent = (float(steps[0]) - half, float(steps[-1]) + half, len(bins), 0)  # a column per snapshot
     row_label = "levels" + (f" (sorted by {difficulty_label})" if diff is not None else "")
     if any(b.size > 1 for b in bins):
         row_label += f", {len(bins)} rows"
@@ -505,6 +506,8 @@ def plot_curriculum(
         ax.set_xlabel("environment steps")
         ax.set_ylabel(row_label)
         ax.set_title(name, fontsize=10)
+        if len(bins) <= 40 and all(b.size == 1 for b in bins):
+            ax.set_yticks(np.arange(len(bins)) + 0.5, [str(levels[b[0]]) for b in bins], fontsize=7)
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.02)
         if diff is not None:  # mark where the difficulty changes
             sorted_diff = diff[[b[0] for b in bins]]
