@@ -7,6 +7,7 @@ Example:
     >>> sampler.update(level, 0.5)
 """
 
+import plr_gym._legacy_gym  # (first: imports the procgen extra's legacy gym without its banner)
 import plr_gym.envs  # noqa: F401  (registers plr_gym/procgen-<game>-v0; Procgen itself is imported lazily)
 from plr_gym.callbacks import CurriculumLogCallback, PLRCallback
 from plr_gym.envs import ProcgenLevelEnv
