@@ -155,6 +155,7 @@ class PLRCallback(BaseCallback):
                 "plr_gym.OffPolicyPLRCallback"
             )
         self.wrapper = find_plr_wrapper(self.model.get_env())
+        self.wrapper._score_watch.attached = True  # episodes will be scored: no "forgot PLRCallback?"
         buffer_mode = self.wrapper.buffer is not None
         target = self.wrapper.score_target if buffer_mode else self.wrapper.sampler
         strategy = self.wrapper.strategy if buffer_mode else self.wrapper.sampler.strategy

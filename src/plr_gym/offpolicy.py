@@ -242,6 +242,7 @@ class OffPolicyPLRCallback(BaseCallback):
                 f"PER classes), got {type(self.model).__name__}; for on-policy algorithms use PLRCallback"
             )
         self.wrapper = find_plr_wrapper(self.model.get_env())
+        self.wrapper._score_watch.attached = True  # episodes will be scored
         strategy = self.wrapper.sampler.strategy
         if not isinstance(strategy, str) or strategy not in OFF_POLICY_STRATEGIES:
             name = getattr(strategy, "__name__", strategy)

@@ -19,7 +19,7 @@ from plr_gym._levels import level_key
 from plr_gym.level_buffer import LevelBuffer
 from plr_gym.sampler import LevelSampler
 from plr_gym.scoring import EpisodeScorer, episode_success
-from plr_gym.wrappers.level import sample_levels
+from plr_gym.wrappers.level import ScoreWatch, sample_levels
 from plr_gym.wrappers.rollout_plan import RolloutPlan, level_source
 
 __all__ = ["PrioritizedLevelReplay"]
@@ -146,6 +146,9 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
         self._start = np.ones(n, dtype=bool)  # the next step's observation starts an episode
         self._log: deque[tuple[npt.NDArray[Any], ...]] = deque(maxlen=_MAX_LOGGED_STEPS)
         self.scorer: EpisodeScorer | None = None
+        self._score_watch = ScoreWatch(
+            owner, "Call report_rollout(...) after each rollout to score the episodes (see its docstring)."
+        )
 
     # ------------------------------------------------------------------ levels
     @property
@@ -298,6 +301,8 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
                     self._set_current(done, [self._next[i] for i in done.tolist()])
                     self._check_reported(info, done)
                     self._set_next_levels(done, self._draw(done))
+        if self.plan is None:
+            self._score_watch.step(int(ended.sum()), self.sampler)
         info["level"] = levels
         info["_level"] = np.ones(self.num_envs, dtype=bool)
         self._needs_reset = False
@@ -340,6 +345,7 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             ``RecordEpisodeStatistics``), see :func:`plr_gym.scoring.episode_success`.
         :return: the ``(level, score)`` pairs reported to the sampler.
         """
+        self._score_watch.attached = True
         if self.plan is None and not self.sampler.uses_scores:
             self._log.clear()
             return []
