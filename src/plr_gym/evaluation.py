@@ -454,6 +454,7 @@ class HeldOutEvalCallback(BaseCallback):
             for key in ("mean", "mean_lo", "mean_hi", "iqm", "iqm_lo", "iqm_hi"):
                 self.logger.record(f"{prefix}_{key}", row[key])
         self.rows.extend(rows)
+        self.logger.record("time/total_timesteps", self.num_timesteps, exclude="tensorboard")
         self.logger.dump(self.num_timesteps)
         if self.log_path is not None:
             new = not self.log_path.exists()
