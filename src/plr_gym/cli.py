@@ -194,7 +194,7 @@ def env_family(env_id: str) -> str:
             f"unknown environment {env_id!r}{hint} (MiniGrid ids such as MiniGrid-DoorKey-5x5-v0 need the "
             "minigrid extra; Procgen games are plr_gym/procgen-<game>-v0)"
         )
-    if env_id.startswith("MiniGrid-"):
+    if env_id.split("/")[-1].startswith("MiniGrid-"):  # also plr_gym/MiniGrid-DoorKeyGamut-v0
         return "minigrid"
     if env_id.startswith("plr_gym/procgen-"):
         return "procgen"

@@ -5,7 +5,13 @@ evaluate on e.g. ``range(10_000, 10_100)``. :func:`evaluate_levels` plays a fixe
 every given level with a vec env whose sub-envs are :class:`~plr_gym.LevelWrapper` s, and returns the
 episodic returns per level. :func:`summarize` gives the mean and the interquartile mean (IQM, the mean of
 the middle 50%; Agarwal et al., NeurIPS 2021) with stratified bootstrap 95% confidence intervals
-(``scipy.stats.bootstrap``).
+(``scipy.stats.bootstrap``), and :func:`format_summary` one readable line of it.
+:class:`HeldOutEvalCallback` evaluates during SB3 training and logs ``eval/heldout_*`` through SB3's
+logger (TensorBoard, CSV).
+
+**Greedy or sampled actions.** Everywhere in plr_gym (this module, the callback, ``plr-gym train`` and
+``plr-gym evaluate``) the default is :data:`DEFAULT_DETERMINISTIC` ``= False``: actions are sampled from
+the policy, as in the PLR paper's evaluation. Ask for greedy actions with ``deterministic=True``.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ __all__ = [
     "EVAL_CSV_FIELDS",
     "HeldOutEvalCallback",
     "evaluate_levels",
+    "format_summary",
     "iqm",
     "summarize",
 ]
@@ -304,6 +311,22 @@ def summarize(
         )
         out[f"{name}_ci"] = (float(res.confidence_interval.low), float(res.confidence_interval.high))
     return out
+
+
+def format_summary(summary: dict[str, Any], digits: int = 3) -> str:
+    """One readable line for the output of :func:`summarize`.
+
+    Example:
+        >>> format_summary(summarize([0.0, 0.5, 1.0, 1.0]))
+        'mean 0.625 [0.250, 1.000], IQM 0.750 [0.000, 1.000] over 4 levels (95% bootstrap CIs)'
+    """
+    f = f"{{:.{digits}f}}".format
+    mean_lo, mean_hi = summary["mean_ci"]
+    iqm_lo, iqm_hi = summary["iqm_ci"]
+    return (
+        f"mean {f(summary['mean'])} [{f(mean_lo)}, {f(mean_hi)}], IQM {f(summary['iqm'])} "
+        f"[{f(iqm_lo)}, {f(iqm_hi)}] over {summary['n_levels']} levels (95% bootstrap CIs)"
+    )
 
 
 #: Columns of the CSV written by :class:`HeldOutEvalCallback` (``log_path``), one row per evaluation

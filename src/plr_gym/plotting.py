@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -419,7 +420,7 @@ def plot_comparison(runs: Sequence[Run], path: Path, title: str | None = None) -
     return path
 
 
-def load_curriculum(path: Path) -> dict[str, npt.NDArray[Any]]:
+def load_curriculum(path: str | os.PathLike[str]) -> dict[str, npt.NDArray[Any]]:
     """The snapshots written by :class:`~plr_gym.CurriculumLogCallback` (``curriculum.npz`` of a run)."""
     with np.load(path, allow_pickle=False) as data:
         return {k: data[k] for k in ("timesteps", "levels", "weights", "visits", "scores")}
@@ -430,8 +431,8 @@ def _row_bins(order: npt.NDArray[np.int64], max_rows: int) -> list[npt.NDArray[n
 
 
 def plot_curriculum(
-    history: dict[str, npt.NDArray[Any]] | Path,
-    path: Path,
+    history: dict[str, npt.NDArray[Any]] | str | os.PathLike[str],
+    path: str | os.PathLike[str],
     difficulty: npt.NDArray[Any] | Sequence[float] | None = None,
     difficulty_label: str = "difficulty",
     max_rows: int = 200,
@@ -469,7 +470,8 @@ def plot_curriculum(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    h = load_curriculum(history) if isinstance(history, Path) else history
+    h = history if isinstance(history, dict) else load_curriculum(history)
+    path = Path(path)
     levels = np.asarray(h["levels"])
     steps = np.asarray(h["timesteps"], dtype=np.float64)
     weights = np.asarray(h["weights"], dtype=np.float64)
