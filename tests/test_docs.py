@@ -179,3 +179,9 @@ def test_docs_build_strict(tmp_path: Path) -> None:
     for expected in ("LevelSampler", "PLRCallback", "report_rollout", "evaluate_levels", "staleness_coef"):
         assert expected in api, expected
     assert "paper" in (site / "guide" / "index.html").read_text()
+    # the curriculum heatmap is part of the site, shown in the CLI page and the guide
+    assert (site / "img" / "curriculum.png").read_bytes()[:4] == b"\x89PNG"
+    for page in ("cli", "guide"):
+        assert 'src="../img/curriculum.png"' in (site / page / "index.html").read_text(), page
+    for name in ("HeldOutEvalCallback", "CurriculumLogCallback", "plot_curriculum", "DEFAULT_DETERMINISTIC"):
+        assert name in api, name
