@@ -74,7 +74,7 @@ TASKS: dict[str, Task] = {
     "doorkey5_full": Task("MiniGrid-DoorKey-5x5-v0", "minigrid", 20, 100, 160_000, 4, 20, full_obs=True),
     # egocentric 7x7 view + MLP, 40 training levels: generalises, the budget stops mid-learning
     "doorkey6": Task("MiniGrid-DoorKey-6x6-v0", "minigrid", 40, 100, 160_000, 4, 40),
-    # a gamut: DoorKey 5x5 / 8x8 / 10x10 by seed % 3 (egocentric view): easy, learnable, mostly out of reach
+    # a gamut: DoorKey 5x5 / 6x6 / 8x8 by seed % 3 (egocentric view): levels of mixed difficulty
     "gamut": Task(
         "plr_gym/MiniGrid-DoorKeyGamut-v0",
         "minigrid",
@@ -83,7 +83,7 @@ TASKS: dict[str, Task] = {
         160_000,
         4,
         30,
-        env_kwargs={"sizes": (5, 8, 10)},
+        env_kwargs={"sizes": (5, 6, 8)},
     ),
     # Procgen easy, 200 training levels (the paper's setting) at 0.4% of the paper's 25M steps
     "bigfish": Task(
@@ -108,12 +108,19 @@ TASKS: dict[str, Task] = {
 METHODS: dict[str, dict[str, Any]] = {
     "uniform": {"strategy": "random"},
     # the paper's Procgen defaults: L1 value loss, rank transform, beta=0.1, rho=0.1
-    "plr": {"strategy": "value_l1", "score_transform": "rank", "temperature": 0.1, "staleness_coef": 0.1},
+    "plr": {
+        "strategy": "value_l1",
+        "score_transform": "rank",
+        "temperature": 0.1,
+        "staleness_coef": 0.1,
+        "uniform_mass": 0.0,
+    },
     "plr_s0.3": {
         "strategy": "value_l1",
         "score_transform": "rank",
         "temperature": 0.1,
         "staleness_coef": 0.3,
+        "uniform_mass": 0.0,
     },
     # flatter replay distributions: rank^-(1/0.3) and rank^-1 instead of rank^-10
     "plr_t0.3_s0.3": {
@@ -121,12 +128,14 @@ METHODS: dict[str, dict[str, Any]] = {
         "score_transform": "rank",
         "temperature": 0.3,
         "staleness_coef": 0.3,
+        "uniform_mass": 0.0,
     },
     "plr_t1_s0.3": {
         "strategy": "value_l1",
         "score_transform": "rank",
         "temperature": 1.0,
         "staleness_coef": 0.3,
+        "uniform_mass": 0.0,
     },
     # candidate default: rank^-1, rho=0.3, and half of every replay draw uniform over the levels
     "plr_t1_s0.3_u0.5": {
@@ -416,6 +425,9 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     print("|" + " --- |" * 10)
     for r in rows:
         delta = _fmt_ci(r["delta"], "mean") if "delta" in r else "—"
+        if "delta" in r:
+            lo, hi = r["delta"]["mean_ci"]
+            delta += " **worse**" if hi < 0 else (" **better**" if lo > 0 else " tie")
         norm = f"{r['normalized']:.0f}" if "normalized" in r else "—"
         seeds = " ".join(f"{m:.2f}" for m in r["seed_means"])
         print(
@@ -498,6 +510,42 @@ def plot_curves(out: Path, task: str, methods: list[str]) -> Path | None:
     ax.grid(alpha=0.3)
     path = out / f"curve_{task}.png"
     fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_deltas(out: Path, rows: list[dict[str, Any]]) -> Path | None:
+    """Forest plot: paired Δ held-out mean return vs uniform, 95% CI, one panel per task."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = list(dict.fromkeys(r["task"] for r in rows if "delta" in r))
+    if not tasks:
+        return None
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.2), sharey=True, squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        task_rows = [r for r in rows if r["task"] == task and "delta" in r]
+        for k, r in enumerate(task_rows):
+            d = r["delta"]
+            lo, hi = d["mean_ci"]
+            color = "C3" if hi < 0 else ("C2" if lo > 0 else "C0")
+            ax.errorbar(
+                d["mean"], k, xerr=[[d["mean"] - lo], [hi - d["mean"]]], fmt="o", color=color, capsize=4
+            )
+        ax.axvline(0.0, color="k", lw=0.8)
+        ax.set_yticks(range(len(task_rows)))
+        ax.set_yticklabels([f"{r['method']} ({r['seeds']})" for r in task_rows], fontsize=8)
+        ax.set_title(task, fontsize=10)
+        ax.set_xlabel("Δ held-out mean return vs uniform")
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(
+        "Paired difference to uniform (95% CI over seeds × levels; red: worse, green: better)", fontsize=9
+    )
+    fig.tight_layout()
+    path = out / "delta_vs_uniform.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -609,6 +657,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\nlearning curves: {plot}")
         all_rows.extend(rows)
     write_summary(out, all_rows)
+    if all_rows:
+        deltas = plot_deltas(out, all_rows)
+        if deltas is not None:
+            print(f"paired differences: {deltas}")
     print(f"\nresults: {out}")
     if failed:
         print(f"{len(failed)} run(s) failed: {failed}", file=sys.stderr)

@@ -227,7 +227,7 @@ def test_demo_quick(
     assert demo.main(["--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "| plr (value_l1), 2 seeds |" in out and "| uniform, 2 seeds |" in out
-    assert "Held-out mean return: PLR" in out
+    assert "Verdict: " in out and "held-out return vs uniform (95% CI [" in out
     for run in ("plr-seed0", "plr-seed1", "uniform-seed0", "uniform-seed1"):
         assert (tmp_path / run / "model.zip").is_file()
     assert_png_with_content(tmp_path / "comparison.png")

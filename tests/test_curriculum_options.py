@@ -331,3 +331,34 @@ def test_demo_verdict_reads_the_paired_difference(tmp_path: Path) -> None:
     line = verdict(tmp_path, [0, 1, 2])
     assert line.startswith("Verdict: PLR generalised worse than uniform sampling: PLR -0.099")
     assert verdict(tmp_path, [0, 1, 2, 3]) == ""  # a missing run: no verdict rather than a wrong one
+
+
+def test_learnability_interrupted_update_and_crafted_state_leave_the_sampler_unchanged() -> None:
+    import copy
+
+    live, twin = learn_sampler(score_transform="rank"), learn_sampler(score_transform="rank")
+    for s in (live, twin):
+        for level, outcome in [(0, 1), (0, 0), (1, 1), (2, 0)]:
+            s.update(level, outcome)
+    before = copy.deepcopy(live.state_dict())
+
+    def interrupt(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    assert live._score_keys is not None
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(live._score_keys, "replace", interrupt)  # after the success rate was updated
+        with pytest.raises(KeyboardInterrupt):
+            live.update(0, 1)
+    np.testing.assert_array_equal(live.success_rate, before["success_rate"])
+    np.testing.assert_array_equal(live.state_dict()["outcomes"], before["outcomes"])
+    assert live.sample(30).tolist() == twin.sample(30).tolist()
+    crafted = copy.deepcopy(twin.state_dict())
+    crafted["scores"][0] = 0.2  # not p(1 - p) of the stored success rate 0.5
+    with pytest.raises(ValueError, match="success_rate \\* \\(1 - success_rate\\)"):
+        live.load_state_dict(crafted)
+    crafted = copy.deepcopy(twin.state_dict())
+    crafted["success_rate"][1] = 1.5
+    with pytest.raises(ValueError, match="must lie in \\[0, 1\\]"):
+        live.load_state_dict(crafted)
+    assert live.sample(30).tolist() == twin.sample(30).tolist()

@@ -576,7 +576,7 @@ def test_dict_npz_round_trip(tmp_path: Any) -> None:
         buffers[0].add(obs, obs, np.zeros(1), np.ones(1), np.zeros(1), [{}])
     buffers[0].update_priorities([0, 3], [4.0, 0.5])
     buffers[0].save(tmp_path / "dict")
-    buffers[1].load(tmp_path / "dict.npz")
+    buffers[1].load(tmp_path / "dict")  # exactly the path given: no ".npz" appended
     a, b = buffers[0].sample(6), buffers[1].sample(6)
     np.testing.assert_array_equal(a.indices, b.indices)
     assert th.equal(a.observations["a"], b.observations["a"])

@@ -69,7 +69,7 @@ def test_report_rollout_checks_lengths_and_logits() -> None:
     envs.reset()
     for _ in range(6):
         envs.step(np.zeros(2, dtype=np.int64))
-    with pytest.raises(ValueError, match="only 6 steps"):
+    with pytest.raises(ValueError, match="got 7 rows of rollout data but 6 steps were taken"):
         envs.report_rollout(rewards=np.zeros((7, 2)), values=np.zeros((7, 2)))
     logits = np.zeros((6, 2, 7))
     logits[..., 0] = np.log(3.0)  # p(action 0) = 3 / 9

@@ -76,14 +76,23 @@ def _decode(obj: Any, arrays: Any) -> Any:
 
 
 def save_values(path: str | os.PathLike[str], value: Any) -> None:
-    """Write a JSON-able structure with numpy arrays inside (levels, RNG states) as ``.npz``, no pickle."""
+    """Write a JSON-able structure with numpy arrays inside (levels, RNG states) as ``.npz``, no pickle.
+
+    The file is replaced atomically (:mod:`plr_gym.checkpoint`): a failed save leaves the previous one.
+    """
+    from plr_gym.checkpoint import save_npz
+
     arrays: dict[str, Any] = {}
     meta = json.dumps(_encode(value, arrays))
-    with open(path, "wb") as f:
-        np.savez(f, meta=np.array(meta), **arrays)
+    save_npz(path, {"meta": np.array(meta), **arrays})
 
 
 def load_values(path: str | os.PathLike[str]) -> Any:
-    """Read a file written by :func:`save_values`."""
-    with np.load(path, allow_pickle=False) as npz:
+    """Read a file written by :func:`save_values` (``ValueError`` if it is not one)."""
+    from plr_gym.checkpoint import load_npz
+
+    npz = load_npz(path)
+    try:
         return _decode(json.loads(str(npz["meta"])), npz)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{os.fspath(path)} is not a plr_gym values file: {exc!r}") from exc

@@ -20,8 +20,15 @@ from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
+from plr_gym.checkpoint import checkpoint_files, write_checkpoint_dir
 from plr_gym.level_buffer import load_values, save_values
-from plr_gym.scoring import DISCRETE_ONLY, OUTCOME_STRATEGIES, EpisodeScorer, episode_success
+from plr_gym.scoring import (
+    DISCRETE_ONLY,
+    OUTCOME_STRATEGIES,
+    PARTIAL_EPISODES,
+    EpisodeScorer,
+    episode_success,
+)
 
 __all__ = ["LOGIT_STRATEGIES", "CurriculumLogCallback", "PLRCallback", "find_plr_wrapper"]
 
@@ -87,6 +94,10 @@ class PLRCallback(BaseCallback):
         ``info["episode"]["r"] > 0`` written by SB3's ``Monitor`` (MiniGrid's success); see
         :func:`plr_gym.scoring.episode_success`.
     :param verbose: verbosity level.
+    :param partial_episodes: how an episode still running at the end of a rollout is scored:
+        ``"stitch"`` (default: once, over all its steps, when it completes) or ``"commit"`` (as
+        level-replay: its chunk is scored at the rollout's end and the rest as a new episode), see
+        :class:`~plr_gym.scoring.EpisodeScorer`.
 
     **Buffer mode** (``PrioritizedLevelReplay(venv, buffer=LevelBuffer(...), generator=fn)``): at the
     start of every rollout the wrapper decides between replaying buffer levels and trying new ones (or,
@@ -121,12 +132,18 @@ class PLRCallback(BaseCallback):
         stats_every: int | None = None,
         success_fn: Callable[[dict[str, Any]], Any] | None = None,
         verbose: int = 0,
+        partial_episodes: str = "stitch",
     ) -> None:
         super().__init__(verbose)
         if success_fn is not None and not callable(success_fn):
             raise TypeError(f"success_fn must be a callable fn(info) -> bool or None, got {success_fn!r}")
         self.success_fn = success_fn
         self._successes: np.ndarray[Any, Any] | None = None
+        if partial_episodes not in PARTIAL_EPISODES:
+            raise ValueError(
+                f"partial_episodes={partial_episodes!r} is not supported; choose 'stitch' or 'commit'"
+            )
+        self.partial_episodes = partial_episodes
         if stats_every is not None and (
             isinstance(stats_every, bool) or not isinstance(stats_every, int) or stats_every < 1
         ):
@@ -142,6 +159,9 @@ class PLRCallback(BaseCallback):
         self.wrapper: Any = None
         self.scorer: EpisodeScorer | None = None
         self._levels: np.ndarray[Any, Any] | None = None
+        self._raw_rewards: np.ndarray[Any, Any] | None = None
+        # what the rollout buffer's compute_returns_and_advantage received: (last_values, dones)
+        self._bootstrap: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None = None
         self._step = 0
         self._rollouts = 0
         self._samples_at_start = (0, 0)
@@ -172,12 +192,18 @@ class PLRCallback(BaseCallback):
         n_envs = self.model.n_envs
         if strategy not in _SCORELESS:
             self.scorer = EpisodeScorer(
-                target, n_envs=n_envs, strategy=strategy, gamma=float(self.model.gamma)
+                target,
+                n_envs=n_envs,
+                strategy=strategy,
+                gamma=float(self.model.gamma),
+                partial_episodes=self.partial_episodes,
             )
         n_steps = int(self.model.n_steps)
         self._levels = np.zeros((n_steps, n_envs), dtype=self.wrapper.step_levels.dtype)
         if isinstance(strategy, str) and strategy in OUTCOME_STRATEGIES:
             self._successes = np.full((n_steps, n_envs), np.nan)
+        self._raw_rewards = np.zeros((n_steps, n_envs), dtype=np.float64)
+        self._capture_bootstrap()
         if self.stats_every is None:  # about one O(N log N) statistics pass per 100k level-rollouts
             self.stats_every = 1 if buffer_mode else max(1, self.wrapper.sampler.num_levels // 100_000)
         if buffer_mode and not self.exploratory_grad_updates:
@@ -186,14 +212,39 @@ class PLRCallback(BaseCallback):
             model.train = self._train_on_replay_only  # type: ignore[method-assign]
         if self.resume_from is not None:
             self.load(self.resume_from)
-            if self.wrapper.steps_since_reset == 0 and self.wrapper.buffer is None:
+            if self.wrapper.buffer is not None:
+                # learn() has just reset the envs on a plan made from the buffer as it was before the
+                # restore: drop it, so the first rollout is planned from the restored buffer
+                self.wrapper.plan.discard()
+            elif self.wrapper.steps_since_reset == 0:
                 # learn() has just reset the envs on levels drawn from the sampler as it was before the
                 # restore: start them again on levels drawn from the restored sampler
                 algo: Any = self.model
                 algo._last_obs = algo.env.reset()
                 algo._last_episode_starts = np.ones(algo.n_envs, dtype=bool)
 
+    def _capture_bootstrap(self) -> None:
+        """Record the ``last_values``/``dones`` SB3 passes to ``compute_returns_and_advantage``.
+
+        ``self.locals["values"]`` is not that value for algorithms that do not refresh ``locals`` before
+        ``on_rollout_end`` (sb3-contrib's RecurrentPPO and MaskablePPO): there it is ``V(s_{T-1})``.
+        """
+        buffer: Any = self.model.rollout_buffer  # type: ignore[attr-defined]
+        original = buffer.compute_returns_and_advantage
+        callback = self
+
+        def compute_returns_and_advantage(last_values: th.Tensor, dones: np.ndarray[Any, Any]) -> None:
+            callback._bootstrap = (
+                last_values.detach().cpu().numpy().astype(np.float64).reshape(-1),
+                np.asarray(dones).copy(),
+            )
+            original(last_values=last_values, dones=dones)
+
+        buffer.compute_returns_and_advantage = compute_returns_and_advantage
+        self._patched_buffer = buffer
+
     def _on_rollout_start(self) -> None:
+        self._bootstrap = None
         self._step = 0
         if self.wrapper.buffer is not None:
             # assign this rollout's levels and start every env on them
@@ -212,7 +263,7 @@ class PLRCallback(BaseCallback):
             self.logger.record("plr/skipped_update", 1)
 
     def _on_step(self) -> bool:
-        assert self._levels is not None
+        assert self._levels is not None and self._raw_rewards is not None
         if self._step < self._levels.shape[0]:
             self._levels[self._step] = self.wrapper.step_levels
             if self._successes is not None:
@@ -222,6 +273,9 @@ class PLRCallback(BaseCallback):
                     outcome = episode_success(self.locals["infos"][e], self.success_fn)
                     if outcome is not None:
                         row[e] = float(outcome)
+            rewards = self.locals.get("rewards")
+            # the env's reward, before SB3 folds gamma * V(terminal obs) into a truncated episode's last one
+            self._raw_rewards[self._step] = 0.0 if rewards is None else np.asarray(rewards, dtype=np.float64)
         self._step += 1
         return True
 
@@ -238,16 +292,22 @@ class PLRCallback(BaseCallback):
             extra: dict[str, Any] = {}
             if self.scorer.needs_policy:
                 extra = self._policy_outputs(buffer)
-            last_values = self.locals.get("values")
-            dones = self.locals.get("dones")
+            if self._bootstrap is None:
+                raise RuntimeError(
+                    f"PLRCallback: {type(self.model).__name__} did not call "
+                    "rollout_buffer.compute_returns_and_advantage(last_values=..., dones=...) before "
+                    "on_rollout_end, so the bootstrap value V(s_T) of the rollout is unknown"
+                )
+            last_values, dones = self._bootstrap
             reported = self.scorer.process_rollout(
                 levels=self._levels,
                 episode_starts=buffer.episode_starts,
                 dones=dones,
                 rewards=buffer.rewards,
+                raw_rewards=self._raw_rewards,
                 values=buffer.values,
                 advantages=buffer.advantages,
-                last_values=None if last_values is None else last_values.detach().cpu().numpy().reshape(-1),
+                last_values=last_values,
                 successes=self._successes,
                 **extra,
             )
@@ -263,6 +323,10 @@ class PLRCallback(BaseCallback):
             self.save(self.save_path)
 
     def _on_training_end(self) -> None:
+        patched = getattr(self, "_patched_buffer", None)
+        if patched is not None and "compute_returns_and_advantage" in vars(patched):
+            del patched.compute_returns_and_advantage  # back to the class's method
+            self._patched_buffer = None
         if self._original_train is not None:
             on_policy: Any = self.model
             on_policy.train = self._original_train
@@ -364,30 +428,62 @@ class PLRCallback(BaseCallback):
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, directory: str | os.PathLike[str]) -> None:
-        """Write the sampler and the scorer's open episodes to ``directory`` (npz + JSON, no pickle)."""
-        path = Path(directory)
-        path.mkdir(parents=True, exist_ok=True)
+        """Write the sampler (or buffer and generator plan) and the scorer's open episodes to ``directory``.
+
+        The files (npz + JSON, no pickle) form one checkpoint, written atomically
+        (:func:`plr_gym.checkpoint.write_checkpoint_dir`): a save that fails or is killed leaves the
+        previous checkpoint complete, and a reader never sees files of two different saves.
+        """
+        if self.wrapper is None:
+            raise RuntimeError("PLRCallback.save needs the training env: call it once training has started")
+        writers: dict[str, Any] = {}
         if self.wrapper.buffer is not None:
-            self.wrapper.buffer.save(path / "plr_buffer.npz")
-            save_values(path / "plr_generator.npz", self.wrapper.plan.state_dict())
+            writers["plr_buffer.npz"] = self.wrapper.buffer.save
+            plan_state = self.wrapper.plan.state_dict()
+            writers["plr_generator.npz"] = lambda p: save_values(p, plan_state)
         else:
-            self.wrapper.sampler.save(path / "plr_sampler.npz")
+            writers["plr_sampler.npz"] = self.wrapper.sampler.save
         if self.scorer is not None:
-            self.scorer.save(path / "plr_scorer.npz")
+            writers["plr_scorer.npz"] = self.scorer.save
+        write_checkpoint_dir(directory, writers)
 
     def load(self, directory: str | os.PathLike[str]) -> None:
         """Restore the sampler and the scorer from ``directory`` (call once training has started, or pass
-        ``resume_from=`` to the constructor)."""
-        path = Path(directory)
+        ``resume_from=`` to the constructor).
+
+        All or nothing: if any file is missing or refused (e.g. a checkpoint of a run with another
+        ``n_envs``), the sampler, buffer, plan and scorer are left exactly as they were.
+        """
         if self.wrapper is None:
             raise RuntimeError("PLRCallback.load needs the training env: pass resume_from= instead")
+        path = checkpoint_files(directory)
+        targets: list[Any] = []
         if self.wrapper.buffer is not None:
-            self.wrapper.buffer.load_from(path / "plr_buffer.npz")
-            self.wrapper.plan.load_state_dict(load_values(path / "plr_generator.npz"))
+            targets += [
+                (self.wrapper.buffer, self.wrapper.buffer.load_from, path / "plr_buffer.npz"),
+                (
+                    self.wrapper.plan,
+                    lambda p: self.wrapper.plan.load_state_dict(load_values(p)),
+                    path / "plr_generator.npz",
+                ),
+            ]
         else:
-            self.wrapper.sampler.load_from(path / "plr_sampler.npz")
+            targets.append((self.wrapper.sampler, self.wrapper.sampler.load_from, path / "plr_sampler.npz"))
         if self.scorer is not None and (path / "plr_scorer.npz").exists():
-            self.scorer.load(path / "plr_scorer.npz")
+            targets.append((self.scorer, self.scorer.load, path / "plr_scorer.npz"))
+        for _, _, file in targets:
+            if not file.exists():
+                raise FileNotFoundError(
+                    f"{file} is missing: {directory} is not a PLRCallback checkpoint of this setup"
+                )
+        saved = [obj.state_dict() for obj, _, _ in targets]
+        try:
+            for _, load, file in targets:
+                load(file)
+        except BaseException:
+            for (obj, _, _), state in zip(targets, saved):
+                obj.load_state_dict(state)
+            raise
 
 
 class CurriculumLogCallback(BaseCallback):

@@ -51,6 +51,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from plr_gym.checkpoint import atomic_open
+
 __all__ = [
     "ALGORITHMS",
     "DEVICES",
@@ -147,6 +149,10 @@ def _open_unit_float(text: str) -> float:
     return value
 
 
+#: Most levels a command-line level range may hold (larger ranges would exhaust memory).
+MAX_LEVELS = 10_000_000
+
+
 def parse_levels(spec: str) -> list[int]:
     """Level ids from ``"START:STOP"`` (``range(START, STOP)``) or a comma-separated list ``"3,5,8"``.
 
@@ -156,6 +162,10 @@ def parse_levels(spec: str) -> list[int]:
     try:
         if ":" in text:
             lo, hi = (int(part) for part in text.split(":"))
+            if hi - lo > MAX_LEVELS:
+                raise argparse.ArgumentTypeError(
+                    f"{spec!r} holds {hi - lo} levels; at most {MAX_LEVELS} are supported"
+                )
             levels = list(range(lo, hi))
         else:
             levels = [int(part) for part in text.split(",") if part.strip()]
@@ -299,8 +309,6 @@ def resolve_device(name: str) -> str:
 
 def _prepare_out_dir(out: Path, overwrite: bool) -> None:
     """Refuse a non-empty run directory unless ``overwrite``; then remove what a previous run wrote."""
-    if out.exists() and not out.is_dir():
-        raise CLIError(f"--out {out} is a file, not a directory")
     if out.is_dir() and any(out.iterdir()):
         if not overwrite:
             raise CLIError(
@@ -421,6 +429,8 @@ def train(args: argparse.Namespace) -> Path:
 
     family = env_family(args.env_id)
     algo_cls = _algorithm_class(args.algo)
+    if args.num_levels > MAX_LEVELS:
+        raise CLIError(f"--num-levels {args.num_levels} exceeds the supported maximum {MAX_LEVELS}")
     train_levels = list(range(args.level_start, args.level_start + args.num_levels))
     eval_levels: list[int] = args.eval_levels
     overlap = sorted(set(train_levels) & set(eval_levels))
@@ -444,9 +454,16 @@ def train(args: argparse.Namespace) -> Path:
     resume = _resume_dir(args)
 
     out = resume if resume is not None else Path(args.out or "runs/run")
-    if resume is None:
-        _prepare_out_dir(out, getattr(args, "overwrite", False))
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        if resume is None:
+            _prepare_out_dir(out, getattr(args, "overwrite", False))
+        out.mkdir(parents=True, exist_ok=True)
+        if resume is None:
+            # config.json marks a finished (or interrupted) run: written last, a stale one goes first
+            for stale in ("config.json", "eval.csv"):
+                (out / stale).unlink(missing_ok=True)
+    except OSError as exc:
+        raise CLIError(f"cannot use --out {out}: {exc}") from None
     csv_path = out / "eval.csv"
     config = {k: v for k, v in vars(args).items() if k not in ("func", "command")}
     config["out"] = str(out)
@@ -455,7 +472,6 @@ def train(args: argparse.Namespace) -> Path:
     if resume is not None:
         previous = json.loads((out / "config.json").read_text())
         config["resumed_at"] = [*previous.get("resumed_at", []), _saved_timesteps(out)]
-    (out / "config.json").write_text(json.dumps(config, indent=2, default=str) + "\n")
 
     tensorboard_log = None
     if args.tensorboard:
@@ -548,7 +564,7 @@ def train(args: argparse.Namespace) -> Path:
         )
         model.save(out / "model.zip")
     except KeyboardInterrupt:
-        _save_interrupted(out, model, plr_callback, curriculum)
+        _save_interrupted(out, model, plr_callback, curriculum, config)
         raise Interrupted(
             f"interrupted at step {model.num_timesteps}: saved {out / 'model.zip'} and the sampler in "
             f"{out / 'plr'}; continue with the same command and --resume {out}"
@@ -567,6 +583,8 @@ def train(args: argparse.Namespace) -> Path:
         "timesteps": int(model.num_timesteps),
     }
     (out / "evaluation.json").write_text(json.dumps(result, indent=2) + "\n")
+    with atomic_open(out / "config.json") as f:  # last: only a finished run has a config.json
+        f.write((json.dumps(config, indent=2, default=str) + "\n").encode())
     if not args.quiet:
         s = result["summary"]
         print(
@@ -610,13 +628,21 @@ def _saved_timesteps(out: Path) -> int:
     return int(data.get("num_timesteps", 0))
 
 
-def _save_interrupted(out: Path, model: Any, plr_callback: Any, curriculum: Any) -> None:
-    """Ctrl-C: save what resuming needs (the interrupted rollout's episodes are not scored)."""
+def _save_interrupted(
+    out: Path, model: Any, plr_callback: Any, curriculum: Any, config: dict[str, Any]
+) -> None:
+    """Ctrl-C: save what resuming needs (the interrupted rollout's episodes are not scored); config.json,
+    written last, records the step (``interrupted_at``)."""
+    from plr_gym.checkpoint import atomic_open
+
     model.save(out / "model.zip")
     if plr_callback.wrapper is not None:
         plr_callback.save(out / "plr")
     if curriculum.wrapper is not None:
         curriculum.save()
+    with atomic_open(out / "config.json") as f:
+        marked = {**config, "interrupted_at": int(model.num_timesteps)}
+        f.write((json.dumps(marked, indent=2, default=str) + "\n").encode())
     print(f"\ninterrupted: saved {out / 'model.zip'} and {out / 'plr'}", file=sys.stderr, flush=True)
 
 
@@ -652,7 +678,16 @@ def evaluate_model(args: argparse.Namespace) -> dict[str, Any]:
     if not model_path.is_file():
         raise CLIError(f"no model at {args.model} (expected a .zip written by plr-gym train or model.save)")
     config_path = model_path.parent / "config.json"
-    config: dict[str, Any] = json.loads(config_path.read_text()) if config_path.is_file() else {}
+    config: dict[str, Any] = {}
+    if config_path.is_file():
+        try:
+            config = json.loads(config_path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise CLIError(
+                f"{config_path} is not valid JSON ({exc}); pass --env (and --algo) instead"
+            ) from None
+        if not isinstance(config, dict):
+            raise CLIError(f"{config_path} does not hold a JSON object; pass --env (and --algo) instead")
     algo = args.algo or config.get("algo", "ppo")
     env_id = args.env or config.get("env_id")
     if env_id is None:
@@ -700,15 +735,18 @@ def evaluate_model(args: argparse.Namespace) -> dict[str, Any]:
         "summary": summary,
     }
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
     csv_out = out.with_suffix(".csv")
-    with csv_out.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["level", "episode", "return"])
-        for level, values in returns.items():
-            for k, value in enumerate(values):
-                writer.writerow([level, k, value])
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
+        with csv_out.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["level", "episode", "return"])
+            for level, values in returns.items():
+                for k, value in enumerate(values):
+                    writer.writerow([level, k, value])
+    except OSError as exc:
+        raise CLIError(f"cannot write --out {args.out}: {exc}") from None
     print(
         f"{env_id}: {summary['n_levels']} levels, mean {summary['mean']:.3f} "
         f"[{summary['mean_ci'][0]:.3f}, {summary['mean_ci'][1]:.3f}], IQM {summary['iqm']:.3f} "
@@ -772,9 +810,15 @@ def compare_command(args: argparse.Namespace) -> list[Path]:
     if len(run_dirs) < 1:
         raise CLIError("compare needs run directories (written by plr-gym train), or --run")
     for d in run_dirs:
-        if not (d / "eval.csv").is_file():
-            raise CLIError(f"{d} is not a plr-gym run directory (no eval.csv); train one with plr-gym train")
-    table = compare_runs(run_dirs, out)
+        if not (d / "eval.csv").is_file() or not (d / "config.json").is_file():
+            raise CLIError(
+                f"{d} is not a plr-gym run directory, or not a finished one (no eval.csv or config.json); "
+                "train one with plr-gym train"
+            )
+    try:
+        table = compare_runs(run_dirs, out)
+    except (OSError, ValueError, KeyError) as exc:  # a malformed run directory, or an unusable --out
+        raise CLIError(f"cannot compare {', '.join(map(str, run_dirs))} into {out}: {exc!r}") from None
     print(table)
     written = [out / name for name in ("comparison.md", "comparison.csv", "comparison.png")]
     print("\nwrote " + ", ".join(str(p) for p in written if p.exists()))
@@ -943,9 +987,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "evaluate",
         help="evaluate a saved model on held-out levels",
-        description="Play each level and write per-level returns and the summary (mean, IQM, 95%% CIs).",
+        description="Play each level and write per-level returns and the summary (mean, IQM, 95%% CIs). "
+        "Security: an SB3 model .zip contains pickled Python objects and loading it runs code; only "
+        "evaluate model files from a trusted source.",
     )
-    p.add_argument("model", help="model .zip, or a run directory containing model.zip")
+    p.add_argument(
+        "model",
+        help="model .zip, or a run directory containing model.zip. A model file is code: loading it "
+        "unpickles Python objects, so only evaluate models from a trusted source",
+    )
     p.add_argument("--env", default=None, help="Gymnasium id (default: from the run's config.json)")
     p.add_argument("--algo", choices=ALGORITHMS, default=None, help="default: from config.json, else ppo")
     p.add_argument("--levels", type=parse_levels, default="10000:10100", help="START:STOP or a,b,c")

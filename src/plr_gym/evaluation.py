@@ -17,6 +17,7 @@ the policy, as in the PLR paper's evaluation. Ask for greedy actions with ``dete
 from __future__ import annotations
 
 import csv
+import numbers
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -37,6 +38,8 @@ __all__ = [
     "iqm",
     "summarize",
 ]
+
+_INT64_MAX = int(np.iinfo(np.int64).max)
 
 
 def _base_venv(venv: VecEnv) -> VecEnv:
@@ -139,7 +142,19 @@ def evaluate_levels(
         >>> returns  # always turning left never reaches the goal
         {0: [0.0], 1: [0.0], 2: [0.0]}
     """
-    level_list = [int(lvl) for lvl in levels]
+    if isinstance(levels, (str, bytes)) or not isinstance(levels, Iterable):
+        raise TypeError(f"levels must be an iterable of int level ids, got {type(levels).__name__}")
+    level_list: list[int] = []
+    for lvl in levels:
+        if isinstance(lvl, (bool, np.bool_)) or not isinstance(lvl, (numbers.Integral, np.integer)):
+            raise TypeError(
+                f"levels must be int level ids (reset seeds), got {type(lvl).__name__} {lvl!r}; a float "
+                "level "
+                "would be played as its integer part"
+            )
+        if not 0 <= int(lvl) <= _INT64_MAX:
+            raise ValueError(f"level ids must lie in [0, 2**63 - 1], got {lvl!r}")
+        level_list.append(int(lvl))
     if not level_list:
         raise ValueError("levels must not be empty")
     if len(set(level_list)) != len(level_list):
@@ -266,10 +281,24 @@ def _evaluate_gymnasium(
 
 
 def iqm(values: Sequence[float] | npt.NDArray[Any], axis: int = -1) -> Any:
-    """Interquartile mean: the mean of the middle 50% of the values (``scipy.stats.trim_mean(x, 0.25)``)."""
+    """Interquartile mean: the mean of the middle 50% of the values (``scipy.stats.trim_mean(x, 0.25)``).
+
+    NaN or infinite values raise ``ValueError`` (they would make the result NaN).
+    """
     from scipy.stats import trim_mean
 
-    return trim_mean(np.asarray(values, dtype=np.float64), 0.25, axis=axis)
+    arr = _finite_returns(values, "values")
+    return trim_mean(arr, 0.25, axis=axis)
+
+
+def _finite_returns(values: Any, name: str) -> npt.NDArray[np.float64]:
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be real numbers: {exc}") from exc
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} must be finite, got NaN or inf")
+    return arr
 
 
 def summarize(
@@ -288,10 +317,27 @@ def summarize(
     """
     from scipy.stats import bootstrap
 
+    if (
+        isinstance(confidence, (bool, np.bool_))
+        or not isinstance(confidence, (numbers.Real, np.floating))
+        or not 0.0 < float(confidence) < 1.0
+    ):
+        raise ValueError(f"confidence must be a number in (0, 1), got {confidence!r}")
+    if (
+        isinstance(n_resamples, (bool, np.bool_))
+        or not isinstance(n_resamples, (int, np.integer))
+        or n_resamples < 1
+    ):
+        raise ValueError(f"n_resamples must be an int >= 1, got {n_resamples!r}")
     if isinstance(returns, dict):
-        per_level = np.array([np.mean(v) for v in returns.values() if len(v)], dtype=np.float64)
+        per_level = np.array(
+            [np.mean(_finite_returns(v, f"returns[{k!r}]")) for k, v in returns.items() if len(v)],
+            dtype=np.float64,
+        )
     else:
-        per_level = np.asarray(returns, dtype=np.float64)
+        per_level = _finite_returns(returns, "returns")
+        if per_level.ndim != 1:
+            raise ValueError(f"returns must be one number per level (1-D), got shape {per_level.shape}")
     if per_level.size == 0:
         raise ValueError("returns must hold at least one level with an episode")
     out: dict[str, Any] = {"n_levels": int(per_level.size), "mean": float(per_level.mean())}

@@ -27,7 +27,16 @@ import numpy.typing as npt
 
 from plr_gym._levels import _decode, _encode, level_key, load_values, save_values
 from plr_gym._structures import LinearStalenessTree, OrderedKeys
-from plr_gym.sampler import _check_positive, _check_real, _check_unit
+from plr_gym.checkpoint import load_npz, save_npz
+from plr_gym.sampler import (
+    _check_positive,
+    _check_real,
+    _check_unit,
+    _is_int,
+    _state_array,
+    _state_int,
+    _state_rng,
+)
 
 __all__ = ["LevelBuffer", "level_key", "load_values", "save_values"]
 
@@ -112,6 +121,8 @@ class LevelBuffer:
             isinstance(seed, bool) or not isinstance(seed, (numbers.Integral, np.integer))
         ):
             raise TypeError(f"seed must be an int or None, got {type(seed).__name__} {seed!r}")
+        if seed is not None and int(seed) < 0:
+            raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
         self.seed: int | None = None if seed is None else int(seed)
         self._rng: np.random.Generator = np.random.default_rng(self.seed)
         self._rank_cdf: FloatArray = np.cumsum(
@@ -226,15 +237,38 @@ class LevelBuffer:
             return idx
         if self._size < self.capacity:
             idx = self._size
-            self._size += 1
         else:
             idx = int(np.argmin(self.sample_weights()))
             if not s > self._scores[idx]:
                 return -1
-            self._remove(idx)
-        self._count += 1
-        self._store(idx, level, key, s, extra or {}, self._count)
+        slot = (self._levels[idx], self._keys[idx], self._extras[idx], float(self._scores[idx]))
+        counters = (self._size, self._count, int(self._timestamps[idx]))
+        try:
+            if self._size < self.capacity:
+                self._size += 1
+            else:
+                self._remove(idx)
+            self._count += 1
+            self._store(idx, level, key, s, extra or {}, self._count)
+        except BaseException:  # interrupted between statements: put the evicted level back
+            self._levels[idx], self._keys[idx], self._extras[idx], self._scores[idx] = slot
+            self._size, self._count, self._timestamps[idx] = counters
+            self._rebuild_derived()
+            raise
         return idx
+
+    def _rebuild_derived(self) -> None:
+        """Recompute the index, order and staleness structures from the stored arrays."""
+        n = self._size
+        self._index = {}
+        for i in range(n):
+            self._index.setdefault(self._keys[i], i)
+        self._order = OrderedKeys()
+        self._order.rebuild(np.arange(n, dtype=np.int64), -self._scores[:n])
+        self._stale = LinearStalenessTree(self.capacity)
+        seen = np.zeros(self.capacity, dtype=bool)
+        seen[:n] = True
+        self._stale.rebuild(seen, self._timestamps)
 
     def insert_batch(
         self,
@@ -259,10 +293,16 @@ class LevelBuffer:
         idx = self._check_index(index)
         if extra is not None and not isinstance(extra, dict):
             raise TypeError(f"extra must be a dict or None, got {type(extra).__name__}")
-        self._order.replace(idx, -float(self._scores[idx]), -s)
-        self._scores[idx] = s
-        if extra:
-            self._extras[idx].update(extra)
+        old, old_extra = float(self._scores[idx]), dict(self._extras[idx])
+        try:
+            self._order.replace(idx, -old, -s)
+            self._scores[idx] = s
+            if extra:
+                self._extras[idx].update(extra)
+        except BaseException:  # interrupted: leave the level as it was
+            self._scores[idx], self._extras[idx] = old, old_extra
+            self._rebuild_derived()
+            raise
 
     def update_batch(
         self,
@@ -375,26 +415,72 @@ class LevelBuffer:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a :meth:`state_dict` saved with the same configuration (the seed may differ)."""
+        """Restore a :meth:`state_dict` saved with the same configuration (the seed may differ).
+
+        Every member is checked first (equal lengths within ``capacity``, finite scores, timestamps in
+        ``[0, count]``, extras dicts, levels hashable by value, RNG state); a refused state
+        (``ValueError``) leaves the buffer exactly as it was.
+        """
+        levels, keys, scores, stamps, extras, count, rng, seed = self._validated_state(state)
+        self.flush()
+        self.seed = seed
+        self._count = count
+        for i, (lvl, key, s, t, e) in enumerate(zip(levels, keys, scores.tolist(), stamps.tolist(), extras)):
+            self._size = i + 1
+            self._store(i, lvl, key, float(s), e, int(t))
+        self._rng = rng
+
+    def _validated_state(self, state: Any) -> tuple[Any, ...]:
         if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
             raise ValueError("not a LevelBuffer state")
+        missing = [
+            k
+            for k in ("config", "levels", "extras", "scores", "timestamps", "count", "rng")
+            if k not in state
+        ]
+        if missing:
+            raise ValueError(f"LevelBuffer state lacks {', '.join(missing)}")
+        if not isinstance(state["config"], dict):
+            raise ValueError("LevelBuffer state 'config' must be a dict")
         mine, theirs = self._config(), dict(state["config"])
         diff = sorted(k for k in mine if k != "seed" and mine[k] != theirs.get(k))
         if diff:
             raise ValueError(f"state was saved with a different configuration: {diff}")
-        levels, scores = list(state["levels"]), np.asarray(state["scores"], dtype=np.float64)
-        stamps = np.asarray(state["timestamps"], dtype=np.int64)
-        if not len(levels) == scores.size == stamps.size <= self.capacity:
-            raise ValueError("state levels, scores and timestamps must have equal lengths <= capacity")
-        count = self._count = int(state["count"])
-        self.flush()
-        self._count = count
-        for i, (lvl, s, t, e) in enumerate(zip(levels, scores.tolist(), stamps.tolist(), state["extras"])):
-            self._size = i + 1
-            self._store(i, lvl, level_key(lvl), float(s), dict(e), int(t))
-        rng = np.random.default_rng()
-        rng.bit_generator.state = state["rng"]
-        self._rng = rng
+        seed = theirs.get("seed")
+        if seed is not None and (not _is_int(seed) or int(seed) < 0):
+            raise ValueError(f"state config 'seed' must be a non-negative int or None, got {seed!r}")
+        if not isinstance(state["levels"], (list, tuple)) or not isinstance(state["extras"], (list, tuple)):
+            raise ValueError("state 'levels' and 'extras' must be lists")
+        levels, extras = list(state["levels"]), list(state["extras"])
+        scores = _state_array(state, "scores", np.float64)
+        stamps = _state_array(state, "timestamps", np.int64)
+        if not len(levels) == len(extras) == scores.size == stamps.size <= self.capacity:
+            raise ValueError(
+                "state levels, extras, scores and timestamps must have equal lengths <= capacity "
+                f"({self.capacity}), got {len(levels)}, {len(extras)}, {scores.size}, {stamps.size}"
+            )
+        if not np.isfinite(scores).all():
+            raise ValueError("state 'scores' must be finite")
+        count = _state_int(state, "count", 0, None)
+        if (stamps < 0).any() or (stamps > count).any():
+            raise ValueError(f"state 'timestamps' must lie in [0, count={count}]")
+        if not all(isinstance(e, dict) for e in extras):
+            raise ValueError("state 'extras' must be a list of dicts")
+        try:
+            keys = [level_key(lvl) for lvl in levels]
+        except TypeError as exc:
+            raise ValueError(f"state 'levels': {exc}") from exc
+        rng = _state_rng(state["rng"])
+        return (
+            levels,
+            keys,
+            scores,
+            stamps,
+            [dict(e) for e in extras],
+            count,
+            rng,
+            (None if seed is None else int(seed)),
+        )
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the buffer as ``.npz`` (arrays + JSON). Levels and extras must be ints, floats, strings,
@@ -406,20 +492,27 @@ class LevelBuffer:
             "levels": _encode(state["levels"], arrays),
             "extras": _encode(state["extras"], arrays),
         }
-        with open(path, "wb") as f:
-            np.savez(
-                f,
-                meta=np.array(json.dumps(meta)),
-                scores=state["scores"],
-                timestamps=state["timestamps"],
+        save_npz(
+            path,
+            {
+                "meta": np.array(json.dumps(meta)),
+                "scores": state["scores"],
+                "timestamps": state["timestamps"],
                 **arrays,
-            )
+            },
+        )
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> LevelBuffer:
         """Build a buffer from a file written by :meth:`save`."""
         state = _read_state(path)
-        buf = cls(**state["config"])
+        config = state.get("config")
+        if not isinstance(config, dict):
+            raise ValueError(f"{os.fspath(path)} is not a LevelBuffer checkpoint: no 'config' object")
+        try:
+            buf = cls(**config)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{os.fspath(path)} holds an invalid LevelBuffer configuration: {exc}") from exc
         buf.load_state_dict(state)
         return buf
 
@@ -436,8 +529,11 @@ class LevelBuffer:
 
 
 def _read_state(path: str | os.PathLike[str]) -> dict[str, Any]:
-    with np.load(path, allow_pickle=False) as npz:
+    npz = load_npz(path)
+    try:
         meta = json.loads(str(npz["meta"]))
+        if not isinstance(meta, dict):
+            raise ValueError("its metadata is not a JSON object")
         return {
             **meta,
             "levels": _decode(meta["levels"], npz),
@@ -445,3 +541,5 @@ def _read_state(path: str | os.PathLike[str]) -> dict[str, Any]:
             "scores": npz["scores"],
             "timestamps": npz["timestamps"],
         }
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{os.fspath(path)} is not a LevelBuffer checkpoint: {exc!r}") from exc

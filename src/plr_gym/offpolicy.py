@@ -242,6 +242,12 @@ class OffPolicyPLRCallback(BaseCallback):
                 f"PER classes), got {type(self.model).__name__}; for on-policy algorithms use PLRCallback"
             )
         self.wrapper = find_plr_wrapper(self.model.get_env())
+        if self.wrapper.sampler is None:  # buffer mode: levels are planned per rollout, not per episode
+            raise ValueError(
+                "OffPolicyPLRCallback supports PrioritizedLevelReplay over a finite level set "
+                "(levels=... or sampler=LevelSampler(...)), not buffer mode (buffer=LevelBuffer(...), Robust "
+                "PLR / ACCEL), whose per-rollout plans need on-policy rollouts: use PLRCallback with PPO/A2C"
+            )
         self.wrapper._score_watch.attached = True  # episodes will be scored
         strategy = self.wrapper.sampler.strategy
         if not isinstance(strategy, str) or strategy not in OFF_POLICY_STRATEGIES:

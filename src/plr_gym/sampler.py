@@ -56,7 +56,7 @@ Differences from the reference code, all deliberate:
 
 from __future__ import annotations
 
-import io
+import inspect
 import json
 import math
 import numbers
@@ -68,6 +68,7 @@ import numpy as np
 import numpy.typing as npt
 
 from plr_gym._structures import LinearStalenessTree, OrderedKeys, SumTree
+from plr_gym.checkpoint import load_npz, save_npz
 from plr_gym.scoring import OUTCOME_STRATEGIES, SCORE_FUNCTIONS
 
 __all__ = [
@@ -166,6 +167,7 @@ def _as_levels(levels: Any) -> IntArray:
             raise ValueError(f"levels must be 1-D, got an array of shape {arr.shape}")
         if arr.size and (arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer)):
             raise TypeError(f"levels must be integers (level ids / seeds), got dtype {arr.dtype}")
+        _check_int64_range("levels", arr)
         arr = arr.astype(np.int64, copy=True)
     if arr.size == 0:
         raise ValueError("levels must not be empty")
@@ -174,6 +176,14 @@ def _as_levels(levels: Any) -> IntArray:
         dups = uniq[counts > 1][:5].tolist()
         raise ValueError(f"levels must be unique; duplicated level ids: {dups}")
     return arr
+
+
+def _check_int64_range(name: str, arr: npt.NDArray[Any]) -> None:
+    """Refuse unsigned level ids that ``int64`` cannot hold (they would wrap to negative ids)."""
+    if arr.size and arr.dtype.kind == "u" and int(arr.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"{name} must fit in int64 (ids < 2**63), got {int(arr.max())}")
+    if arr.dtype == object:
+        raise TypeError(f"{name} must be int level ids, got Python objects (ints beyond int64?)")
 
 
 class _LevelIndex:
@@ -205,6 +215,8 @@ class _LevelIndex:
     def indices(self, levels: npt.NDArray[Any]) -> IntArray:
         if levels.dtype == np.bool_ or not np.issubdtype(levels.dtype, np.integer):
             raise TypeError(f"levels must be int level ids, got dtype {levels.dtype}")
+        if levels.size and levels.dtype.kind == "u" and int(levels.max()) > np.iinfo(np.int64).max:
+            raise KeyError(f"level {int(levels.max())} is not one of this sampler's levels")
         lv = levels.astype(np.int64)
         if self.contiguous:
             idx = lv - self.start
@@ -681,14 +693,19 @@ class LevelSampler:
         return int(seen_idx[k])
 
     def _mark_sampled(self, i: int) -> None:
-        old_last = int(self._last[i])
-        self._t += 1
-        self._last[i] = self._t
-        if self._pos[i] < self._n_seen:
-            if self._stale_tree is not None:
-                self._stale_tree.move(i, old_last, self._t)
-            elif self._stale_keys is not None:
-                self._stale_keys.replace(i, old_last, self._t)
+        old_last, old_t = int(self._last[i]), self._t
+        try:
+            self._t += 1
+            self._last[i] = self._t
+            if self._pos[i] < self._n_seen:
+                if self._stale_tree is not None:
+                    self._stale_tree.move(i, old_last, self._t)
+                elif self._stale_keys is not None:
+                    self._stale_keys.replace(i, old_last, self._t)
+        except BaseException:  # interrupted: undo, and rebuild the staleness structures from the arrays
+            self._t, self._last[i] = old_t, old_last
+            self._build_structures()
+            raise
 
     # ------------------------------------------------------------------ weights
     def sample_weights(self) -> FloatArray:
@@ -770,20 +787,42 @@ class LevelSampler:
                 self._check_score(float(scf[k]), int(lv[k]))
         if idx.size >= _BULK_UPDATE and np.unique(idx).size == idx.size:
             # Same result as the loop below, with the sampling structures rebuilt once.
-            was_seen = self._pos[idx] < self._n_seen
-            if self._success_rate is not None and self._outcomes is not None:
-                self._outcomes[idx] += 1
-                step = np.maximum(1.0 / self._outcomes[idx], self.success_rate_alpha)
-                rate = self._success_rate[idx] + step * (scf - self._success_rate[idx])
-                self._success_rate[idx] = rate
-                self._scores[idx] = rate * (1.0 - rate)
-            else:
-                self._scores[idx] = np.where(
-                    was_seen, (1.0 - self.alpha) * self._scores[idx] + self.alpha * scf, scf
-                )
-            for i in idx[~was_seen].tolist():
-                self._mark_seen(i)
-            self._build_structures(reanchor=True)
+            saved = (
+                self._scores.copy(),
+                self._perm.copy(),
+                self._pos.copy(),
+                self._n_seen,
+                self._softmax_shift,
+                None if self._success_rate is None else self._success_rate.copy(),
+                None if self._outcomes is None else self._outcomes.copy(),
+            )
+            try:
+                was_seen = self._pos[idx] < self._n_seen
+                if self._success_rate is not None and self._outcomes is not None:
+                    self._outcomes[idx] += 1
+                    step = np.maximum(1.0 / self._outcomes[idx], self.success_rate_alpha)
+                    rate = self._success_rate[idx] + step * (scf - self._success_rate[idx])
+                    self._success_rate[idx] = rate
+                    self._scores[idx] = rate * (1.0 - rate)
+                else:
+                    self._scores[idx] = np.where(
+                        was_seen, (1.0 - self.alpha) * self._scores[idx] + self.alpha * scf, scf
+                    )
+                for i in idx[~was_seen].tolist():
+                    self._mark_seen(i)
+                self._build_structures(reanchor=True)
+            except BaseException:  # interrupted: nothing of the batch is kept
+                (
+                    self._scores,
+                    self._perm,
+                    self._pos,
+                    self._n_seen,
+                    self._softmax_shift,
+                    self._success_rate,
+                    self._outcomes,
+                ) = saved
+                self._build_structures()
+                raise
             return
         for i, s in zip(idx.tolist(), scf.tolist()):
             self._update_index(i, s)
@@ -808,6 +847,28 @@ class LevelSampler:
         return s
 
     def _update_index(self, i: int, score: float) -> None:
+        """Apply one score; if interrupted (e.g. ``KeyboardInterrupt``) the update is undone completely."""
+        p, q = int(self._pos[i]), self._n_seen
+        j = int(self._perm[q]) if q < self._levels.size else i
+        snapshot = (float(self._scores[i]), self._softmax_shift)
+        outcome_snapshot = (
+            None if self._success_rate is None else float(self._success_rate[i]),
+            None if self._outcomes is None else int(self._outcomes[i]),
+        )
+        try:
+            self._apply_update(i, score)
+        except BaseException:
+            self._scores[i], self._softmax_shift = snapshot
+            if self._success_rate is not None and self._outcomes is not None:
+                self._success_rate[i], self._outcomes[i] = outcome_snapshot
+            self._n_seen = q
+            self._perm[p], self._pos[i] = i, p
+            if j != i:
+                self._perm[q], self._pos[j] = j, q
+            self._build_structures()
+            raise
+
+    def _apply_update(self, i: int, score: float) -> None:
         was_seen = self._pos[i] < self._n_seen
         old = float(self._scores[i])
         if self._success_rate is not None and self._outcomes is not None:
@@ -891,12 +952,44 @@ class LevelSampler:
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a :meth:`state_dict`. The levels and configuration must match this sampler's."""
+        """Restore a :meth:`state_dict`. The levels and configuration must match this sampler's.
+
+        Every member is checked (shapes, dtypes, ranges, consistency of the counters, the RNG state)
+        before anything is assigned: a state that is refused (``ValueError``) leaves the sampler exactly
+        as it was.
+        """
+        checked = self._validated_state(state)
+        self.seed = checked["seed"]
+        self._rng = checked["rng"]
+        self._scores = checked["scores"]
+        self._last = checked["last_sampled"]
+        self._perm = checked["order"]
+        self._pos = checked["pos"]
+        self._n_seen = checked["num_seen"]
+        self._t = checked["num_samples"]
+        self._next_index = checked["next_index"]
+        self._num_replay = checked["num_replay"]
+        self._num_explore = checked["num_explore"]
+        self._softmax_shift = checked["softmax_shift"]
+        if checked["success_rate"] is not None:
+            self._success_rate, self._outcomes = checked["success_rate"], checked["outcomes"]
+        self._build_structures()
+
+    def _validated_state(self, state: Any) -> dict[str, Any]:
+        """Check every member of a :meth:`state_dict` against this sampler; return the values to assign.
+
+        Raises ``ValueError`` naming the first bad member; assigns nothing.
+        """
         if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
             raise ValueError(f"not a LevelSampler state (version {_STATE_VERSION}): {type(state).__name__}")
-        levels = np.asarray(state["levels"], dtype=np.int64)
+        missing = [k for k in _STATE_KEYS if k not in state]
+        if missing:
+            raise ValueError(f"LevelSampler state lacks {', '.join(missing)}")
+        levels = _state_array(state, "levels", np.int64)
         if not np.array_equal(levels, self._levels):
             raise ValueError("state levels differ from this sampler's levels")
+        if not isinstance(state["config"], dict):
+            raise ValueError(f"state 'config' must be a dict, got {type(state['config']).__name__}")
         mine, theirs = self._config(), dict(state["config"])
         # the seed only initialises the RNG, whose exact state is restored below; options added after a
         # state was written take their (behaviour-preserving) defaults
@@ -906,53 +999,72 @@ class LevelSampler:
         if diff:
             details = ", ".join(f"{k}: state has {theirs.get(k)!r}, sampler has {mine[k]!r}" for k in diff)
             raise ValueError(f"state was saved with a different configuration ({details})")
+        seed = theirs.get("seed")
+        if seed is not None and (not _is_int(seed) or int(seed) < 0):
+            raise ValueError(f"state config 'seed' must be a non-negative int or None, got {seed!r}")
         n = self._levels.size
-        order = np.asarray(state["order"], dtype=np.int64)
+        order = _state_array(state, "order", np.int64)
         if order.shape != (n,) or not np.array_equal(np.sort(order), np.arange(n)):
             raise ValueError("state 'order' is not a permutation of the level positions")
-        scores = np.asarray(state["scores"], dtype=np.float64)
-        last = np.asarray(state["last_sampled"], dtype=np.int64)
-        if scores.shape != (n,) or last.shape != (n,) or not np.isfinite(scores).all():
-            raise ValueError("state 'scores'/'last_sampled' must be finite arrays aligned with levels")
+        scores = _state_array(state, "scores", np.float64)
+        if scores.shape != (n,) or not np.isfinite(scores).all():
+            raise ValueError(f"state 'scores' must be {n} finite floats aligned with levels")
+        num_seen = _state_int(state, "num_seen", 0, n)
+        num_samples = _state_int(state, "num_samples", 0, None)
+        last = _state_array(state, "last_sampled", np.int64)
+        if last.shape != (n,) or (last < 0).any() or (last > num_samples).any():
+            raise ValueError(
+                f"state 'last_sampled' must be {n} ints in [0, num_samples={num_samples}] aligned with levels"
+            )
+        if self.score_transform == "power" and self.uses_scores and (scores[order[:num_seen]] < 0).any():
+            raise ValueError("state 'scores' has negative scores, which score_transform='power' refuses")
+        next_index = _state_int(state, "next_index", 0, n - 1)
+        num_replay = _state_int(state, "num_replay", 0, num_samples)
+        num_explore = _state_int(state, "num_explore", 0, num_samples - num_replay)
+        shift = state["softmax_shift"]
+        if isinstance(shift, bool) or not isinstance(shift, numbers.Real) or not math.isfinite(float(shift)):
+            raise ValueError(f"state 'softmax_shift' must be a finite float, got {shift!r}")
         rate = outcomes = None
         if self.learns_outcomes:
             if "success_rate" not in state or "outcomes" not in state:
                 raise ValueError("state of a learnability sampler must hold 'success_rate' and 'outcomes'")
-            rate = np.asarray(state["success_rate"], dtype=np.float64)
-            outcomes = np.asarray(state["outcomes"], dtype=np.int64)
+            rate = _state_array(state, "success_rate", np.float64)
+            outcomes = _state_array(state, "outcomes", np.int64)
             if rate.shape != (n,) or outcomes.shape != (n,):
-                raise ValueError("state 'success_rate'/'outcomes' must be arrays aligned with levels")
+                raise ValueError(f"state 'success_rate'/'outcomes' must be {n} values aligned with levels")
             if (
                 not (np.isfinite(rate).all() and (rate >= 0).all() and (rate <= 1).all())
                 or (outcomes < 0).any()
             ):
                 raise ValueError("state 'success_rate' must lie in [0, 1] and 'outcomes' be non-negative")
-        rng = np.random.default_rng()
-        rng.bit_generator.state = state["rng"]
-        self._rng = rng
-        self.seed = theirs.get("seed")
-        self._scores = scores.copy()
-        self._last = last.copy()
-        self._perm = order.copy()
-        self._pos = np.empty(n, dtype=np.int64)
-        self._pos[self._perm] = np.arange(n)
-        self._n_seen = int(state["num_seen"])
-        self._t = int(state["num_samples"])
-        self._next_index = int(state["next_index"])
-        self._num_replay = int(state["num_replay"])
-        self._num_explore = int(state["num_explore"])
-        self._softmax_shift = float(state["softmax_shift"])
-        if rate is not None and outcomes is not None:
-            self._success_rate, self._outcomes = rate.copy(), outcomes.copy()
-        self._build_structures()
+            if not np.allclose(scores, rate * (1.0 - rate), rtol=0.0, atol=1e-12):
+                raise ValueError(
+                    "state 'scores' of a learnability sampler must equal success_rate * (1 - success_rate)"
+                )
+        pos = np.empty(n, dtype=np.int64)
+        pos[order] = np.arange(n)
+        return {
+            "success_rate": None if rate is None else rate.copy(),
+            "outcomes": None if outcomes is None else outcomes.copy(),
+            "seed": None if seed is None else int(seed),
+            "rng": _state_rng(state["rng"]),
+            "scores": scores.copy(),
+            "last_sampled": last.copy(),
+            "order": order.copy(),
+            "pos": pos,
+            "num_seen": num_seen,
+            "num_samples": num_samples,
+            "next_index": next_index,
+            "num_replay": num_replay,
+            "num_explore": num_explore,
+            "softmax_shift": float(shift),
+        }
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`state_dict` to ``path`` as ``.npz`` (arrays + JSON; loading never unpickles)."""
         state = self.state_dict()
         arrays = {k: state.pop(k) for k in (*_ARRAY_KEYS, *_OUTCOME_KEYS) if k in state}
-        meta = json.dumps(state)
-        with open(path, "wb") as f:
-            np.savez(f, meta=np.array(meta), **arrays)
+        save_npz(path, {"meta": np.array(json.dumps(state)), **arrays})
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], strategy: Strategy | None = None) -> LevelSampler:
@@ -962,7 +1074,16 @@ class LevelSampler:
             never stored in the file).
         """
         state = _read_state(path)
+        if not isinstance(state.get("config"), dict):
+            raise ValueError(f"{os.fspath(path)} is not a LevelSampler checkpoint: no 'config' object")
         config = dict(state["config"])
+        known = [k for k in inspect.signature(cls.__init__).parameters if k not in ("self", "levels")]
+        unknown = sorted(set(config) - set(known))
+        if unknown or "strategy" not in config:
+            raise ValueError(
+                f"{os.fspath(path)}: config has unknown keys {unknown} or lacks 'strategy'; keys are "
+                f"{', '.join(known)}"
+            )
         saved = config.pop("strategy")
         if isinstance(saved, str) and saved.startswith("callable:"):
             if strategy is None or not callable(strategy):
@@ -974,7 +1095,10 @@ class LevelSampler:
             config["strategy"] = strategy
         else:
             config["strategy"] = saved
-        sampler = cls(levels=state["levels"], **config)
+        try:
+            sampler = cls(levels=state["levels"], **config)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{os.fspath(path)} holds an invalid LevelSampler configuration: {exc}") from exc
         sampler.load_state_dict(state)
         return sampler
 
@@ -984,14 +1108,82 @@ class LevelSampler:
 
 
 def _read_state(path: str | os.PathLike[str]) -> dict[str, Any]:
-    with open(path, "rb") as f:
-        data = f.read()
-    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-        state: dict[str, Any] = json.loads(str(npz["meta"]))
-        for k in (*_ARRAY_KEYS, *_OUTCOME_KEYS):
-            if k in npz.files:
+    npz = load_npz(path)
+    try:
+        state = json.loads(str(npz["meta"]))
+        if not isinstance(state, dict):
+            raise ValueError("its metadata is not a JSON object")
+        for k in _ARRAY_KEYS:
+            state[k] = npz[k]
+        for k in _OUTCOME_KEYS:  # learnability samplers only
+            if k in npz:
                 state[k] = npz[k]
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"{os.fspath(path)} is not a LevelSampler checkpoint: {exc}") from exc
     return state
+
+
+_STATE_KEYS = (
+    "config",
+    "levels",
+    "scores",
+    "last_sampled",
+    "order",
+    "num_seen",
+    "num_samples",
+    "next_index",
+    "num_replay",
+    "num_explore",
+    "softmax_shift",
+    "rng",
+)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _state_int(state: dict[str, Any], key: str, low: int, high: int | None) -> int:
+    """``state[key]`` as an int in ``[low, high]`` (``high=None``: no upper bound), else ``ValueError``."""
+    value = state[key]
+    if not _is_int(value) or int(value) < low or (high is not None and int(value) > high):
+        bound = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"state '{key}' must be an int {bound}, got {value!r}")
+    return int(value)
+
+
+def _state_array(state: dict[str, Any], key: str, dtype: Any) -> npt.NDArray[Any]:
+    """``state[key]`` as a 1-D array of ``dtype`` (ints for ints, reals for floats), else ``ValueError``."""
+    try:
+        arr = np.asarray(state[key])
+    except (TypeError, ValueError) as exc:  # ragged lists
+        raise ValueError(f"state '{key}' is not an array: {exc}") from exc
+    kind = "iu" if np.dtype(dtype).kind in "iu" else "iuf"
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in kind):
+        raise ValueError(
+            f"state '{key}' must be a 1-D array of {np.dtype(dtype).name}, got {arr.dtype} {arr.shape}"
+        )
+    if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"state '{key}' holds values beyond int64")
+    return arr.astype(dtype)
+
+
+def _state_rng(rng_state: Any) -> np.random.Generator:
+    """A generator restored from a ``bit_generator.state`` dict, else ``ValueError`` naming ``rng``."""
+    if not isinstance(rng_state, dict) or not isinstance(rng_state.get("bit_generator"), str):
+        raise ValueError(
+            f"state 'rng' must be a numpy bit_generator state dict, got {type(rng_state).__name__}"
+        )
+    name = rng_state["bit_generator"]
+    cls = getattr(np.random, name, None)
+    if name not in ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64") or cls is None:
+        raise ValueError(f"state 'rng' has an unknown bit generator {name!r}")
+    try:
+        bit_generator = cls()
+        bit_generator.state = rng_state
+    except Exception as exc:  # numpy raises TypeError, ValueError, KeyError, IndexError, OverflowError...
+        raise ValueError(f"state 'rng' is not a valid {name} state: {exc!r}") from exc
+    return np.random.Generator(bit_generator)
 
 
 def sampler_defaults() -> dict[str, Any]:

@@ -59,6 +59,7 @@ FloatArray = npt.NDArray[np.floating[Any]]
 __all__ = [
     "DISCRETE_ONLY",
     "OUTCOME_STRATEGIES",
+    "PARTIAL_EPISODES",
     "SCORE_FUNCTIONS",
     "EpisodeData",
     "EpisodeScorer",
@@ -261,7 +262,26 @@ def get_score_function(strategy: str | Callable[[EpisodeData], float]) -> Callab
 # EpisodeScorer: rollouts in, one score per completed episode out
 # --------------------------------------------------------------------------------------------------
 #: Fields an :class:`EpisodeScorer` keeps per step, and their per-step shape suffix.
-_STEP_FIELDS = ("rewards", "values", "next_values", "advantages", "log_policy", "entropies", "successes")
+_STEP_FIELDS = (
+    "rewards",
+    "raw_rewards",
+    "values",
+    "next_values",
+    "advantages",
+    "log_policy",
+    "entropies",
+    "successes",
+)
+#: How :class:`EpisodeScorer` treats an episode still running when a rollout ends.
+PARTIAL_EPISODES = ("stitch", "commit")
+
+
+def _check_gamma(gamma: Any) -> float:
+    if isinstance(gamma, (bool, np.bool_)) or not isinstance(gamma, (int, float, np.integer, np.floating)):
+        raise TypeError(f"gamma must be a number in [0, 1], got {type(gamma).__name__} {gamma!r}")
+    if not 0.0 <= float(gamma) <= 1.0:
+        raise ValueError(f"gamma must be a number in [0, 1], got {gamma!r}")
+    return float(gamma)
 
 
 class ScoreTarget(Protocol):
@@ -279,20 +299,30 @@ class EpisodeScorer:
     ``s_t``, whether ``s_t`` starts an episode (``episode_starts``), the reward of the action taken in it,
     ``V(s_t)`` and the GAE advantage.
 
-    - An episode that runs past the end of a rollout stays *open*; its arrays are concatenated with its
-      continuation in the next rollout and it is scored when it completes. For every mean-over-steps
-      strategy this is the step-weighted mean of the chunk scores (what PLR's reference code computes);
-      ``max_mc`` uses the best return known when the episode completes; ``one_step_td_error``
-      bootstraps the chunk's last step with the ``last_values`` GAE used.
-    - An episode whose start was not observed (the scorer was attached mid-episode), or whose
+    - ``partial_episodes="stitch"`` (default): an episode that runs past the end of a rollout stays
+      *open*; its arrays are concatenated with its continuation in the next rollout and it is scored
+      once, when it completes, over all its steps. ``max_mc`` uses the best return known when the
+      episode completes; ``one_step_td_error`` bootstraps the chunk's last step with the ``last_values``
+      GAE used. An episode whose start was not observed (the scorer was attached mid-episode), or whose
       continuation never came (the env was reset in between, e.g. a new ``learn()`` call), is dropped,
       never scored: a level with no completed episode stays unscored.
-    - All scores of one rollout reach the target in one ``update_batch`` call, in completion order.
+    - ``partial_episodes="commit"``: what PLR's reference code (level-replay) computes. Its sampler
+      keeps the score of a rollout's last, unfinished chunk as a *partial* score and commits it as a
+      full update of the level's score in ``after_update``, called after every rollout; the rest of the
+      episode, in the next rollout, is then scored as an episode of its own. Here the running chunk is
+      scored as if the episode ended at the rollout's end (bootstrapped with ``last_values``) and
+      reported; its continuation is scored separately. ``max_mc`` records best returns from completed
+      episodes only; a chunk uses the best known return (its own return if none is known yet). Use it
+      to compare with level-replay or Syllabus runs; ``"stitch"`` scores each episode once, as the paper
+      defines.
+    - All scores of one rollout reach the target in one ``update_batch`` call, env by env (env 0's
+      episodes in time order, then env 1's...), not in completion order across envs.
 
     :param target: where scores go: a :class:`~plr_gym.LevelSampler` (or an object with ``update_batch``).
     :param n_envs: number of parallel envs (columns of the rollout arrays).
     :param strategy: a strategy name of :data:`SCORE_FUNCTIONS` or a callable ``fn(EpisodeData) -> float``.
     :param gamma: the algorithm's discount, passed to the score function (``one_step_td_error``).
+    :param partial_episodes: ``"stitch"`` (default) or ``"commit"`` (level-replay's behaviour), see above.
 
     Example:
         >>> import numpy as np
@@ -316,16 +346,29 @@ class EpisodeScorer:
         n_envs: int,
         strategy: str | Callable[[EpisodeData], float] = "value_l1",
         gamma: float = 0.99,
+        partial_episodes: str = "stitch",
     ) -> None:
         if isinstance(n_envs, bool) or not isinstance(n_envs, (int, np.integer)) or n_envs < 1:
             raise ValueError(f"n_envs must be a positive int, got {n_envs!r}")
-        if not (isinstance(gamma, (int, float)) and 0.0 <= float(gamma) <= 1.0):
-            raise ValueError(f"gamma must be a number in [0, 1], got {gamma!r}")
+        if not isinstance(partial_episodes, str) or partial_episodes not in PARTIAL_EPISODES:
+            raise ValueError(
+                f"partial_episodes={partial_episodes!r} is not supported; choose 'stitch' or 'commit'"
+            )
+        if partial_episodes == "commit" and isinstance(strategy, str) and strategy in OUTCOME_STRATEGIES:
+            raise ValueError(
+                f"strategy={strategy!r} scores episode outcomes, which an unfinished episode does not have: "
+                "use partial_episodes='stitch'"
+            )
+        if not hasattr(target, "update_batch"):
+            raise TypeError(
+                f"target must have an update_batch(levels, scores) method, got {type(target).__name__}"
+            )
         self.target = target
         self.n_envs = int(n_envs)
         self.strategy = strategy
         self.score_fn = get_score_function(strategy)
-        self.gamma = float(gamma)
+        self.gamma = _check_gamma(gamma)
+        self.partial_episodes = partial_episodes
         self._open: list[dict[str, Any] | None] = [None] * self.n_envs
         self.max_returns: dict[Any, float] = {}
         self._level_of_key: dict[Any, Any] = {}
@@ -355,6 +398,8 @@ class EpisodeScorer:
         entropies: Any = None,
         valid: Any = None,
         successes: Any = None,
+        raw_rewards: Any = None,
+        truncations: Any = None,
     ) -> list[tuple[Any, float]]:
         """Score the episodes that complete in this rollout and report them to the target.
 
@@ -372,9 +417,16 @@ class EpisodeScorer:
         :param entropies: ``(n_steps, n_envs)`` policy entropies (continuous actions).
         :param valid: ``(n_steps, n_envs)`` steps that belong to an episode (default: all). Invalid steps,
             e.g. the reset steps of Gymnasium's ``NEXT_STEP`` autoreset, are removed before cutting.
+        :param raw_rewards: ``(n_steps, n_envs)`` the env's rewards before any bootstrap was folded in
+            (SB3 adds ``γ·V(terminal obs)`` to a truncated episode's last reward). Episodic returns
+            (``max_mc``'s best return) are summed from these; default ``rewards``.
+        :param truncations: ``(n_steps, n_envs)`` valid steps that ended their episode by truncation
+            (time limit), with ``valid`` marking the ``NEXT_STEP`` reset rows: such a step's one-step
+            bootstrap is ``values`` of the next row (the reset row, whose observation is the final one),
+            or ``last_values`` on the rollout's last row, instead of 0.
         :param successes: ``(n_steps, n_envs)`` outcome of the episode that ends at each step (1 success,
             0 failure, NaN unknown; read at episode ends only), for ``learnability``.
-        :return: the ``(level, score)`` pairs reported, in completion order.
+        :return: the ``(level, score)`` pairs reported, env by env.
         """
         starts = np.asarray(episode_starts).astype(bool)
         n_steps, n_envs = self._check_shape("episode_starts", starts, None)
@@ -399,6 +451,7 @@ class EpisodeScorer:
             ("log_policy", log_policy),
             ("entropies", entropies),
             ("successes", successes),
+            ("raw_rewards", raw_rewards),
         ):
             if arr is not None:
                 fields[name] = self._check_shape(name, np.asarray(arr, dtype=np.float64), (n_steps, n_envs))
@@ -406,6 +459,7 @@ class EpisodeScorer:
             known = fields["successes"][~np.isnan(fields["successes"])]
             if not np.isin(known, (0.0, 1.0)).all():
                 raise ValueError("successes must hold 1 (success), 0 (failure) or NaN (unknown)")
+        fields.setdefault("raw_rewards", fields["rewards"])
         for name, arr in fields.items():
             if name not in ("log_policy", "successes") and not np.isfinite(arr[mask]).all():
                 raise ValueError(f"{name} contains NaN or inf")
@@ -414,10 +468,21 @@ class EpisodeScorer:
         )
         if boot.shape != (n_envs,):
             raise ValueError(f"last_values must have shape ({n_envs},), got {boot.shape}")
+        if not np.isfinite(boot).all():
+            raise ValueError("last_values contains NaN or inf")
+        trunc = None
+        if truncations is not None:
+            trunc = self._check_shape("truncations", np.asarray(truncations).astype(bool), (n_steps, n_envs))
+            trunc = trunc & mask
+            rows, cols = np.nonzero(trunc[:-1])
+            if not np.isfinite(fields["values"][rows + 1, cols]).all():
+                raise ValueError(
+                    "values of the rows after truncated steps (the final observations) contain NaN or inf"
+                )
 
         snapshot = (dict(self.max_returns), dict(self._level_of_key), self.num_dropped)
         try:
-            return self._process(n_steps, n_envs, starts, lv, done_arr, mask, fields, boot)
+            return self._process(n_steps, n_envs, starts, lv, done_arr, mask, fields, boot, trunc)
         except BaseException:  # leave the scorer as it was: the same rollout may be retried
             self.max_returns, self._level_of_key, self.num_dropped = snapshot
             raise
@@ -432,6 +497,7 @@ class EpisodeScorer:
         mask: Any,
         fields: dict[str, Any],
         boot: Any,
+        trunc: Any = None,
     ) -> list[tuple[Any, float]]:
         done_levels: list[Any] = []
         done_scores: list[float] = []
@@ -450,6 +516,10 @@ class EpisodeScorer:
                 ends = np.append(env_starts[1:], done_arr[e])
             nxt = np.append(env["values"][1:], boot[e])
             nxt[ends] = 0.0
+            if trunc is not None:  # a truncated episode bootstraps with V(final observation)
+                full_next = np.append(fields["values"][1:, e], boot[e])
+                cut = ends & trunc[rows, e]
+                nxt[cut] = full_next[rows[cut]]
             env["next_values"] = nxt
             carried = new_open[e]
             if carried is not None and env_starts[0]:
@@ -471,11 +541,18 @@ class EpisodeScorer:
                         )
                     chunk = {k: np.concatenate([carried[k], chunk[k]]) for k in chunk}
                     observed_start = True
-                if not ends[stop - 1]:  # runs past the rollout's end
+                if not ends[stop - 1] and self.partial_episodes == "commit":
+                    # level-replay: the running chunk's score is committed as if the episode ended here
+                    done_levels.append(level)
+                    done_scores.append(self._score(level, chunk, complete=False))
+                elif not ends[stop - 1]:  # runs past the rollout's end
                     if observed_start:
                         new_open[e] = {"level": level, **chunk}
                     else:
                         self.num_dropped += 1
+                elif self.partial_episodes == "commit":
+                    done_levels.append(level)
+                    done_scores.append(self._score(level, chunk, complete=observed_start))
                 elif observed_start:
                     done_levels.append(level)
                     done_scores.append(self._score(level, chunk))
@@ -532,13 +609,18 @@ class EpisodeScorer:
         self.max_returns = {k: v for k, v in self.max_returns.items() if k in keys}
         self._level_of_key = {k: v for k, v in self._level_of_key.items() if k in keys}
 
-    def _score(self, level: Any, ep: dict[str, Any]) -> float:
+    def _score(self, level: Any, ep: dict[str, Any], complete: bool = True) -> float:
+        """Score one episode; ``complete=False`` for a chunk whose start or end was not observed, whose
+        return is not an episodic return (it is not recorded as a best return)."""
         max_return = None
         if self.strategy == "max_mc" or callable(self.strategy):
-            ret = float(ep["rewards"].sum())
+            ret = float(ep.get("raw_rewards", ep["rewards"]).sum())  # the raw episodic return
             key = self._max_key(level)
-            max_return = max(self.max_returns.get(key, -np.inf), ret)
-            self.max_returns[key] = max_return
+            if complete:
+                max_return = max(self.max_returns.get(key, -np.inf), ret)
+                self.max_returns[key] = max_return
+            else:
+                max_return = self.max_returns.get(key, ret)
         data = EpisodeData(
             rewards=ep["rewards"],
             values=ep["values"],
@@ -576,20 +658,96 @@ class EpisodeScorer:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if int(state["n_envs"]) != self.n_envs:
-            raise ValueError(f"state has n_envs={state['n_envs']}, this scorer has {self.n_envs}")
-        self._open = [None] * self.n_envs
+        """Restore a :meth:`state_dict`. Everything is checked first; a refused state (``ValueError``)
+        leaves the scorer exactly as it was."""
+        if not isinstance(state, dict) or any(
+            k not in state for k in ("n_envs", "open", "max_returns", "num_scored", "num_dropped")
+        ):
+            raise ValueError(
+                "not an EpisodeScorer state (needs n_envs, open, max_returns, num_scored, num_dropped)"
+            )
+        n_envs = state["n_envs"]
+        if (
+            isinstance(n_envs, bool)
+            or not isinstance(n_envs, (int, np.integer))
+            or int(n_envs) != self.n_envs
+        ):
+            raise ValueError(f"state has n_envs={n_envs!r}, this scorer has {self.n_envs}")
+        counters = {}
+        for name in ("num_scored", "num_dropped"):
+            v = state[name]
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise ValueError(f"state '{name}' must be an int >= 0, got {v!r}")
+            counters[name] = int(v)
+        if not isinstance(state["open"], list) or not isinstance(state["max_returns"], list):
+            raise ValueError("state 'open' and 'max_returns' must be lists")
+        opened: list[dict[str, Any] | None] = [None] * self.n_envs
         for ep in state["open"]:
-            self._open[int(ep["env"])] = {
-                k: (np.asarray(v) if k in _STEP_FIELDS else v) for k, v in ep.items() if k != "env"
-            }
-        self.max_returns = {}
-        self._level_of_key = {}
-        for level, value in state["max_returns"]:
-            key = self._max_key(level)
-            self.max_returns[key] = float(value)
-        self.num_scored = int(state["num_scored"])
-        self.num_dropped = int(state["num_dropped"])
+            opened_ep = self._validated_open(ep)
+            e = int(ep["env"])
+            if opened[e] is not None:
+                raise ValueError(f"state 'open' has two episodes for env {e}")
+            opened[e] = opened_ep
+        max_returns: dict[Any, float] = {}
+        level_of_key: dict[Any, Any] = {}
+        for item in state["max_returns"]:
+            if not isinstance(item, (list, tuple)) or len(item) != 2:
+                raise ValueError(f"state 'max_returns' entries must be [level, return] pairs, got {item!r}")
+            level, value = item
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise ValueError(
+                    f"state 'max_returns' value for level {level!r} must be a float, got {value!r}"
+                )
+            if not np.isfinite(value):
+                raise ValueError(
+                    f"state 'max_returns' value for level {level!r} must be finite, got {value!r}"
+                )
+            try:
+                key = level if isinstance(level, (int, str)) else level_key(level)
+            except TypeError as exc:
+                raise ValueError(f"state 'max_returns' level {level!r}: {exc}") from exc
+            if key is not level:
+                level_of_key[key] = level
+            max_returns[key] = float(value)
+        self._open = opened
+        self.max_returns = max_returns
+        self._level_of_key = level_of_key
+        self.num_scored = counters["num_scored"]
+        self.num_dropped = counters["num_dropped"]
+
+    def _validated_open(self, ep: Any) -> dict[str, Any]:
+        """One open episode of a state: env in range, a level, equal-length finite step arrays."""
+        if not isinstance(ep, dict) or "env" not in ep or "level" not in ep:
+            raise ValueError("state 'open' entries must be dicts with 'env', 'level' and step arrays")
+        e = ep["env"]
+        if isinstance(e, bool) or not isinstance(e, (int, np.integer)) or not 0 <= int(e) < self.n_envs:
+            raise ValueError(f"state 'open' env must be an int in [0, {self.n_envs}), got {e!r}")
+        unknown = sorted(set(ep) - {"env", "level", *_STEP_FIELDS})
+        if unknown:
+            raise ValueError(f"state 'open' episode has unknown fields {unknown}")
+        out: dict[str, Any] = {"level": ep["level"]}
+        length = None
+        for k in _STEP_FIELDS:
+            if k not in ep:
+                continue
+            try:
+                arr = np.asarray(ep[k], dtype=np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"state 'open' field {k!r} is not numeric: {exc}") from exc
+            if arr.ndim < 1 or arr.shape[0] == 0 or (length is not None and arr.shape[0] != length):
+                raise ValueError(
+                    f"state 'open' field {k!r} must have one entry per step, got shape {arr.shape}"
+                )
+            if k not in ("log_policy", "successes") and not np.isfinite(arr).all():
+                raise ValueError(f"state 'open' field {k!r} contains NaN or inf")
+            length = arr.shape[0]
+            out[k] = arr
+        for k in ("rewards", "values", "next_values"):
+            if k not in out:
+                raise ValueError(f"state 'open' episode lacks {k!r}")
+        if "raw_rewards" not in out:  # states saved before raw rewards were kept
+            out["raw_rewards"] = out["rewards"].copy()
+        return out
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`state_dict` as ``.npz`` (arrays + JSON; loading never unpickles)."""

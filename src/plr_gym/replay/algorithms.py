@@ -91,8 +91,18 @@ class PrioritizedReplayMixin(OffPolicyAlgorithm):
                 f"{type(self).__name__} needs a prioritized replay buffer (PrioritizedReplayBuffer or "
                 f"PrioritizedDictReplayBuffer), got replay_buffer_class={self.replay_buffer_class.__name__}"
             )
-        kwargs = self.replay_buffer_kwargs
+        # a copy: the caller's dict (e.g. reused across a sweep) must not keep this model's settings
+        if isinstance(self.n_steps, bool) or not isinstance(self.n_steps, int) or self.n_steps < 1:
+            raise ValueError(f"n_steps must be an int >= 1, got {self.n_steps!r}")
+        kwargs = dict(self.replay_buffer_kwargs)
+        self.replay_buffer_kwargs = kwargs
         if self.n_steps > 1:
+            if kwargs.get("n_steps", self.n_steps) != self.n_steps:
+                raise ValueError(
+                    f"n_steps={self.n_steps} conflicts with replay_buffer_kwargs "
+                    f"n_steps={kwargs['n_steps']}; "
+                    "pass n_steps once (either is forwarded to the prioritized buffer)"
+                )
             kwargs.setdefault("n_steps", self.n_steps)
         if kwargs.get("n_steps", 1) > 1:
             kwargs.setdefault("gamma", self.gamma)

@@ -15,6 +15,7 @@ from stable_baselines3.common.buffers import DictReplayBuffer, ReplayBuffer
 from stable_baselines3.common.type_aliases import TensorDict
 from stable_baselines3.common.vec_env import VecNormalize
 
+from plr_gym.checkpoint import load_npz, save_npz
 from plr_gym.replay.sum_tree import SumTree
 
 __all__ = [
@@ -123,9 +124,20 @@ class SequenceSamples(NamedTuple):
 
 
 def _check_fraction(name: str, value: float) -> float:
-    if not isinstance(value, (int, float, np.floating)) or not 0.0 <= float(value) <= 1.0:
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not 0.0 <= float(value) <= 1.0
+    ):
         raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
     return float(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+_INT64_MAX = int(np.iinfo(np.int64).max)
 
 
 class _PrioritizedBufferBase(ReplayBuffer):
@@ -164,25 +176,35 @@ class _PrioritizedBufferBase(ReplayBuffer):
         default_alpha, default_beta = _DEFAULT_ALPHA_BETA[prioritization]
         alpha = default_alpha if alpha is None else alpha
         beta = default_beta if beta is None else beta
-        if not isinstance(alpha, (int, float, np.floating)) or not np.isfinite(alpha) or alpha < 0:
+        if (
+            isinstance(alpha, (bool, np.bool_))
+            or not isinstance(alpha, (int, float, np.integer, np.floating))
+            or not np.isfinite(alpha)
+            or alpha < 0
+        ):
             raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
-        if not isinstance(eps, (int, float, np.floating)) or not np.isfinite(eps) or eps < 0:
+        if (
+            isinstance(eps, (bool, np.bool_))
+            or not isinstance(eps, (int, float, np.integer, np.floating))
+            or not np.isfinite(eps)
+            or eps < 0
+        ):
             raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
-        if not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
+        if not _is_int(n_steps) or n_steps < 1:
             raise ValueError(f"n_steps must be an int >= 1, got {n_steps!r}")
         _check_fraction("gamma", gamma)
         ratio = _check_fraction("recent_data_ratio", recent_data_ratio)
         if ratio > 0 and (
-            recent_data_steps is None
-            or not isinstance(recent_data_steps, (int, np.integer))
-            or recent_data_steps < 1
+            recent_data_steps is None or not _is_int(recent_data_steps) or recent_data_steps < 1
         ):
             raise ValueError(
                 "recent_data_ratio > 0 needs recent_data_steps, the number of most recent steps (per env) "
                 f"to draw that share from, as an int >= 1; got recent_data_steps={recent_data_steps!r}"
             )
-        if not isinstance(rank_refresh_interval, (int, np.integer)) or rank_refresh_interval < 1:
+        if not _is_int(rank_refresh_interval) or rank_refresh_interval < 1:
             raise ValueError(f"rank_refresh_interval must be an int >= 1, got {rank_refresh_interval!r}")
+        if seed is not None and (not _is_int(seed) or seed < 0):
+            raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
 
         super().__init__(
             buffer_size,
@@ -307,15 +329,42 @@ class _PrioritizedBufferBase(ReplayBuffer):
         :param done: episode ended (terminated or truncated), shape ``(n_envs,)``
         :param infos: one info dict per env; ``"TimeLimit.truncated"`` marks timeouts
         """
+        self._levels_of(infos)  # checked before anything is stored: never a half-stored step
         row = self.pos
         super().add(obs, next_obs, action, reward, done, infos)  # type: ignore[arg-type]
         self._after_add(row, infos)
 
+    def _levels_of(self, infos: list[dict[str, Any]]) -> NDArray[np.int64]:
+        """Each env's level id from ``infos[i]["level"]``: ``-1`` (unknown) when absent or not an int
+        level id (``None`` after an unseeded reset, a generator's dict or array level, a string); an int
+        outside ``[-1, 2**63 - 1]`` is refused."""
+        if not isinstance(infos, (list, tuple)) or len(infos) != self.n_envs:
+            raise ValueError(f"infos must be a list of {self.n_envs} dicts (one per env), got {infos!r}")
+        out = np.full(self.n_envs, -1, dtype=np.int64)
+        for i, info in enumerate(infos):
+            level: Any = info.get("level") if isinstance(info, dict) else None
+            if _is_int(level):
+                if not -1 <= int(level) <= _INT64_MAX:
+                    raise ValueError(
+                        f'infos[{i}]["level"]={level!r} is not a level id this buffer can store: int level '
+                        f"ids must lie in [0, 2**63 - 1] (-1 marks an unknown level)"
+                    )
+                out[i] = int(level)
+            elif level is not None and not getattr(self, "_warned_level", False):
+                self._warned_level = True
+                warnings.warn(
+                    f'infos[{i}]["level"] is a {type(level).__name__}, not an int level id: such transitions '
+                    "are stored with level -1 (unknown), as for envs without levels. Shown once per buffer.",
+                    UserWarning,
+                    stacklevel=3,
+                )
+        return out
+
     def _after_add(self, row: int, infos: list[dict[str, Any]]) -> None:
         """Give the slots of row ``row`` their initial priority and record each env's level
-        (``infos[i]["level"]``, ``-1`` if absent). Subclasses may also store per-env data taken from
-        ``infos`` here (one entry per env)."""
-        self.levels[row] = [info.get("level", -1) for info in infos]
+        (``infos[i]["level"]``, ``-1`` if absent or not an int). Subclasses may also store per-env data
+        taken from ``infos`` here (one entry per env)."""
+        self.levels[row] = self._levels_of(infos)
         slots = row * self.n_envs + np.arange(self.n_envs)
         self._priorities[slots] = self._max_priority
         if self.prioritization == "rank":
@@ -416,7 +465,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
         :return: flat slot indices, shape ``(batch_size,)``, and importance weights
             ``(N · P(i)) ** -beta / max_j (N · P(j)) ** -beta``, shape ``(batch_size,)``
         """
-        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        if not _is_int(batch_size) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
         n = self.n_transitions
         if n == 0:
@@ -449,7 +498,9 @@ class _PrioritizedBufferBase(ReplayBuffer):
         if n_recent > 0:
             picks = self._rng.choice(recent_slots, size=n_recent, replace=self.replacement)
             recent = self._recent_slot(picks)
-        if self.replacement:
+        if n_recent == batch_size:  # the whole batch comes from the recent window (weights 1)
+            prioritized = np.zeros(0, dtype=np.int64)
+        elif self.replacement:
             prioritized = self._tree.find(self._stratified(batch_size - n_recent, self._tree.total))
         else:
             prioritized = self._sample_distinct(batch_size - n_recent, exclude=recent)
@@ -729,7 +780,10 @@ class _PrioritizedBufferBase(ReplayBuffer):
         Save the buffer, its priorities and its RNG state to an ``.npz`` file (no pickle: loading it
         runs no code). A buffer loaded from it samples exactly what this one would have sampled next.
 
-        :param path: file path; numpy appends ``.npz`` if missing
+        The file is written atomically (:mod:`plr_gym.checkpoint`): a save that fails part-way leaves
+        the previous file intact.
+
+        :param path: file path, used exactly as given (no suffix is added)
         """
         arrays: dict[str, Any] = {
             "config": np.array(json.dumps(self._config(), sort_keys=True)),
@@ -750,59 +804,152 @@ class _PrioritizedBufferBase(ReplayBuffer):
             "levels": self.levels,
         }
         arrays.update(self._obs_arrays())
-        np.savez(path, **arrays)
+        save_npz(path, arrays)
 
     def load(self, path: Union[str, os.PathLike[str]]) -> None:
         """
         Restore a buffer saved by :meth:`save` into this one, which must have been built with the same
         spaces and settings.
 
+        Every member is checked before anything is assigned (settings, array shapes and dtypes,
+        ``0 <= pos < buffer_size``, finite non-negative priorities and leaves, empty slots beyond the
+        stored data, counters, RNG state): a refused file leaves this buffer exactly as it was.
+
         :param path: path of the ``.npz`` file
-        :raises ValueError: if the file's settings or array shapes differ from this buffer's
+        :raises ValueError: if the file is not a valid checkpoint of a buffer with this one's settings
         """
-        with np.load(path, allow_pickle=False) as data:
-            version = int(data["format_version"])
-            if version not in (1, _FORMAT_VERSION):
-                raise ValueError(
-                    f"unsupported buffer file format {version} (expected 1 or {_FORMAT_VERSION})"
-                )
-            saved = json.loads(str(data["config"]))
-            mine = self._config()
-            differ = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k))
-            if differ:
-                detail = ", ".join(f"{k}: file {saved.get(k)!r} vs buffer {mine.get(k)!r}" for k in differ)
-                raise ValueError(
-                    f"cannot load {os.fspath(path)!r} into this buffer, settings differ: {detail}"
-                )
-            targets: dict[str, NDArray[Any]] = {
-                "actions": self.actions,
-                "rewards": self.rewards,
-                "dones": self.dones,
-                "timeouts": self.timeouts,
-                "priorities": self._priorities,
-            }
-            if version >= 2:
-                targets["levels"] = self.levels
-            else:  # format 1 predates per-transition levels
-                self.levels[:] = -1
-            targets.update(self._obs_arrays())
-            for key, target in targets.items():
-                if data[key].shape != target.shape:
-                    raise ValueError(
-                        f"array {key!r} has shape {data[key].shape} in the file, {target.shape} here"
-                    )
-            for key, target in targets.items():
-                target[...] = data[key]
-            self.pos = int(data["pos"])
-            self.full = bool(data["full"])
-            self._beta = float(data["beta"])
-            self._max_priority = float(data["max_priority"])
-            self._tree.build(data["leaves"])
-            self._rank_snapshot = np.array(data["rank_snapshot"], dtype=np.float64)
-            self._samples_since_refresh, self._size_at_refresh = (int(v) for v in data["rank_counters"])
-            self._rng.bit_generator.state = json.loads(str(data["rng_state"]))
+        data = load_npz(path)
+        checked = self._validated_file(data, os.fspath(path))
+        targets = self._load_targets()
+        for key, value in checked["arrays"].items():
+            targets[key][...] = value
+        self.pos = checked["pos"]
+        self.full = checked["full"]
+        self._beta = checked["beta"]
+        self._max_priority = checked["max_priority"]
+        self._tree.build(checked["leaves"])
+        self._rank_snapshot = checked["rank_snapshot"]
+        self._samples_since_refresh, self._size_at_refresh = checked["rank_counters"]
+        self._rng = checked["rng"]
         self._reward_trees = None
         self._samples_since_update = 0
+
+    def _validated_file(self, data: dict[str, NDArray[Any]], name: str) -> dict[str, Any]:
+        """Check a saved buffer's arrays against this buffer; return the values to assign."""
+        from plr_gym.sampler import _state_rng
+
+        def scalar(key: str) -> Any:
+            if key not in data:
+                raise ValueError(f"cannot load {name!r}: it has no {key!r} (not a prioritized buffer file)")
+            if data[key].shape != ():
+                raise ValueError(
+                    f"cannot load {name!r}: {key!r} must be a scalar, got shape {data[key].shape}"
+                )
+            return data[key].item()
+
+        try:
+            version = scalar("format_version")
+            if not _is_int(version) or version not in (1, _FORMAT_VERSION):
+                raise ValueError(
+                    f"unsupported buffer file format {version!r} (expected 1 or {_FORMAT_VERSION})"
+                )
+            saved = json.loads(str(scalar("config")))
+            rng_state = json.loads(str(scalar("rng_state")))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"cannot load {name!r}: bad JSON metadata ({exc})") from exc
+        mine = self._config()
+        if not isinstance(saved, dict):
+            raise ValueError(f"cannot load {name!r}: its config is not a JSON object")
+        differ = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k))
+        if differ:
+            detail = ", ".join(f"{k}: file {saved.get(k)!r} vs buffer {mine.get(k)!r}" for k in differ)
+            raise ValueError(f"cannot load {name!r} into this buffer, settings differ: {detail}")
+        arrays: dict[str, NDArray[Any]] = {}
+        for key, target in self._load_targets().items():
+            if key == "levels" and version < 2:
+                continue
+            if key not in data:
+                raise ValueError(f"cannot load {name!r}: array {key!r} is missing")
+            value = data[key]
+            if value.shape != target.shape:
+                raise ValueError(f"array {key!r} has shape {value.shape} in the file, {target.shape} here")
+            if not np.can_cast(value.dtype, target.dtype, casting="same_kind") or value.dtype == object:
+                raise ValueError(f"array {key!r} has dtype {value.dtype} in the file, {target.dtype} here")
+            arrays[key] = value
+        if version < 2:  # format 1 predates per-transition levels
+            arrays["levels"] = np.full_like(self.levels, -1)
+        if (arrays["levels"] < -1).any():
+            raise ValueError(f"cannot load {name!r}: 'levels' holds ids below -1 (-1 marks unknown)")
+        pos, full = scalar("pos"), scalar("full")
+        if not _is_int(pos) or not 0 <= pos < self.buffer_size:
+            raise ValueError(f"cannot load {name!r}: pos={pos!r} must be an int in [0, {self.buffer_size})")
+        if not isinstance(full, (bool, np.bool_)):
+            raise ValueError(f"cannot load {name!r}: full={full!r} must be a bool")
+        prio = np.asarray(arrays["priorities"], dtype=np.float64)
+        if not np.isfinite(prio).all() or (prio < 0).any():
+            raise ValueError(f"cannot load {name!r}: priorities must be finite and >= 0")
+        leaves = data.get("leaves")
+        if leaves is None or leaves.shape != (self.capacity,) or leaves.dtype.kind not in "iuf":
+            raise ValueError(f"cannot load {name!r}: 'leaves' must be {self.capacity} floats")
+        leaves = np.asarray(leaves, dtype=np.float64)
+        if not np.isfinite(leaves).all() or (leaves < 0).any():
+            raise ValueError(f"cannot load {name!r}: tree leaves must be finite and >= 0")
+        stored = self.capacity if full else int(pos) * self.n_envs
+        if (prio[stored:] != 0).any() or (leaves[stored:] != 0).any():
+            raise ValueError(
+                f"cannot load {name!r}: priorities (or leaves) of slots beyond the stored data are not 0"
+            )
+        if ((leaves[:stored] > 0) != (prio[:stored] > 0)).any():
+            raise ValueError(
+                f"cannot load {name!r}: tree leaves and priorities disagree on which slots are empty"
+            )
+        beta, max_priority = scalar("beta"), scalar("max_priority")
+        if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0.0 <= beta <= 1.0:
+            raise ValueError(f"cannot load {name!r}: beta={beta!r} must be in [0, 1]")
+        if (
+            isinstance(max_priority, bool)
+            or not isinstance(max_priority, (int, float))
+            or not (
+                np.isfinite(max_priority) and max_priority >= 1.0 and max_priority >= prio.max(initial=0.0)
+            )
+        ):
+            raise ValueError(
+                f"cannot load {name!r}: max_priority={max_priority!r} must be finite, >= 1 and >= every "
+                "priority"
+            )
+        snapshot = np.asarray(data.get("rank_snapshot", np.zeros(0)))
+        if snapshot.ndim != 1 or snapshot.dtype.kind not in "iuf" or not np.isfinite(snapshot).all():
+            raise ValueError(f"cannot load {name!r}: 'rank_snapshot' must be a 1-D array of finite floats")
+        counters = np.asarray(data.get("rank_counters", np.zeros(0)))
+        if counters.shape != (2,) or counters.dtype.kind not in "iu" or (counters < 0).any():
+            raise ValueError(f"cannot load {name!r}: 'rank_counters' must be two ints >= 0")
+        try:
+            rng = _state_rng(rng_state)
+        except ValueError as exc:
+            raise ValueError(f"cannot load {name!r}: {exc}") from exc
+        return {
+            "arrays": arrays,
+            "pos": int(pos),
+            "full": bool(full),
+            "beta": float(beta),
+            "max_priority": float(max_priority),
+            "leaves": leaves,
+            "rank_snapshot": np.array(snapshot, dtype=np.float64),
+            "rank_counters": (int(counters[0]), int(counters[1])),
+            "rng": rng,
+        }
+
+    def _load_targets(self) -> dict[str, NDArray[Any]]:
+        """The arrays :meth:`load` fills in place, by their name in the file."""
+        return {
+            "actions": self.actions,
+            "rewards": self.rewards,
+            "dones": self.dones,
+            "timeouts": self.timeouts,
+            "priorities": self._priorities,
+            "levels": self.levels,
+            **self._obs_arrays(),
+        }
 
 
 class PrioritizedReplayBuffer(_PrioritizedBufferBase):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import numbers
 import warnings
+from collections.abc import Iterator
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -65,6 +66,49 @@ def observation_digest(obs: Any) -> bytes:
     return h.digest()
 
 
+class _TrackedOptions(dict):  # type: ignore[type-arg]
+    """Reset options that remember whether the env looked up ``"level"`` (to catch envs ignoring it)."""
+
+    level_read = False
+
+    def __getitem__(self, key: Any) -> Any:
+        if key == "level":
+            self.level_read = True
+        return super().__getitem__(key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if key == "level":
+            self.level_read = True
+        return super().get(key, default)
+
+    def __contains__(self, key: Any) -> bool:
+        if key == "level":
+            self.level_read = True
+        return super().__contains__(key)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        if key == "level":
+            self.level_read = True
+        return super().pop(key, *default)
+
+    # copies (``dict(options)``, ``{**options}``, ``.copy()``) and iteration may read it later: trust them
+    def copy(self) -> _TrackedOptions:
+        self.level_read = True
+        return _TrackedOptions(self)
+
+    def __iter__(self) -> Iterator[Any]:
+        self.level_read = True
+        return super().__iter__()
+
+    def keys(self) -> Any:
+        self.level_read = True
+        return super().keys()
+
+    def items(self) -> Any:
+        self.level_read = True
+        return super().items()
+
+
 class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
     """Play a chosen level on every reset and report it in ``info["level"]``.
 
@@ -80,8 +124,9 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
 
     Every reset consumes the queued level. An ``int`` level ``L`` resets the wrapped env with
     ``env.reset(seed=L)``; any other level (a dict, an array: levels from an open-ended generator) with
-    ``env.reset(options={"level": level})``, which the wrapped env must understand. Other ``options``
-    keys are passed through.
+    ``env.reset(options={"level": level})``, which the wrapped env must understand: if its ``reset`` never
+    looks up ``options["level"]``, the level was not played and the reset raises ``ValueError``. Other
+    ``options`` keys are passed through.
 
     ``info["level"]`` is set on the reset and on every step of the episode, including the step that ends
     it. :attr:`level` holds the current episode's level.
@@ -174,7 +219,16 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
             obs, info = self.env.reset(seed=level, options=inner_options)
             self._check_first_obs(level, obs)
         else:
-            obs, info = self.env.reset(seed=seed, options={**(inner_options or {}), "level": level})
+            tracked = _TrackedOptions({**(inner_options or {}), "level": level})
+            obs, info = self.env.reset(seed=seed, options=tracked)
+            if not tracked.level_read:
+                raise ValueError(
+                    f"{self.env} ignored options['level'] on reset, so it did not play level {level!r} "
+                    f"({type(level).__name__}). Int levels are reset seeds; any other level needs an env "
+                    "whose "
+                    "reset reads options['level'] (e.g. plr_gym.envs.maze); a generator must return levels "
+                    "of that kind (never None)"
+                )
         self._level = level
         info["level"] = level
         return obs, info

@@ -61,6 +61,11 @@ class RolloutPlan:
                 f"{', '.join(k for k in SCORE_FUNCTIONS if k not in OUTCOME_STRATEGIES)} or a callable "
                 "('learnability' needs a finite LevelSampler, which keeps each level's success rate)"
             )
+        if seed is not None and (
+            isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0
+        ):
+            raise ValueError(f"{owner}: seed must be a non-negative int or None, got {seed!r}")
+        self.owner = owner
         self.n_envs = n_envs
         self.buffer: LevelBuffer = buffer
         self.generator: Callable[[np.random.Generator], Any] = generator
@@ -86,16 +91,30 @@ class RolloutPlan:
             self.mode = "mutate"
             self.assigned, self.children = self.children[:n], self.children[n:]
             # fewer children than envs: top up with new levels
-            self.assigned += [self.generator(self.rng) for _ in range(n - len(self.assigned))]
+            self.assigned += [self._generate() for _ in range(n - len(self.assigned))]
         elif self.buffer.sample_replay_decision():
             self.mode = "replay"
             indices, self.assigned = self.buffer.sample_replay_levels(n)
             self.replayed = indices.tolist()
         else:
             self.mode = "new"
-            self.assigned = [self.generator(self.rng) for _ in range(n)]
+            self.assigned = [self._generate() for _ in range(n)]
         self.steps = 0
         return self.mode
+
+    def _generate(self) -> Any:
+        level = self.generator(self.rng)
+        if level is None:
+            raise ValueError(f"{self.owner}: the generator returned None; it must return a level")
+        return level
+
+    def discard(self) -> None:
+        """Forget a plan no step used yet, so that the next :meth:`begin` plans afresh (after a restore)."""
+        if self.steps == 0:
+            self.steps = -1
+            self.mode = "none"
+            self.assigned = []
+            self.replayed = []
 
     def end(self) -> None:
         """Close the rollout; after a replay rollout the mutator makes one child per replayed level."""
@@ -105,6 +124,8 @@ class RolloutPlan:
                 child = level
                 for _ in range(self.n_mutations):
                     child = self.mutator(child, self.rng)
+                if child is None:
+                    raise ValueError(f"{self.owner}: the mutator returned None; it must return a level")
                 children.append(child)
             self.children = children
         self.last_mode = self.mode
@@ -141,8 +162,14 @@ class RolloutPlan:
         return {"rng": self.rng.bit_generator.state, "children": list(self.children)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        rng = np.random.default_rng()
-        rng.bit_generator.state = state["rng"]
+        """Restore a :meth:`state_dict`; checked first, a refused state (``ValueError``) changes nothing."""
+        from plr_gym.sampler import _state_rng
+
+        if not isinstance(state, dict) or "rng" not in state or not isinstance(state.get("children"), list):
+            raise ValueError("not a RolloutPlan state (needs 'rng' and a 'children' list)")
+        if any(child is None for child in state["children"]):
+            raise ValueError("RolloutPlan state 'children' holds None, which is not a level")
+        rng = _state_rng(state["rng"])
         self.rng = rng
         self.children = list(state["children"])
 

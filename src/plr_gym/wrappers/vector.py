@@ -18,7 +18,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from plr_gym._levels import level_key
 from plr_gym.level_buffer import LevelBuffer
 from plr_gym.sampler import LevelSampler
-from plr_gym.scoring import EpisodeScorer, episode_success
+from plr_gym.scoring import EpisodeScorer, _check_gamma, episode_success
 from plr_gym.wrappers.level import ScoreWatch, sample_levels
 from plr_gym.wrappers.rollout_plan import RolloutPlan, level_source
 
@@ -278,19 +278,30 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             levels = self._current.copy()
             valid = np.ones(self.num_envs, dtype=bool)
             valid[starting] = False  # reset steps: no transition of any episode
-            self._log.append((levels, self._start.copy(), valid, ended, _outcomes(info, ended)))
+            self._log.append(
+                (
+                    levels,
+                    self._start.copy(),
+                    valid,
+                    ended,
+                    np.logical_and(truncated, ~terminated),
+                    _outcomes(info, ended),
+                )
+            )
             self._start[starting] = True
             self._start[valid] = False
         else:
             obs, rewards, terminated, truncated, info = self.env.step(actions)
             levels = self._current.copy()
             ended = np.logical_or(terminated, truncated)
+            no_trunc = np.zeros(self.num_envs, dtype=bool)  # the final observation is not on a next row
             self._log.append(
                 (
                     levels,
                     self._start.copy(),
                     np.ones(self.num_envs, dtype=bool),
                     ended,
+                    no_trunc,
                     _outcomes(info, ended),
                 )
             )
@@ -335,15 +346,24 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             positive_value_loss.
         :param last_values: ``(num_envs,)`` ``V`` of the observation after the last step (bootstrap of
             ``one_step_td_error``); zeros if omitted.
+
+        Truncated episodes (``NEXT_STEP`` mode): ``one_step_td_error`` bootstraps a truncated episode's
+        last step with ``V(final observation)``, which is ``values`` on the following reset-step row (its
+        observation is the final one), or ``last_values`` if the episode was truncated on the rollout's
+        last step. In ``SAME_STEP`` and ``DISABLED`` modes the final observation is not on any row: fold
+        ``gamma * V(info["final_obs"])`` into the truncated step's reward yourself (as SB3 does), and the
+        step is bootstrapped with 0.
         :param logits: ``(n_steps, num_envs, n_actions)`` action logits (normalised here), for
             policy_entropy, least_confidence and min_margin with discrete actions.
         :param entropies: ``(n_steps, num_envs)`` policy entropies (policy_entropy, continuous actions).
-        :param gamma: discount factor (``one_step_td_error``).
+        :param gamma: discount factor (``one_step_td_error``), in ``[0, 1]``.
         :param successes: ``(n_steps, num_envs)`` outcome of the episode ending at each step (1 success, 0
             failure, NaN unknown), for ``strategy="learnability"``. Default: read by the wrapper at each
             episode end from ``info["is_success"]``, else from ``info["episode"]["r"] > 0`` (Gymnasium's
             ``RecordEpisodeStatistics``), see :func:`plr_gym.scoring.episode_success`.
         :return: the ``(level, score)`` pairs reported to the sampler.
+        :raises ValueError: if the arrays do not have one row per step taken since the last report, or
+            hold NaN/inf. Nothing is consumed then: fix the arrays and call again.
         """
         self._score_watch.attached = True
         if self.plan is None and not self.sampler.uses_scores:
@@ -353,11 +373,13 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
         if rew.ndim != 2 or rew.shape[1] != self.num_envs:
             raise ValueError(f"rewards must have shape (n_steps, {self.num_envs}), got {rew.shape}")
         n_steps = rew.shape[0]
-        if n_steps > len(self._log):
+        if n_steps != len(self._log):
             raise ValueError(
-                f"got {n_steps} steps of rollout data but only {len(self._log)} steps were taken since the "
-                "last report_rollout (or reset of the record)"
+                f"got {n_steps} rows of rollout data but {len(self._log)} steps were taken since the last "
+                "report_rollout: pass one row per step taken (rows of different rollouts would join "
+                "unrelated episodes)"
             )
+        gamma = _check_gamma(gamma)
         if self.scorer is None:
             if self.plan is None:
                 self.scorer = EpisodeScorer(
@@ -365,9 +387,10 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
                 )
             else:
                 self.scorer = EpisodeScorer(self.plan, n_envs=self.num_envs, strategy=self.plan.strategy)
-        self.scorer.gamma = float(gamma)
-        steps = list(self._log)[-n_steps:]
-        levels, starts, valid, ended, outcomes = (np.stack([row[k] for row in steps]) for k in range(5))
+        steps = list(self._log)
+        levels, starts, valid, ended, truncated, outcomes = (
+            np.stack([row[k] for row in steps]) for k in range(6)
+        )
         if successes is not None:
             outcomes = np.asarray(successes, dtype=np.float64)
         log_policy = None
@@ -375,8 +398,48 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             lg = np.asarray(logits, dtype=np.float64)
             lg = lg - lg.max(axis=-1, keepdims=True)
             log_policy = lg - np.log(np.exp(lg).sum(axis=-1, keepdims=True))
-        self._log.clear()
-        reported = self.scorer.process_rollout(
+        old_gamma, self.scorer.gamma = self.scorer.gamma, gamma
+        try:
+            reported = self._process(
+                levels,
+                starts,
+                ended,
+                truncated,
+                valid,
+                rew,
+                values,
+                advantages,
+                last_values,
+                log_policy,
+                entropies,
+                outcomes,
+            )
+        except BaseException:
+            self.scorer.gamma = old_gamma
+            raise
+        self._log.clear()  # only once the report was accepted: a refused one can be retried
+        if self.plan is not None:
+            self.plan.end()
+            self.scorer.prune_max_returns(self.plan.buffer.levels)
+        return reported
+
+    def _process(
+        self,
+        levels: Any,
+        starts: Any,
+        ended: Any,
+        truncated: Any,
+        valid: Any,
+        rew: Any,
+        values: Any,
+        advantages: Any,
+        last_values: Any,
+        log_policy: Any,
+        entropies: Any,
+        outcomes: Any,
+    ) -> list[tuple[Any, float]]:
+        assert self.scorer is not None
+        return self.scorer.process_rollout(
             levels=levels,
             episode_starts=starts,
             dones=ended,
@@ -387,12 +450,9 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             log_policy=log_policy,
             entropies=entropies,
             valid=valid,
+            truncations=truncated,
             successes=outcomes,
         )
-        if self.plan is not None:
-            self.plan.end()
-            self.scorer.prune_max_returns(self.plan.buffer.levels)
-        return reported
 
     # ------------------------------------------------------------------ buffer mode (Robust PLR, ACCEL)
     @property
