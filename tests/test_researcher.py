@@ -374,6 +374,7 @@ def test_ctrl_c_saves_a_loadable_model_and_sampler_and_resume_continues(
     sampler = LevelSampler.load(out / "plr" / "plr_sampler.npz")
     assert sampler.levels.tolist() == [0, 1, 2, 3, 4] and sampler.num_seen > 0
     assert not (out / "evaluation.json").exists()
+    assert json.loads((out / "config.json").read_text())["interrupted_at"] == 130
 
     monkeypatch.setattr(HeldOutEvalCallback, "_on_step", original)
     code, _, _ = run_cli(["train", ENV, "--resume", str(out), *TINY, "--timesteps", "384"], capsys)
@@ -382,7 +383,8 @@ def test_ctrl_c_saves_a_loadable_model_and_sampler_and_resume_continues(
     assert PPO.load(out / "model.zip", device="cpu").num_timesteps == 386
     final = json.loads((out / "evaluation.json").read_text())
     assert final["timesteps"] == 386
-    assert json.loads((out / "config.json").read_text())["resumed_at"] == [130]
+    config = json.loads((out / "config.json").read_text())
+    assert config["resumed_at"] == [130] and "interrupted_at" not in config
     with (out / "eval.csv").open() as f:
         steps = [int(r["timesteps"]) for r in csv.DictReader(f) if r["split"] == "test"]
     assert steps == [0, 128, 258, 386]  # continues from 130: the next evaluation 128 steps later
@@ -433,3 +435,38 @@ def test_importing_plr_gym_prints_no_legacy_gym_banner() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "Gym has been unmaintained" not in proc.stderr
     assert proc.stderr == ""
+
+
+@pytest.mark.slow
+def test_sigint_to_a_training_process_leaves_a_resumable_run(tmp_path: Path) -> None:
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    args = [a for a in TINY if a not in ("--quiet",)]
+    args[args.index("--timesteps") + 1] = "1000000"
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(__file__).resolve().parents[1] / "src"), env.get("PYTHONPATH", "")]
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "plr_gym.cli", "train", ENV, "--out", str(out), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait until training is under way (the evaluation at 128 steps)
+        if (out / "eval.csv").is_file() and len((out / "eval.csv").read_text().splitlines()) >= 5:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted at step" in err
+    config = json.loads((out / "config.json").read_text())
+    model = PPO.load(out / "model.zip", device="cpu")
+    assert 128 <= model.num_timesteps == config["interrupted_at"] < 1_000_000
+    assert LevelSampler.load(out / "plr" / "plr_sampler.npz").num_seen > 0
