@@ -52,6 +52,11 @@ class PrioritizedLevelReplay(VecEnvWrapper):
     **Seeds.** A sub-environment's reset seed is its level; ``seed()`` (called by ``PPO(..., seed=...)``) is
     forwarded but cannot change which levels are played, which is the sampler's ``seed``.
 
+    **A forgotten callback.** Scores reach the sampler through :class:`~plr_gym.PLRCallback` (or
+    ``OffPolicyPLRCallback``). Without it, sampling stays uniform forever; after
+    ``ScoreWatch.NO_SCORE_STEPS`` (6,144) steps with completed episodes and no score, the wrapper warns
+    once with :class:`~plr_gym.wrappers.level.NoScoresWarning` ("Did you add PLRCallback?").
+
     **Errors.** If a sub-environment raises (or a ``SubprocVecEnv`` worker dies), the exception reaches the
     caller and the sampler stays consistent (a level drawn for an episode that never ran is harmless);
     call :meth:`reset` (or :meth:`close`) before stepping again. :meth:`close` does not hang or leave

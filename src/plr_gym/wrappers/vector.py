@@ -69,6 +69,10 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
     which scores the completed episodes, updates the buffer and closes the rollout. Train on the rollout
     only if :attr:`last_rollout_mode` is ``"replay"`` for Robust PLR's replay-only gradient updates.
 
+    Scores reach the sampler through :meth:`report_rollout`; if it is never called, the wrapper warns once
+    (:class:`~plr_gym.wrappers.level.NoScoresWarning`) after ``ScoreWatch.NO_SCORE_STEPS`` (6,144) steps
+    with completed episodes and no score.
+
     :param env: the vector environment; its sub-environments wrapped in ``LevelWrapper``.
     :param sampler: the level sampler. Alternatively pass :class:`~plr_gym.LevelSampler`'s keyword arguments
         (at least ``levels=``) and the wrapper builds its own; not both.
