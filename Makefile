@@ -41,6 +41,7 @@ test: $(VENV)/.all-installed lint typecheck
 bench: $(VENV)/.all-installed
 	$(PY) benchmarks/sampler_speed.py
 	$(PY) benchmarks/procgen_switch.py
+	$(PY) benchmarks/procgen_throughput.py
 	$(PY) benchmarks/per_speed.py
 
 docs: $(VENV)/.all-installed

@@ -9,7 +9,8 @@ Runs, side by side on the same machine:
 - ``torchrl``: ``torchrl.data.PrioritizedReplayBuffer`` with a ``LazyTensorStorage``, if installed.
 
 Each buffer holds ``--capacity`` CartPole-sized transitions (obs of 4 floats) with random priorities;
-the step is repeated ``--repeats`` times and the median of ``--rounds`` rounds is reported.
+the step is repeated ``--repeats`` times and the median of ``--rounds`` rounds is reported; the rounds of
+``plr_gym`` and ``cpprb`` are interleaved and their ratio is the median of the per-round ratios.
 
 Usage::
 
@@ -187,18 +188,20 @@ def make_torchrl(capacity: int, batch_size: int, rng: np.random.Generator) -> St
     return step
 
 
-def time_step(step: Step, batch_size: int, repeats: int, rounds: int) -> float:
-    """Median over rounds of the mean seconds per step."""
+def time_step(
+    step: Step, batch_size: int, repeats: int, rounds: int, clock: Callable[[], float] = time.perf_counter
+) -> float:
+    """Median over rounds of the mean seconds per step (``clock``: wall-clock, or process CPU time)."""
     rng = np.random.default_rng(1)
     priorities = [rng.random(batch_size) for _ in range(repeats)]
     for p in priorities[: max(repeats // 10, 1)]:  # warm up
         step(p)
     results = []
     for _ in range(rounds):
-        start = time.perf_counter()
+        start = clock()
         for p in priorities:
             step(p)
-        results.append((time.perf_counter() - start) / repeats)
+        results.append((clock() - start) / repeats)
     return statistics.median(results)
 
 
@@ -251,24 +254,53 @@ def main() -> None:
     }
     timings: dict[str, Optional[float]] = {}
     reasons: dict[str, str] = {}
-    for name, factory in factories.items():
+    for name in ("python-loop", "torchrl"):  # timed alone (much slower, or not comparable in a pair)
         try:
-            step = factory(args.capacity, args.batch_size, np.random.default_rng(0))
+            step = factories[name](args.capacity, args.batch_size, np.random.default_rng(0))
         except Unavailable as e:
             timings[name], reasons[name] = None, str(e)
             continue
         repeats = args.loop_repeats if name == "python-loop" else args.repeats
         timings[name] = time_step(step, args.batch_size, repeats, args.rounds)
         del step
+    # plr_gym and cpprb: both alive, rounds interleaved (order swapped every round), so that the load of
+    # a shared machine hits both alike; the ratio is the median of the per-round ratios.
+    pair: dict[str, Step] = {
+        "plr_gym": make_plr_gym(args.capacity, args.batch_size, np.random.default_rng(0))
+    }
+    try:
+        pair["cpprb"] = make_cpprb(args.capacity, args.batch_size, np.random.default_rng(0))
+    except Unavailable as e:
+        timings["cpprb"], reasons["cpprb"] = None, str(e)
+    per_round: dict[str, list[float]] = {name: [] for name in pair}
+    cpu_round: dict[str, list[float]] = {name: [] for name in pair}
+    names = list(pair)
+    for r in range(args.rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            per_round[name].append(time_step(pair[name], args.batch_size, args.repeats, 1))
+            cpu_round[name].append(time_step(pair[name], args.batch_size, args.repeats, 1, time.process_time))
+    for name, values in per_round.items():
+        timings[name] = statistics.median(values)
+    ratio = cpu_ratio = None
+    if "cpprb" in per_round:
+        ratio = statistics.median(a / b for a, b in zip(per_round["plr_gym"], per_round["cpprb"]))
+        cpu_ratio = statistics.median(a / b for a, b in zip(cpu_round["plr_gym"], cpu_round["cpprb"]))
 
     ours = timings["plr_gym"]
     assert ours is not None
     print(f"{'implementation':<14}{'us / step':>12}{'vs plr_gym':>12}")
-    for name, seconds in timings.items():
+    for name in factories:
+        seconds = timings.get(name)
         if seconds is None:
             print(f"{name:<14}{'-':>12}{'-':>12}   unavailable: {reasons[name]}")
         else:
             print(f"{name:<14}{seconds * 1e6:>12.1f}{seconds / ours:>11.2f}x")
+    if ratio is not None:
+        print(
+            f"\nplr_gym time / cpprb time, median over {args.rounds} interleaved rounds: "
+            f"{ratio:.2f}x wall-clock, "
+            f"{cpu_ratio:.2f}x process CPU time (both single-threaded; CPU time is robust to other jobs)"
+        )
 
 
 if __name__ == "__main__":

@@ -550,8 +550,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- machine: {cpu_model()}, {os.cpu_count()} logical cores ({affinity} usable), {platform.system()} "
         f"{platform.release()}",
-        f"- python {platform.python_version()}, numpy {np.__version__}, sortedcontainers "
-        f"{version('sortedcontainers')}, plr-gym {version('plr-gym')}, syllabus-rl "
+        f"- python {platform.python_version()}, numpy {np.__version__}, "
+        f"plr-gym {version('plr-gym')}, syllabus-rl "
         f"{version('syllabus-rl') if syl else '(not run: --no-syllabus)'}",
         f"- load average at start: {load()}",
     ]

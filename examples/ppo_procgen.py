@@ -1,6 +1,7 @@
 """PPO + Prioritized Level Replay on Procgen BigFish (the paper's setting: 200 training levels, easy mode).
 
 The paper trains 25M steps on a GPU; this file shows the wiring and runs on a CPU with a small budget.
+`ProcgenVecEnv` steps all envs in one batched Procgen (stock speed), each episode on the level PLR chose.
 Run: python examples/ppo_procgen.py   (PLR_GYM_EXAMPLE_STEPS=512 for a quick check)
 Needs: pip install ".[procgen]" in a clone (numpy 1.x and the legacy gym: see the README's Install)
 """
@@ -8,24 +9,18 @@ Needs: pip install ".[procgen]" in a clone (numpy 1.x and the legacy gym: see th
 import os
 
 from stable_baselines3 import PPO
-from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import VecMonitor
 
-import plr_gym.envs  # noqa: F401  (registers plr_gym/procgen-<game>-v0)
-from plr_gym import LevelWrapper, PLRCallback, PrioritizedLevelReplay
+from plr_gym import PLRCallback, PrioritizedLevelReplay
+from plr_gym.envs.procgen_sb3 import ProcgenVecEnv
 from plr_gym.evaluation import evaluate_levels, summarize
 
 STEPS = int(os.environ.get("PLR_GYM_EXAMPLE_STEPS", 200_000))
 N_EVAL = int(os.environ.get("PLR_GYM_EXAMPLE_EVAL_LEVELS", 20))
-ENV_ID = "plr_gym/procgen-bigfish-v0"
-ENV_KWARGS = {"distribution_mode": "easy"}
+GAME = "bigfish"
 
-
-def make_venv(n_envs: int, seed: int):
-    return make_vec_env(ENV_ID, n_envs=n_envs, seed=seed, env_kwargs=ENV_KWARGS, wrapper_class=LevelWrapper)
-
-
-venv = PrioritizedLevelReplay(
-    make_venv(8, 0),
+plr = PrioritizedLevelReplay(
+    ProcgenVecEnv(GAME, n_envs=8, distribution_mode="easy"),
     levels=range(200),
     strategy="value_l1",
     score_transform="rank",
@@ -33,6 +28,7 @@ venv = PrioritizedLevelReplay(
     staleness_coef=0.1,  # rho
     seed=0,
 )
+venv = VecMonitor(plr)  # episode returns for SB3's logs; VecEnvWrappers go outside PrioritizedLevelReplay
 # PPO wraps the env in VecTransposeImage (channels first) itself, outside PrioritizedLevelReplay.
 model = PPO(
     "CnnPolicy",
@@ -46,9 +42,9 @@ model = PPO(
     seed=0,
 )
 model.learn(STEPS, callback=PLRCallback())
-print(f"levels seen: {venv.sampler.num_seen}/200")
+print(f"levels seen: {plr.sampler.num_seen}/200")
 
-eval_venv = make_venv(4, 1)
+eval_venv = ProcgenVecEnv(GAME, n_envs=4, distribution_mode="easy")
 stats = summarize(evaluate_levels(model, eval_venv, levels=range(10_000, 10_000 + N_EVAL)))
 print(f"held-out mean return {stats['mean']:.2f} {stats['mean_ci']}, IQM {stats['iqm']:.2f}")
 venv.close()

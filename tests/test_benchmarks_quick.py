@@ -62,3 +62,27 @@ def test_procgen_switch_quick() -> None:
 def test_per_speed_quick() -> None:
     out = run_quick("per_speed.py")
     assert "plr_gym" in out, out
+
+
+def test_replay_memory_quick() -> None:
+    out = run_quick("replay_memory.py")
+    for header in ("- command:", "- commit:", "- machine:", "- date:", "- load average at start:"):
+        assert header in out, out
+    for label in ("| SB3 ReplayBuffer + VecFrameStack(4) |", "| plr_gym FrameStackReplayBuffer(n_stack=4) |"):
+        assert sum(line.startswith(label) for line in out.splitlines()) == 2, out  # memory and sampling rows
+    assert "| SharedReplayWriter (shared memory) |" in out and "| pipes + SB3 ReplayBuffer.add |" in out
+    assert "frame-stack / SB3: RSS" in out
+
+
+def test_procgen_throughput_quick() -> None:
+    out = run_quick("procgen_throughput.py")
+    rows = [line for line in out.splitlines() if line.startswith("| ")]
+    assert rows and rows[0].startswith("| N | route | steps/s | ratio to stock (wall) |"), out
+    for route in (
+        "stock ProcgenGym3Env",
+        "batched + PLR (SB3)",
+        "batched + PLR (Gymnasium)",
+        "DummyVecEnv + PLR",
+    ):
+        assert any(line.startswith(f"| 16 | {route} |") for line in rows), out
+    assert any(line.startswith("| batched (ProcgenVecEnv) |") for line in rows), out

@@ -21,7 +21,12 @@ SCRIPTS = sorted(EXAMPLES.glob("*.py"))
 NOTEBOOKS = sorted(EXAMPLES.glob("*.ipynb"))
 NEEDS = {"ppo_procgen": "procgen", "plr_procgen": "procgen"}
 # (steps, evaluation levels) per example: enough for a few rollouts (PLR scores a few episodes).
-BUDGET = {"ppo_procgen": ("256", "2"), "plr_procgen": ("256", "2"), "perdqn_cartpole": ("400", "2")}
+BUDGET = {
+    "ppo_procgen": ("256", "2"),
+    "plr_procgen": ("256", "2"),
+    "perdqn_cartpole": ("400", "2"),
+    "frame_stack_dqn": ("400", "2"),
+}
 DEFAULT_BUDGET = ("512", "2")
 
 
@@ -67,6 +72,7 @@ def test_script_runs(script: Path, tmp_path: Path) -> None:
         "ppo_procgen": "held-out mean return",
         "custom_loop_vector": "levels seen",
         "perdqn_cartpole": "CartPole-v1 return",
+        "frame_stack_dqn": "sampled observations (32, 12, 40, 40)",
     }.get(script.stem, "")
     assert expected in proc.stdout
 

@@ -2,7 +2,9 @@
 
 Importing this package is cheap: it registers ``plr_gym/maze-v0`` (:mod:`plr_gym.envs.maze`, an editable
 MiniGrid maze for open-ended curricula) and ``plr_gym/procgen-<game>-v0`` for the 16 Procgen games
-(:data:`~plr_gym.envs.procgen.GAMES`) and imports Procgen only when such an env is built, so it works
+(:data:`~plr_gym.envs.procgen.GAMES`; ``gymnasium.make_vec(id, num_envs=N,
+vectorization_mode="vector_entry_point")`` builds the batched :class:`ProcgenVectorEnv`, one
+``ProcgenGym3Env(num=N)``) and imports Procgen only when such an env is built, so it works
 without the ``procgen`` extra installed (building one then raises an ``ImportError`` saying what to
 install).
 
@@ -18,8 +20,16 @@ from __future__ import annotations
 import gymnasium as gym
 
 from plr_gym.envs.procgen import DISTRIBUTION_MODES, GAMES, MAX_LEVEL, ProcgenLevelEnv
+from plr_gym.envs.procgen_vector import ProcgenVectorEnv
 
-__all__ = ["DISTRIBUTION_MODES", "GAMES", "MAX_LEVEL", "ProcgenLevelEnv", "procgen_env_id"]
+__all__ = [
+    "DISTRIBUTION_MODES",
+    "GAMES",
+    "MAX_LEVEL",
+    "ProcgenLevelEnv",
+    "ProcgenVectorEnv",
+    "procgen_env_id",
+]
 
 
 def procgen_env_id(game: str) -> str:
@@ -36,6 +46,7 @@ def _register_procgen() -> None:
             gym.register(
                 id=env_id,
                 entry_point="plr_gym.envs.procgen:ProcgenLevelEnv",
+                vector_entry_point="plr_gym.envs.procgen_vector:ProcgenVectorEnv",
                 kwargs={"game": game},
             )
 

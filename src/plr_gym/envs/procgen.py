@@ -579,6 +579,10 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
         self._gym3.callmethod("set_state", [state])
 
     def _load_level(self, level: int) -> None:
+        self._set_state(self._level_state(level))
+
+    def _level_state(self, level: int) -> bytes:
+        """The initial state of ``level``, from the LRU cache or computed (may leave the game elsewhere)."""
         if self._gym3 is None:
             raise RuntimeError("the environment is closed")
         state = self._cache.get(level)
@@ -592,7 +596,7 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
                 self._cache[level] = state
                 if len(self._cache) > self.level_cache_size:
                     self._cache.popitem(last=False)
-        self._set_state(state)
+        return state
 
     def _initial_state(self, level: int) -> bytes:
         """The state of a freshly built Procgen env on ``level`` (leaves the game in some other state)."""

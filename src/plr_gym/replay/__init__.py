@@ -19,19 +19,28 @@ from plr_gym.replay.buffers import (
     PrioritizedReplayBufferSamples,
     SequenceSamples,
 )
+from plr_gym.replay.episodic import EpisodicReplayBuffer, EpisodicReplayBufferSamples
+from plr_gym.replay.frame_stack import FrameStackReplayBuffer
+from plr_gym.replay.shared import ReplayWriterWrapper, SharedReplayBuffer, SharedReplayWriter
 from plr_gym.replay.sum_tree import SumTree
 
 __all__ = [
     "PERDQN",
     "PERSAC",
     "PERTD3",
+    "EpisodicReplayBuffer",
+    "EpisodicReplayBufferSamples",
+    "FrameStackReplayBuffer",
     "OffPolicyPLRCallback",
     "PrioritizedDictReplayBuffer",
     "PrioritizedDictReplayBufferSamples",
     "PrioritizedReplayBuffer",
     "PrioritizedReplayBufferSamples",
     "PrioritizedReplayMixin",
+    "ReplayWriterWrapper",
     "SequenceSamples",
+    "SharedReplayBuffer",
+    "SharedReplayWriter",
     "SumTree",
 ]
 

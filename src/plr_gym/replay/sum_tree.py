@@ -81,18 +81,24 @@ class SumTree:
         :param indices: leaf indices in ``[0, capacity)``, shape ``(batch,)``
         :param values: non-negative leaf values, shape ``(batch,)``
         """
-        nodes = np.asarray(indices, dtype=np.int64) + self.size
-        vals = np.asarray(values, dtype=np.float64)
+        nodes = np.add(np.asarray(indices, dtype=np.int64), self.size)
+        cur_sum = np.array(values, dtype=np.float64)  # each entry's new value of its node, level by level
+        cur_min = np.where(cur_sum > 0.0, cur_sum, np.inf)
         sums, mins = self.sums, self.mins
-        sums[nodes] = vals
-        mins[nodes] = np.where(vals > 0.0, vals, np.inf)
+        sums[nodes] = cur_sum
+        mins[nodes] = cur_min
+        sibling = np.empty_like(nodes)
+        # Per level: parent = own value (op) sibling, with the sibling read after this level's writes. When
+        # several entries share a parent, the last one writes it last and is right: it is the last entry
+        # of the parent's subtree, so its own value won every write below (as in numpy assignment), and
+        # + and min are commutative, so the parent equals left (op) right bit for bit.
         for _ in range(self.depth - self._top):
-            nodes >>= 1
-            left = nodes << 1
-            right = left + 1
-            # Duplicated parents are harmless: each copy writes the same value, read from its children.
-            sums[nodes] = sums[left] + sums[right]
-            mins[nodes] = np.minimum(mins[left], mins[right])
+            np.bitwise_xor(nodes, 1, out=sibling)
+            np.right_shift(nodes, 1, out=nodes)
+            np.add(cur_sum, sums[sibling], out=cur_sum)
+            sums[nodes] = cur_sum
+            np.minimum(cur_min, mins[sibling], out=cur_min)
+            mins[nodes] = cur_min
         # The few top levels are cheaper to recompute whole, with slices, than node by node.
         self._rebuild_levels(self._top)
 

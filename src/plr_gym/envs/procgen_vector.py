@@ -1,0 +1,525 @@
+"""Batched Procgen with per-episode level choice: one ``ProcgenGym3Env(num=N)`` for ``N`` games.
+
+:class:`ProcgenVectorEnv` (Gymnasium ``VectorEnv``) and :class:`~plr_gym.envs.procgen_sb3.ProcgenVecEnv`
+(Stable-Baselines3 ``VecEnv``) step ``N`` games of one Procgen environment in Procgen's own C++ loop, as
+stock ``procgen.ProcgenGym3Env(num=N)`` does, and still play every episode on the level it is told to play.
+
+Every sub-env ``i`` behaves exactly as ``LevelWrapper(ProcgenLevelEnv(game, ...))``: when its episode ends
+(or it is reset), game ``i`` is put into the initial state of its next level with Procgen's ``set_state``
+for that one game, the state :class:`~plr_gym.envs.ProcgenLevelEnv` computes for that level (shared LRU
+cache; see :mod:`plr_gym.envs.procgen`). So env ``i`` plays the same state bytes, observations and rewards as
+a single ``ProcgenLevelEnv`` on that level, and the other games are untouched. Terminal observations,
+truncation at Procgen's time limit (:attr:`ProcgenVectorEnv.max_episode_steps`), ``info["level"]`` and
+``info["level_complete"]`` follow :class:`~plr_gym.envs.ProcgenLevelEnv`.
+
+Both faces speak the level contract of :class:`~plr_gym.wrappers.LevelWrapper`, which is how the
+``PrioritizedLevelReplay`` wrappers pass levels to sub-envs: ``set_next_level`` / the ``next_level``
+attribute (through ``call``/``set_attr`` or ``env_method``/``set_attr``), ``options["level"]`` and an int
+reset seed, in that order of precedence after ``options["level"]``; so both wrappers accept them as they
+are (SB3: ``env_is_wrapped(LevelWrapper)`` is ``True`` for every sub-env).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any, Optional
+
+import numpy as np
+import numpy.typing as npt
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from plr_gym.envs.procgen import (
+    _INT,
+    _MAX_STATE_BYTES,
+    _NUM_ACTIONS,
+    _OBS_SHAPE,
+    ProcgenLevelEnv,
+    _check_count,
+    _check_level,
+    _layout,
+)
+
+__all__ = ["ProcgenVectorEnv"]
+
+#: Per-env attributes and methods of the ``LevelWrapper`` contract that the batched envs expose.
+LEVEL_ATTRIBUTES = ("level", "next_level", "set_next_level")
+
+
+def _check_num_envs(num_envs: object) -> int:
+    if isinstance(num_envs, (bool, np.bool_)) or not isinstance(num_envs, numbers.Integral) or num_envs < 1:
+        raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+    return int(num_envs)
+
+
+def _check_queued_level(level: object, name: str) -> Optional[int]:
+    """A level for ``next_level``: an int level id or ``None`` (clears the queue)."""
+    if level is None:
+        return None
+    return _check_level(level, name)
+
+
+class ProcgenBatch:
+    """The engine shared by both faces: ``N`` Procgen games with exact per-episode level choice.
+
+    Not public: use :class:`ProcgenVectorEnv` or :class:`~plr_gym.envs.procgen_sb3.ProcgenVecEnv`.
+    Arguments as in :class:`ProcgenVectorEnv`.
+    """
+
+    def __init__(
+        self,
+        game: str,
+        num_envs: int,
+        *,
+        distribution_mode: str = "easy",
+        num_levels: int = 0,
+        start_level: int = 0,
+        level_cache_size: int = 1024,
+        num_threads: int = 4,
+        center_agent: bool = True,
+        use_backgrounds: bool = True,
+        restrict_themes: bool = False,
+        use_monochrome_assets: bool = False,
+        paint_vel_info: bool = False,
+        use_generated_assets: bool = False,
+        use_sequential_levels: bool = False,
+    ) -> None:
+        self.num_envs = _check_num_envs(num_envs)
+        num_threads = _check_count(num_threads, "num_threads", "(0: step in the calling thread)")
+        # The level factory: validates every argument and computes (and caches) level initial states.
+        self.levels = ProcgenLevelEnv(
+            game,
+            distribution_mode=distribution_mode,
+            num_levels=num_levels,
+            start_level=start_level,
+            level_cache_size=level_cache_size,
+            center_agent=center_agent,
+            use_backgrounds=use_backgrounds,
+            restrict_themes=restrict_themes,
+            use_monochrome_assets=use_monochrome_assets,
+            paint_vel_info=paint_vel_info,
+            use_generated_assets=use_generated_assets,
+            use_sequential_levels=use_sequential_levels,
+        )
+        self.game = game
+        self.distribution_mode = distribution_mode
+        self.max_episode_steps = self.levels.max_episode_steps
+        self._level_low = self.levels._level_low
+        self._level_high = self.levels._level_high
+        procgen = self.levels._procgen
+        import cffi  # a dependency of gym3, which Procgen depends on
+
+        self._gym3: Any = procgen.ProcgenGym3Env(
+            num=self.num_envs,
+            env_name=game,
+            num_levels=1,  # the games' own resets are always overwritten by set_state
+            start_level=0,
+            distribution_mode=distribution_mode,
+            num_threads=num_threads,
+            rand_seed=0,
+            **self.levels._options,
+        )
+        self._state_buffer = bytearray(_MAX_STATE_BYTES)
+        self._state_cbuffer = cffi.FFI().from_buffer(self._state_buffer)
+        n = self.num_envs
+        self.current = np.zeros(n, dtype=np.int64)  # level of each env's current episode
+        self.queued: list[Optional[int]] = [None] * n  # next_level of each env (LevelWrapper semantics)
+        self.elapsed = np.zeros(n, dtype=np.int64)
+        self.frames = np.zeros((n, *_OBS_SHAPE), dtype=np.uint8)  # each env's latest frame
+        self.rng = np.random.default_rng()
+        self.needs_reset = True
+        self.closed = False
+
+    # ------------------------------------------------------------------ levels
+    def choose(self, i: int, seed: Optional[int], option: Optional[int]) -> int:
+        """Level of env ``i``'s next episode (``LevelWrapper``'s precedence); consumes its queued level."""
+        queued = self.queued[i]
+        self.queued[i] = None
+        if option is not None:
+            return option
+        if seed is not None:
+            return seed
+        if queued is not None:
+            return queued
+        return int(self.rng.integers(self._level_low, self._level_high))
+
+    def load(self, indices: Sequence[int], levels: Sequence[int]) -> None:
+        """Put the games ``indices`` into the initial states of ``levels`` (no other game is touched)."""
+        if self.closed:
+            raise RuntimeError("the environment is closed")
+        call = self._gym3.call_c_func
+        for i, level in zip(indices, levels):
+            state = self.levels._level_state(level)
+            call("set_state", i, state, len(state))
+            self.current[i] = level
+            self.elapsed[i] = 0
+
+    def reset(self, indices: Sequence[int], levels: Sequence[int]) -> npt.NDArray[np.uint8]:
+        """Start the envs ``indices`` on ``levels``; returns every env's latest frame (a copy)."""
+        self.needs_reset = True
+        self.load(indices, levels)
+        _, ob, _ = self._gym3.observe()
+        rgb = ob["rgb"]
+        index = np.asarray(indices, dtype=np.intp)
+        self.frames[index] = rgb[index]
+        self.needs_reset = False
+        return self.frames.copy()
+
+    # ------------------------------------------------------------------ stepping
+    def step(self, actions: npt.NDArray[np.int32]) -> tuple[Any, ...]:
+        """Step every game; the ended ones start their next level.
+
+        :return: ``(obs, rewards, terminated, truncated, level_complete, step_levels, ended, final_obs)``:
+            ``obs`` the frames after the step (the next episode's first frame for ended envs), ``step_levels``
+            the level of each env's transition, ``ended`` the indices of the envs whose episode ended and
+            ``final_obs`` their last frames, shape ``(len(ended), 64, 64, 3)``. ``obs`` is a new array
+            (one copy of Procgen's buffers, as stock ``observe`` makes).
+        """
+        if self.closed:
+            raise RuntimeError("the environment is closed")
+        if self.needs_reset:
+            raise RuntimeError("call reset() before step() (first use, or a previous call raised)")
+        self.needs_reset = True
+        timeout = self.max_episode_steps
+        elapsed = self.elapsed
+        for i in np.flatnonzero(elapsed >= timeout - 1).tolist():
+            self._extend_time_limit(i)
+        self._gym3.act(actions)
+        rewards, ob, first = self._gym3.observe()
+        elapsed += 1
+        rgb = ob["rgb"]
+        terminated = first.astype(bool)
+        truncated = elapsed >= timeout
+        ended_mask = terminated | truncated
+        step_levels = self.current.copy()
+        level_complete = np.zeros(self.num_envs, dtype=bool)
+        ended = np.flatnonzero(ended_mask)
+        if ended.size == 0:
+            np.copyto(self.frames, rgb)  # kept for the final observation of an episode that ends next
+            self.needs_reset = False
+            return rgb, rewards, terminated, truncated, level_complete, step_levels, ended, None
+        term = np.flatnonzero(terminated)
+        if term.size:
+            # Procgen already reset these games: keep the last frame of the ended episode (its final
+            # observation) instead of the next episode's first frame, as ProcgenLevelEnv does.
+            rgb[term] = self.frames[term]
+            level_complete[term] = self._level_complete(term)
+        final_obs = rgb[ended]
+        ended_list = ended.tolist()
+        self.load(ended_list, [self.choose(i, None, None) for i in ended_list])
+        rgb[ended] = self._first_frames(ended)
+        np.copyto(self.frames, rgb)
+        self.needs_reset = False
+        return rgb, rewards, terminated, truncated, level_complete, step_levels, ended, final_obs
+
+    def _first_frames(self, indices: npt.NDArray[np.intp]) -> npt.NDArray[np.uint8]:
+        """The frames of the games ``indices`` right after :meth:`load` (``set_state`` renders them)."""
+        raw = getattr(self._gym3, "_ob", None)  # gym3's observation buffers, written by set_state
+        if isinstance(raw, dict) and isinstance(raw.get("rgb"), np.ndarray):
+            frames: npt.NDArray[np.uint8] = raw["rgb"][indices]
+            return frames
+        _, ob, _ = self._gym3.observe()
+        frames = ob["rgb"][indices]
+        return frames
+
+    def _level_complete(self, indices: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+        """Procgen's ``prev_level_complete`` of the games ``indices`` after the latest ``observe``."""
+        raw = getattr(self._gym3, "_info", None)  # gym3's info buffers, filled by observe
+        if isinstance(raw, dict) and isinstance(raw.get("prev_level_complete"), np.ndarray):
+            complete: npt.NDArray[np.bool_] = raw["prev_level_complete"][indices].astype(bool)
+            return complete
+        info = self._gym3.get_info()
+        return np.array([bool(info[i]["prev_level_complete"]) for i in indices.tolist()], dtype=bool)
+
+    def _extend_time_limit(self, i: int) -> None:
+        """Raise game ``i``'s time limit by one step so that Procgen does not reset it in the next step."""
+        call = self._gym3.call_c_func
+        size = call("get_state", i, self._state_cbuffer, len(self._state_buffer))
+        out = bytearray(memoryview(self._state_buffer)[:size])
+        _INT.pack_into(out, _layout(bytes(out), self.game).timeout, self.max_episode_steps + 1)
+        call("set_state", i, bytes(out), size)
+
+    def get_state(self, i: int) -> bytes:
+        """Procgen's serialized state of game ``i`` (for tests and debugging)."""
+        size = self._gym3.call_c_func("get_state", i, self._state_cbuffer, len(self._state_buffer))
+        return bytes(memoryview(self._state_buffer)[:size])
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._gym3.close()
+            self.levels.close()
+
+    # ------------------------------------------------------------------ LevelWrapper contract
+    def get_level_attr(self, name: str, i: int) -> Any:
+        if name == "level":
+            return int(self.current[i])
+        if name == "next_level":
+            return self.queued[i]
+        raise AttributeError(f"sub-envs of a batched Procgen env have no attribute {name!r}")
+
+    def set_next_level(self, i: int, level: object) -> None:
+        self.queued[i] = _check_queued_level(level, "next_level")
+
+
+def check_actions(actions: Any, num_envs: int) -> npt.NDArray[np.int32]:
+    """``actions`` as an ``int32`` array of shape ``(num_envs,)`` with values in ``[0, 15)``."""
+    arr = np.asarray(actions)
+    if arr.shape != (num_envs,) or arr.dtype.kind not in "iu":
+        raise ValueError(
+            f"actions must be {num_envs} integer actions in [0, {_NUM_ACTIONS}), shape ({num_envs},); got an "
+            f"array of shape {arr.shape} and dtype {arr.dtype}"
+        )
+    if arr.size and (arr.min() < 0 or arr.max() >= _NUM_ACTIONS):
+        raise ValueError(f"actions must be in [0, {_NUM_ACTIONS}), got {arr.tolist()}")
+    return arr.astype(np.int32, copy=False)
+
+
+def per_env(values: Any, num_envs: int, name: str) -> list[Any]:
+    """A value for every env: a list/tuple/array of ``num_envs`` values, or one value for all."""
+    if isinstance(values, (list, tuple, np.ndarray)):
+        out = list(values.tolist() if isinstance(values, np.ndarray) else values)
+        if len(out) != num_envs:
+            raise ValueError(f"{name} must hold {num_envs} values (one per env), got {len(out)}")
+        return out
+    return [values] * num_envs
+
+
+class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
+    """``N`` Procgen games in one ``ProcgenGym3Env(num=N)``, each episode on a level you choose.
+
+    A Gymnasium ``VectorEnv`` with ``metadata["autoreset_mode"] == AutoresetMode.SAME_STEP`` (Procgen's own
+    behaviour): the step that ends env ``i``'s episode returns the next episode's first observation, with the
+    ended episode's last observation in ``info["final_obs"][i]`` and its info in ``info["final_info"]``. Env
+    ``i`` plays exactly as ``SyncVectorEnv`` SAME_STEP over ``LevelWrapper(ProcgenLevelEnv(game, ...))`` would
+    (same observations, rewards, flags and infos), at the speed of stock batched Procgen (see
+    :mod:`plr_gym.envs.procgen_vector` and ``benchmarks/procgen_throughput.py``).
+
+    Level of env ``i``'s next episode, as :class:`~plr_gym.wrappers.LevelWrapper` chooses it:
+    ``reset(options={"level": levels})`` (one int or a sequence of ``N``), else the reset ``seed`` (an int
+    ``s`` gives env ``i`` level ``s + i``, a list gives each env its own), else the level queued with
+    ``set_attr("next_level", levels)`` / ``call("set_next_level", level)`` (consumed by the env's next reset
+    or autoreset), else one drawn uniformly from ``[start_level, start_level + num_levels)``.
+    :class:`plr_gym.vector.PrioritizedLevelReplay` uses exactly these calls, so it wraps this env directly.
+
+    Info keys: ``info["level"]`` (``int64``, shape ``(N,)``) is the level of each env's returned observation,
+    ``info["level_complete"]`` is ``True`` where the step ended the episode by solving the level (for ended
+    envs under ``info["final_info"]``, as in ``SyncVectorEnv``), each with its ``_key`` mask.
+
+    :param game: one of :data:`~plr_gym.envs.GAMES`.
+    :param num_envs: number of games stepped together.
+    :param distribution_mode: as in :class:`~plr_gym.envs.ProcgenLevelEnv`.
+    :param num_levels: size of the level range drawn from when no level is given; ``0``: every level.
+    :param start_level: first level of that range.
+    :param level_cache_size: initial states kept (LRU), shared by all envs (21–40 KB each); ``0`` disables
+        the cache.
+    :param num_threads: Procgen's stepping threads (its default, 4); ``0`` steps in the calling thread.
+    :param center_agent: Procgen option (default ``True``).
+    :param use_backgrounds: Procgen option (default ``True``).
+    :param restrict_themes: Procgen option (default ``False``).
+    :param use_monochrome_assets: Procgen option (default ``False``).
+    :param paint_vel_info: Procgen option (default ``False``).
+    :param use_generated_assets: must be ``False`` (see :class:`~plr_gym.envs.ProcgenLevelEnv`).
+    :param use_sequential_levels: must be ``False`` (see :class:`~plr_gym.envs.ProcgenLevelEnv`).
+
+    Example:
+        >>> import gymnasium as gym
+        >>> import numpy as np
+        >>> import plr_gym.envs  # registers plr_gym/procgen-<game>-v0
+        >>> envs = gym.make_vec(
+        ...     "plr_gym/procgen-coinrun-v0", num_envs=2, vectorization_mode="vector_entry_point"
+        ... )
+        >>> obs, info = envs.reset(options={"level": [3, 5]})
+        >>> obs.shape, info["level"].tolist()
+        ((2, 64, 64, 3), [3, 5])
+        >>> envs.set_attr("next_level", [7, None])   # env 0's next episode plays level 7
+        >>> obs, rewards, terminated, truncated, info = envs.step(np.array([4, 4]))
+        >>> info["level"].tolist()
+        [3, 5]
+        >>> envs.close()
+    """
+
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP}  # noqa: RUF012 (as in VectorEnv)
+
+    def __init__(
+        self,
+        game: str,
+        num_envs: int = 1,
+        *,
+        distribution_mode: str = "easy",
+        num_levels: int = 0,
+        start_level: int = 0,
+        level_cache_size: int = 1024,
+        num_threads: int = 4,
+        center_agent: bool = True,
+        use_backgrounds: bool = True,
+        restrict_themes: bool = False,
+        use_monochrome_assets: bool = False,
+        paint_vel_info: bool = False,
+        use_generated_assets: bool = False,
+        use_sequential_levels: bool = False,
+    ) -> None:
+        self._batch = ProcgenBatch(
+            game,
+            num_envs,
+            distribution_mode=distribution_mode,
+            num_levels=num_levels,
+            start_level=start_level,
+            level_cache_size=level_cache_size,
+            num_threads=num_threads,
+            center_agent=center_agent,
+            use_backgrounds=use_backgrounds,
+            restrict_themes=restrict_themes,
+            use_monochrome_assets=use_monochrome_assets,
+            paint_vel_info=paint_vel_info,
+            use_generated_assets=use_generated_assets,
+            use_sequential_levels=use_sequential_levels,
+        )
+        self.num_envs = self._batch.num_envs
+        self.game = game
+        self.single_observation_space = spaces.Box(0, 255, _OBS_SHAPE, np.uint8)
+        self.single_action_space = spaces.Discrete(_NUM_ACTIONS)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.render_mode = None
+
+    @property
+    def max_episode_steps(self) -> int:
+        """Procgen's time limit for this game, after which an episode is truncated."""
+        return self._batch.max_episode_steps
+
+    @property
+    def levels(self) -> npt.NDArray[np.int64]:
+        """Level of each env's current episode, shape ``(num_envs,)`` (a copy)."""
+        return self._batch.current.copy()
+
+    def reset(
+        self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[npt.NDArray[np.uint8], dict[str, Any]]:
+        """Reset every env, or those in ``options["reset_mask"]``, each on its chosen level.
+
+        :param seed: an int ``s`` (env ``i`` plays level ``s + i`` and the fallback draws are seeded by
+            ``s``), a list of one level (or ``None``) per env, or ``None``.
+        :param options: ``{"level": ..., "reset_mask": ...}``, both optional: ``"level"`` one int level or
+            one per env; ``"reset_mask"`` a boolean array of shape ``(num_envs,)``.
+        :return: ``(obs, info)``; ``obs`` shape ``(num_envs, 64, 64, 3)``; ``info["level"]`` as above.
+        """
+        n = self.num_envs
+        opts = dict(options or {})
+        unknown = set(opts) - {"level", "reset_mask"}
+        if unknown:
+            raise ValueError(
+                f"unknown reset options {sorted(map(str, unknown))}; "
+                "only 'level' and 'reset_mask' are understood"
+            )
+        mask = np.ones(n, dtype=bool)
+        if "reset_mask" in opts:
+            mask = opts["reset_mask"]
+            if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (n,):
+                raise TypeError(
+                    f"options['reset_mask'] must be a boolean numpy array of shape ({n},), got {mask!r}"
+                )
+        option_levels: list[Optional[int]] = [None] * n
+        if "level" in opts:
+            option_levels = [
+                _check_level(lvl, "options['level']") for lvl in per_env(opts["level"], n, "options['level']")
+            ]
+        seeds: list[Optional[int]] = [None] * n
+        if isinstance(seed, (list, tuple, np.ndarray)):
+            seeds = [None if s is None else _check_level(s, "seed") for s in per_env(seed, n, "seed")]
+        elif seed is not None:
+            base = _check_level(seed, "seed")
+            seeds = [_check_level(base + i, "seed + env index") for i in range(n)]
+            self._batch.rng = np.random.default_rng(base)
+        indices = np.flatnonzero(mask).tolist()
+        levels = [self._batch.choose(i, seeds[i], option_levels[i]) for i in indices]
+        obs = self._batch.reset(indices, levels)
+        info = {"level": self._batch.current.copy(), "_level": mask.copy()}
+        return obs, info
+
+    def step(
+        self, actions: Any
+    ) -> tuple[
+        npt.NDArray[np.uint8],
+        npt.NDArray[np.float32],
+        npt.NDArray[np.bool_],
+        npt.NDArray[np.bool_],
+        dict[str, Any],
+    ]:
+        """Step every env; ended envs start their next level in the same step (SAME_STEP autoreset)."""
+        acts = check_actions(actions, self.num_envs)
+        obs, rewards, terminated, truncated, level_complete, step_levels, ended, final_obs = self._batch.step(
+            acts
+        )
+        n = self.num_envs
+        info: dict[str, Any] = {
+            "level": self._batch.current.copy(),
+            "_level": np.ones(n, dtype=bool),
+        }
+        if ended.size == 0:
+            info["level_complete"] = level_complete
+            info["_level_complete"] = np.ones(n, dtype=bool)
+            return obs, rewards, terminated, truncated, info
+        ended_mask = np.zeros(n, dtype=bool)
+        ended_mask[ended] = True
+        info["level_complete"] = np.zeros(n, dtype=bool)
+        info["_level_complete"] = ~ended_mask
+        finals = np.full(n, None, dtype=object)
+        for k, i in enumerate(ended.tolist()):
+            finals[i] = final_obs[k]
+        final_levels = np.zeros(n, dtype=np.int64)
+        final_levels[ended] = step_levels[ended]
+        final_complete = np.zeros(n, dtype=bool)
+        final_complete[ended] = level_complete[ended]
+        info["final_obs"] = finals
+        info["_final_obs"] = ended_mask
+        info["final_info"] = {
+            "level": final_levels,
+            "_level": ended_mask.copy(),
+            "level_complete": final_complete,
+            "_level_complete": ended_mask.copy(),
+        }
+        info["_final_info"] = ended_mask.copy()
+        return obs, rewards, terminated, truncated, info
+
+    # ------------------------------------------------------------------ LevelWrapper contract
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call a ``LevelWrapper`` method on every sub-env: ``set_next_level(level)`` or
+        ``has_wrapper_attr(name)``; also returns ``level``/``next_level`` (as ``SyncVectorEnv.call`` does)."""
+        n = self.num_envs
+        if name == "has_wrapper_attr":
+            (attr,) = args
+            return tuple(attr in LEVEL_ATTRIBUTES for _ in range(n))
+        if name == "set_next_level":
+            (level,) = args
+            for i in range(n):
+                self._batch.set_next_level(i, level)
+            return (None,) * n
+        return self.get_attr(name)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """``level`` or ``next_level`` of every sub-env."""
+        return tuple(self._batch.get_level_attr(name, i) for i in range(self.num_envs))
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """``set_attr("next_level", levels)``: queue one level per env (a list of ``num_envs``, ``None``
+        entries clear an env's queue) or one level for all."""
+        if name != "next_level":
+            raise AttributeError(
+                f"only 'next_level' can be set on the sub-envs of {type(self).__name__}, got {name!r}"
+            )
+        for i, level in enumerate(per_env(values, self.num_envs, "values")):
+            self._batch.set_next_level(i, level)
+
+    def get_state(self, index: int) -> bytes:
+        """Procgen's serialized state of env ``index``'s game (what ``ProcgenGym3Env.get_state`` returns)."""
+        return self._batch.get_state(index)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self._batch.close()
+
+    def __repr__(self) -> str:
+        mode = self._batch.distribution_mode
+        return f"<ProcgenVectorEnv {self.game} num_envs={self.num_envs} distribution_mode={mode!r}>"
