@@ -86,7 +86,47 @@ def test_notebook_has_colab_badge_and_guarded_install(notebook: Path) -> None:
     install = [c for c in cells if "pip install" in "".join(c["source"])]
     assert len(install) == 1
     source = "".join(install[0]["source"])
+    # plr-gym is not on PyPI: nothing to do where it is importable; else Colab clones the repository, a
+    # clone installs itself, and anywhere else the cell says what to do
+    extra = "procgen" if "procgen" in notebook.stem else "minigrid"
+    assert 'if importlib.util.find_spec("plr_gym") is None:' in source
     assert "import google.colab" in source and "if IN_COLAB:" in source
+    assert "git clone -q --depth 1 https://github.com/plr-gym/plr_gym /content/plr_gym" in source
+    assert f'%pip install -q "/content/plr_gym[{extra}]"' in source
+    assert f'%pip install -q "..[{extra}]"' in source
+    assert f'pip install ".[{extra}]" (see the README' in source and "raise RuntimeError(" in source
+    assert '"plr-gym[' not in source  # the unpublished package name
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_install_cell_outside_colab_and_a_clone_says_what_to_do(
+    notebook: Path, tmp_path: Path
+) -> None:
+    """The install cell's plain-Python branch, run where plr_gym is not importable and no clone is around."""
+    cells = json.loads(notebook.read_text())["cells"]
+    source = "".join(next(c for c in cells if "pip install" in "".join(c["source"]))["source"])
+    python = "\n".join(
+        line.replace("!git", "pass  # !git").replace("%pip", "pass  # %pip") for line in source.splitlines()
+    )
+    script = tmp_path / "nb" / "install_cell.py"
+    script.parent.mkdir()
+    script.write_text(python)
+    blocker = tmp_path / "block" / "sitecustomize.py"  # hide plr_gym from find_spec
+    blocker.parent.mkdir()
+    blocker.write_text(
+        "import importlib.util, sys\n"
+        "_find = importlib.util.find_spec\n"
+        "importlib.util.find_spec = lambda name, *a: None if name == 'plr_gym' else _find(name, *a)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(blocker.parent), PYTHONWARNINGS="ignore")
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=script.parent, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 1
+    assert (
+        "RuntimeError: plr_gym is not installed. In a clone of https://github.com/plr-gym/plr_gym"
+        in proc.stderr
+    )
 
 
 @pytest.mark.slow

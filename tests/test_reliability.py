@@ -870,6 +870,7 @@ def test_cli_failed_train_leaves_no_config_json(tmp_path: Path, monkeypatch: pyt
                 "--quiet",
                 "--out",
                 str(out),
+                "--overwrite",  # a non-empty --out is refused without it
             ]
         )
     assert not (out / "config.json").exists()

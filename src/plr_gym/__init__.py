@@ -7,9 +7,11 @@ Example:
     >>> sampler.update(level, 0.5)
 """
 
+import plr_gym._legacy_gym  # (first: imports the procgen extra's legacy gym without its banner)
 import plr_gym.envs  # noqa: F401  (registers plr_gym/procgen-<game>-v0; Procgen itself is imported lazily)
-from plr_gym.callbacks import PLRCallback
+from plr_gym.callbacks import CurriculumLogCallback, PLRCallback
 from plr_gym.envs import ProcgenLevelEnv
+from plr_gym.evaluation import HeldOutEvalCallback
 from plr_gym.level_buffer import LevelBuffer
 from plr_gym.offpolicy import OffPolicyPLRCallback
 from plr_gym.replay import PERDQN, PERSAC, PERTD3, PrioritizedReplayBuffer
@@ -22,8 +24,10 @@ __all__ = [
     "PERDQN",
     "PERSAC",
     "PERTD3",
+    "CurriculumLogCallback",
     "EpisodeData",
     "EpisodeScorer",
+    "HeldOutEvalCallback",
     "LevelBuffer",
     "LevelSampler",
     "LevelWrapper",

@@ -4,9 +4,13 @@ Commands (each has ``--help``):
 
 - ``plr-gym train ENV_ID --sampler plr|uniform --out DIR``: trains PPO, A2C or RecurrentPPO on a fixed set
   of training levels with :class:`~plr_gym.PrioritizedLevelReplay` + :class:`~plr_gym.PLRCallback`,
-  evaluates on held-out levels every ``--eval-freq`` steps (``DIR/eval.csv``) and at the end
-  (``DIR/evaluation.json``), and saves ``DIR/model.zip``, ``DIR/plr/plr_sampler.npz``, ``DIR/config.json``
-  and (with TensorBoard installed) ``DIR/tb/``.
+  evaluates on held-out levels every ``--eval-freq`` steps with :class:`~plr_gym.HeldOutEvalCallback`
+  (``DIR/eval.csv`` and ``eval/heldout_*`` in TensorBoard) and at the end (``DIR/evaluation.json``),
+  records the curriculum with :class:`~plr_gym.CurriculumLogCallback` (``DIR/curriculum.npz``, the plot
+  ``DIR/curriculum.png`` and per-level histograms in TensorBoard), and saves ``DIR/model.zip``,
+  ``DIR/plr/plr_sampler.npz``, ``DIR/config.json`` and (with TensorBoard installed) ``DIR/tb/``.
+  A non-empty ``DIR`` is refused unless ``--overwrite``; Ctrl-C saves the model and the sampler (exit
+  code 130) and ``--resume DIR`` continues a run up to ``--timesteps`` in total.
 - ``plr-gym evaluate MODEL --env ENV_ID --levels 10000:10100``: per-level returns and summary (mean, IQM,
   bootstrap CIs) as JSON and CSV.
 - ``plr-gym compare RUN_DIR RUN_DIR ... --out DIR``: a table (``comparison.md``, ``comparison.csv``) and a
@@ -16,6 +20,11 @@ Commands (each has ``--help``):
 ``--sampler uniform`` is the baseline: levels are drawn uniformly from the training set, and episodes are
 still scored with ``--strategy`` (so its level scores can be compared with PLR's); it does not influence
 sampling. Bad input exits with code 2 and a message.
+
+Evaluation samples actions from the policy (as in the PLR paper) unless ``--eval-deterministic`` (train)
+or ``--deterministic`` (evaluate) asks for greedy actions: see
+:data:`plr_gym.evaluation.DEFAULT_DETERMINISTIC`. ``--device auto`` (the default) trains on CUDA when
+torch sees a GPU.
 
 Example:
     >>> from plr_gym.cli import parse_levels
@@ -33,6 +42,7 @@ import difflib
 import importlib.util
 import json
 import math
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -45,13 +55,16 @@ from plr_gym.checkpoint import atomic_open
 
 __all__ = [
     "ALGORITHMS",
+    "DEVICES",
     "SAMPLERS",
     "CLIError",
+    "Interrupted",
     "build_parser",
     "compare_runs",
     "evaluate_model",
     "main",
     "parse_levels",
+    "resolve_device",
     "train",
 ]
 
@@ -59,22 +72,27 @@ __all__ = [
 ALGORITHMS: tuple[str, ...] = ("ppo", "a2c", "recurrentppo")
 #: Level samplers of ``plr-gym train --sampler``.
 SAMPLERS: tuple[str, ...] = ("plr", "uniform")
-EVAL_CSV_FIELDS: tuple[str, ...] = (
-    "timesteps",
-    "split",
-    "n_levels",
-    "mean",
-    "mean_lo",
-    "mean_hi",
-    "iqm",
-    "iqm_lo",
-    "iqm_hi",
-    "wall_time",
+#: Devices of ``--device``.
+DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
+#: What ``plr-gym train`` writes in its run directory (``--overwrite`` removes these, nothing else).
+RUN_FILES: tuple[str, ...] = (
+    "config.json",
+    "model.zip",
+    "eval.csv",
+    "evaluation.json",
+    "curriculum.npz",
+    "curriculum.png",
+    "plr",
+    "tb",
 )
 
 
 class CLIError(Exception):
     """Bad input on the command line: reported as ``plr-gym: error: ...`` with exit code 2."""
+
+
+class Interrupted(Exception):
+    """Training stopped by Ctrl-C after saving a resumable run: exit code 130."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -186,7 +204,7 @@ def env_family(env_id: str) -> str:
             f"unknown environment {env_id!r}{hint} (MiniGrid ids such as MiniGrid-DoorKey-5x5-v0 need the "
             "minigrid extra; Procgen games are plr_gym/procgen-<game>-v0)"
         )
-    if env_id.startswith("MiniGrid-"):
+    if env_id.split("/")[-1].startswith("MiniGrid-"):  # also plr_gym/MiniGrid-DoorKeyGamut-v0
         return "minigrid"
     if env_id.startswith("plr_gym/procgen-"):
         return "procgen"
@@ -269,81 +287,48 @@ def _algorithm_class(algo: str) -> Any:
 # --------------------------------------------------------------------------------------------------
 # evaluation during training
 # --------------------------------------------------------------------------------------------------
-def _summary_row(timesteps: int, split: str, returns: dict[int, list[float]], wall: float) -> dict[str, Any]:
-    from plr_gym.evaluation import summarize
+def resolve_device(name: str) -> str:
+    """``--device``: ``"cpu"``, or ``"cuda"`` when asked for (or ``auto``) and torch sees a GPU.
 
-    s = summarize(returns)
-    return {
-        "timesteps": timesteps,
-        "split": split,
-        "n_levels": s["n_levels"],
-        "mean": s["mean"],
-        "mean_lo": s["mean_ci"][0],
-        "mean_hi": s["mean_ci"][1],
-        "iqm": s["iqm"],
-        "iqm_lo": s["iqm_ci"][0],
-        "iqm_hi": s["iqm_ci"][1],
-        "wall_time": round(wall, 2),
-    }
+    :raises CLIError: ``cuda`` without a CUDA GPU, or an unknown name.
+    """
+    if name not in DEVICES:
+        raise CLIError(f"--device must be one of {', '.join(DEVICES)}, got {name!r}")
+    if name == "cpu":
+        return "cpu"
+    import torch
+
+    available = torch.cuda.is_available()
+    if name == "cuda" and not available:
+        raise CLIError(
+            "--device cuda: torch sees no CUDA GPU here (torch.cuda.is_available() is False; torch "
+            f"{torch.__version__}, built for CUDA {torch.version.cuda or 'none'}); use --device cpu or auto"
+        )
+    return "cuda" if available else "cpu"
 
 
-def _make_eval_callback(
-    eval_venv: Any,
-    splits: dict[str, list[int]],
-    eval_freq: int,
-    csv_path: Path,
-    n_episodes: int,
-    deterministic: bool,
-    verbose: bool,
-) -> Any:
-    """A callback that evaluates on each split's levels every ``eval_freq`` steps and appends to a CSV."""
-    from stable_baselines3.common.callbacks import BaseCallback
+def _prepare_out_dir(out: Path, overwrite: bool) -> None:
+    """Refuse a non-empty run directory unless ``overwrite``; then remove what a previous run wrote."""
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise CLIError(
+                f"--out {out} is not empty: pass --overwrite to replace the run in it, --resume {out} to "
+                "continue it, or choose another --out"
+            )
+        for name in RUN_FILES:
+            path = out / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
 
-    from plr_gym.evaluation import evaluate_levels
 
-    class HeldOutEvalCallback(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__(verbose=0)
-            self.last_eval = -1
-            self.start = time.perf_counter()
-            self.last_returns: dict[str, dict[int, list[float]]] = {}
-
-        def evaluate(self) -> None:
-            self.last_eval = self.num_timesteps
-            rows = []
-            for split, levels in splits.items():
-                returns = evaluate_levels(
-                    self.model, eval_venv, levels, n_episodes=n_episodes, deterministic=deterministic
-                )
-                self.last_returns[split] = returns
-                rows.append(
-                    _summary_row(self.num_timesteps, split, returns, time.perf_counter() - self.start)
-                )
-            new = not csv_path.exists()
-            with csv_path.open("a", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=EVAL_CSV_FIELDS)
-                if new:
-                    writer.writeheader()
-                writer.writerows(rows)
-            if verbose:
-                parts = [
-                    f"{r['split']} {r['mean']:.3f} [{r['mean_lo']:.3f}, {r['mean_hi']:.3f}]" for r in rows
-                ]
-                print(f"  step {self.num_timesteps:>8}: mean return  " + "  ".join(parts), flush=True)
-
-        def _on_training_start(self) -> None:
-            self.evaluate()
-
-        def _on_step(self) -> bool:
-            if self.num_timesteps - self.last_eval >= eval_freq:
-                self.evaluate()
-            return True
-
-        def _on_training_end(self) -> None:
-            if self.num_timesteps != self.last_eval:
-                self.evaluate()
-
-    return HeldOutEvalCallback()
+def _level_difficulty(env_id: str, env_kwargs: dict[str, Any], levels: Sequence[int]) -> Any:
+    """Per-level difficulty where the env defines one (the DoorKey gamut's grid size), else ``None``."""
+    if env_id != "plr_gym/MiniGrid-DoorKeyGamut-v0":
+        return None
+    sizes = tuple(env_kwargs.get("sizes", (5, 6, 8)))
+    return np.array([sizes[lvl % len(sizes)] for lvl in levels], dtype=np.float64)
 
 
 def _make_progress_callback(total: int) -> Any:
@@ -433,9 +418,12 @@ def _env_kwargs(args: argparse.Namespace, family: str) -> dict[str, Any]:
 
 
 def train(args: argparse.Namespace) -> Path:
-    """Run ``plr-gym train`` with parsed arguments; returns the run directory."""
-    from plr_gym.callbacks import PLRCallback
-    from plr_gym.evaluation import summarize
+    """Run ``plr-gym train`` with parsed arguments; returns the run directory.
+
+    :raises Interrupted: on Ctrl-C, after saving the model, the sampler and the curriculum.
+    """
+    from plr_gym.callbacks import CurriculumLogCallback, PLRCallback
+    from plr_gym.evaluation import HeldOutEvalCallback, summarize
     from plr_gym.sampler import LevelSampler
     from plr_gym.wrappers.sb3 import PrioritizedLevelReplay
 
@@ -462,19 +450,28 @@ def train(args: argparse.Namespace) -> Path:
     except (ValueError, TypeError) as exc:
         raise CLIError(str(exc)) from None
     env_kwargs = _env_kwargs(args, family)
+    device = resolve_device(getattr(args, "device", "auto"))
+    resume = _resume_dir(args)
 
-    out = Path(args.out)
+    out = resume if resume is not None else Path(args.out or "runs/run")
     try:
+        if resume is None:
+            _prepare_out_dir(out, getattr(args, "overwrite", False))
         out.mkdir(parents=True, exist_ok=True)
-        # config.json marks a finished run: it is written last, and a stale one goes first
-        for stale in ("config.json", "eval.csv"):
-            (out / stale).unlink(missing_ok=True)
+        if resume is None:
+            # config.json marks a finished (or interrupted) run: written last, a stale one goes first
+            for stale in ("config.json", "eval.csv"):
+                (out / stale).unlink(missing_ok=True)
     except OSError as exc:
-        raise CLIError(f"cannot use --out {args.out}: {exc}") from None
+        raise CLIError(f"cannot use --out {out}: {exc}") from None
     csv_path = out / "eval.csv"
     config = {k: v for k, v in vars(args).items() if k not in ("func", "command")}
+    config["out"] = str(out)
     config["eval_levels"] = f"{eval_levels[0]}..{eval_levels[-1]} ({len(eval_levels)} levels)"
     config["env_family"] = family
+    if resume is not None:
+        previous = json.loads((out / "config.json").read_text())
+        config["resumed_at"] = [*previous.get("resumed_at", []), _saved_timesteps(out)]
 
     tensorboard_log = None
     if args.tensorboard:
@@ -499,30 +496,46 @@ def train(args: argparse.Namespace) -> Path:
     }
     if args.algo != "a2c":
         hyper.update(batch_size=args.batch_size, n_epochs=args.n_epochs)
-    model = algo_cls(
-        policy,
-        venv,
-        seed=args.seed,
-        policy_kwargs=policy_kwargs,
-        tensorboard_log=tensorboard_log,
-        verbose=0,
-        device="cpu",
-        **hyper,
-    )
+    if resume is None:
+        model = algo_cls(
+            policy,
+            venv,
+            seed=args.seed,
+            policy_kwargs=policy_kwargs,
+            tensorboard_log=tensorboard_log,
+            verbose=0,
+            device=device,
+            **hyper,
+        )
+    else:
+        model = algo_cls.load(out / "model.zip", env=venv, device=device, tensorboard_log=tensorboard_log)
+    steps = args.timesteps - int(model.num_timesteps)
+    if steps < 1:
+        venv.close()
+        eval_venv.close()
+        raise CLIError(
+            f"--resume {out}: the run has {model.num_timesteps} steps already, --timesteps is "
+            f"{args.timesteps}; give a larger --timesteps (the total)"
+        )
     n_train_eval = min(len(train_levels), len(eval_levels))
-    splits = {"test": eval_levels}
-    if args.eval_train_levels:
-        splits["train"] = train_levels[:n_train_eval]
-    eval_callback = _make_eval_callback(
+    eval_callback = HeldOutEvalCallback(
         eval_venv,
-        splits,
-        args.eval_freq,
-        csv_path,
+        eval_levels,
+        eval_freq=args.eval_freq,
         n_episodes=args.eval_episodes,
         deterministic=args.eval_deterministic,
-        verbose=not args.quiet,
+        train_levels=train_levels[:n_train_eval] if args.eval_train_levels else None,
+        log_path=csv_path,
+        eval_at_start=resume is None,
+        verbose=int(not args.quiet),
     )
-    callbacks: list[Any] = [PLRCallback(save_path=out / "plr"), eval_callback]
+    curriculum_path = out / "curriculum.npz"
+    plr_callback = PLRCallback(save_path=out / "plr", resume_from=None if resume is None else out / "plr")
+    curriculum = CurriculumLogCallback(
+        save_path=curriculum_path,
+        resume_from=curriculum_path if resume is not None and curriculum_path.is_file() else None,
+    )
+    callbacks: list[Any] = [plr_callback, eval_callback, curriculum]
     progress_bar = False
     if args.progress and not args.quiet:
         if _has_modules("tqdm", "rich"):
@@ -532,7 +545,8 @@ def train(args: argparse.Namespace) -> Path:
     if not args.quiet:
         print(
             f"[{args.sampler}] {args.algo} on {args.env_id}: {len(train_levels)} training levels, "
-            f"{len(eval_levels)} held-out, {args.timesteps} steps, {args.n_envs} envs -> {out}",
+            f"{len(eval_levels)} held-out, {args.timesteps} steps, {args.n_envs} envs, {device} -> {out}"
+            + (f" (resumed at step {model.num_timesteps})" if resume is not None else ""),
             flush=True,
         )
     if args.torch_threads is not None:
@@ -541,11 +555,24 @@ def train(args: argparse.Namespace) -> Path:
         torch.set_num_threads(args.torch_threads)
     start = time.perf_counter()
     try:
-        model.learn(args.timesteps, callback=callbacks, progress_bar=progress_bar, tb_log_name=args.sampler)
+        model.learn(
+            steps,
+            callback=callbacks,
+            progress_bar=progress_bar,
+            tb_log_name=args.sampler,
+            reset_num_timesteps=resume is None,
+        )
         model.save(out / "model.zip")
+    except KeyboardInterrupt:
+        _save_interrupted(out, model, plr_callback, curriculum, config)
+        raise Interrupted(
+            f"interrupted at step {model.num_timesteps}: saved {out / 'model.zip'} and the sampler in "
+            f"{out / 'plr'}; continue with the same command and --resume {out}"
+        ) from None
     finally:
         venv.close()
         eval_venv.close()
+    _plot_curriculum(out, curriculum, _level_difficulty(args.env_id, env_kwargs, train_levels), args)
     returns = eval_callback.last_returns["test"]  # the evaluation at the end of training
     result = {
         "env_id": args.env_id,
@@ -566,6 +593,76 @@ def train(args: argparse.Namespace) -> Path:
             flush=True,
         )
     return out
+
+
+def _resume_dir(args: argparse.Namespace) -> Path | None:
+    """The run directory of ``--resume``, checked against the command line; ``None`` without it."""
+    resume = getattr(args, "resume", None)
+    if resume is None:
+        return None
+    path = Path(resume)
+    if args.out is not None and Path(args.out).resolve() != path.resolve():
+        raise CLIError(f"--resume {path} continues the run in {path}: give no --out, or the same directory")
+    missing = [n for n in ("config.json", "model.zip", "plr/plr_sampler.npz") if not (path / n).is_file()]
+    if missing:
+        raise CLIError(f"--resume {path}: not a resumable plr-gym run (missing {', '.join(missing)})")
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except json.JSONDecodeError as exc:
+        raise CLIError(f"--resume {path}: config.json is not valid JSON ({exc})") from None
+    for key in ("env_id", "algo", "sampler", "num_levels", "level_start"):
+        if key in config and config[key] != getattr(args, key):
+            raise CLIError(
+                f"--resume {path}: the run was trained with {key}={config[key]!r}, this command has "
+                f"{getattr(args, key)!r}; repeat the run's command with --resume"
+            )
+    return path
+
+
+def _saved_timesteps(out: Path) -> int:
+    """``num_timesteps`` stored in a saved SB3 model (read from the zip's JSON, no unpickling)."""
+    import zipfile
+
+    with zipfile.ZipFile(out / "model.zip") as archive:
+        data = json.loads(archive.read("data"))
+    return int(data.get("num_timesteps", 0))
+
+
+def _save_interrupted(
+    out: Path, model: Any, plr_callback: Any, curriculum: Any, config: dict[str, Any]
+) -> None:
+    """Ctrl-C: save what resuming needs (the interrupted rollout's episodes are not scored); config.json,
+    written last, records the step (``interrupted_at``)."""
+    from plr_gym.checkpoint import atomic_open
+
+    model.save(out / "model.zip")
+    if plr_callback.wrapper is not None:
+        plr_callback.save(out / "plr")
+    if curriculum.wrapper is not None:
+        curriculum.save()
+    with atomic_open(out / "config.json") as f:
+        marked = {**config, "interrupted_at": int(model.num_timesteps)}
+        f.write((json.dumps(marked, indent=2, default=str) + "\n").encode())
+    print(f"\ninterrupted: saved {out / 'model.zip'} and {out / 'plr'}", file=sys.stderr, flush=True)
+
+
+def _plot_curriculum(out: Path, curriculum: Any, difficulty: Any, args: argparse.Namespace) -> None:
+    """``curriculum.png`` (needs matplotlib) from the curriculum's snapshots."""
+    history = curriculum.history
+    if history["timesteps"].size == 0:
+        return
+    if not _has_modules("matplotlib"):
+        print("note: curriculum.png skipped: pip install matplotlib to get the plot", file=sys.stderr)
+        return
+    from plr_gym.plotting import plot_curriculum
+
+    plot_curriculum(
+        history,
+        out / "curriculum.png",
+        difficulty=difficulty,
+        difficulty_label="grid size" if difficulty is not None else "difficulty",
+        title=f"Curriculum of {args.sampler} on {args.env_id}",
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -605,10 +702,11 @@ def evaluate_model(args: argparse.Namespace) -> dict[str, Any]:
         args.distribution_mode = "easy"
     env_kwargs = _env_kwargs(args, family)
     algo_cls = _algorithm_class(algo)
+    device = resolve_device(getattr(args, "device", "auto"))
     venv = make_level_venv(env_id, args.n_envs, args.seed, env_kwargs)
     try:
         try:
-            model = algo_cls.load(model_path, device="cpu")
+            model = algo_cls.load(model_path, device=device)
         except Exception as exc:  # a zip of another algorithm or a corrupt file
             raise CLIError(f"cannot load {model_path} as {algo}: {exc}") from None
         shape = venv.observation_space.shape
@@ -619,7 +717,12 @@ def evaluate_model(args: argparse.Namespace) -> dict[str, Any]:
                 f"{venv.observation_space.shape}"
             )
         returns = evaluate_levels(
-            model, venv, args.levels, n_episodes=args.n_episodes, deterministic=args.deterministic
+            model,
+            venv,
+            args.levels,
+            n_episodes=args.n_episodes,
+            deterministic=args.deterministic,
+            progress=getattr(args, "progress", False) and _has_modules("tqdm"),
         )
     finally:
         venv.close()
@@ -756,6 +859,9 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
     g.add_argument("--gae-lambda", type=_unit_float, default=0.95, help="GAE lambda (default 0.95)")
     g.add_argument("--subproc", action="store_true", help="SubprocVecEnv instead of DummyVecEnv")
     g.add_argument(
+        "--device", choices=DEVICES, default="auto", help="torch device (default auto: cuda if available)"
+    )
+    g.add_argument(
         "--torch-threads", type=_positive_int, default=None, help="torch CPU threads (default: torch's)"
     )
     g.add_argument(
@@ -777,7 +883,11 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
         "--eval-freq", type=_positive_int, default=10_000, help="evaluate every N steps (default 10000)"
     )
     lv.add_argument("--eval-episodes", type=_positive_int, default=1, help="episodes per level (default 1)")
-    lv.add_argument("--eval-deterministic", action="store_true", help="greedy actions at evaluation")
+    lv.add_argument(
+        "--eval-deterministic",
+        action="store_true",
+        help="greedy actions at evaluation (default: actions sampled from the policy)",
+    )
     lv.add_argument(
         "--no-eval-train-levels",
         dest="eval_train_levels",
@@ -841,14 +951,20 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
     o.add_argument("--no-tensorboard", dest="tensorboard", action="store_false", help="no TensorBoard logs")
     o.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     o.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    o.add_argument(
+        "--overwrite", action="store_true", help="replace the run in a non-empty --out (default: refuse)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``plr-gym`` argument parser."""
+    from plr_gym import __version__
+
     parser = argparse.ArgumentParser(
         prog="plr-gym",
         description="Prioritized Level Replay for Gymnasium and Stable-Baselines3: train, evaluate, compare.",
     )
+    parser.add_argument("--version", action="version", version=f"plr-gym {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser(
@@ -858,7 +974,14 @@ def build_parser() -> argparse.ArgumentParser:
         "sampling), evaluating on held-out levels during training.",
     )
     add_train_arguments(p)
-    p.add_argument("--out", default="runs/run", help="run directory (default runs/run)")
+    p.add_argument("--out", default=None, help="run directory (default runs/run)")
+    p.add_argument(
+        "--resume",
+        metavar="DIR",
+        default=None,
+        help="continue the run in DIR (saved by a finished or interrupted train) up to --timesteps in total; "
+        "repeat the run's command",
+    )
     p.set_defaults(func=lambda a: train(a))
 
     p = sub.add_parser(
@@ -879,7 +1002,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-episodes", type=_positive_int, default=1, help="episodes per level (default 1)")
     p.add_argument("--n-envs", type=_positive_int, default=8, help="parallel environments (default 8)")
     p.add_argument("--seed", type=_nonneg_int, default=0, help="seed (default 0)")
-    p.add_argument("--deterministic", action="store_true", help="greedy actions")
+    p.add_argument(
+        "--deterministic", action="store_true", help="greedy actions (default: sampled from the policy)"
+    )
+    p.add_argument("--device", choices=DEVICES, default="auto", help="torch device (default auto)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     p.add_argument(
         "--distribution-mode", default=None, help="Procgen distribution mode (default: the run's, else easy)"
     )
@@ -925,6 +1052,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.func(args)
     except CLIError as exc:
         parser.exit(2, f"plr-gym: error: {exc}\n")
+    except Interrupted as exc:
+        print(f"plr-gym: {exc}", file=sys.stderr)
+        return 130
     return 0
 
 

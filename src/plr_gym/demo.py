@@ -66,6 +66,7 @@ def demo_argv(quick: bool, out: str, seed: int, timesteps: int | None = None, n_
         settings["--timesteps"] = str(timesteps)
     seeds = [str(seed + k) for k in range(n_seeds)]
     argv = ["compare", "--run", "--env", DEMO_ENV, "--out", out, "--seeds", *seeds, "--no-eval-train-levels"]
+    argv.append("--overwrite")  # running the demo again replaces its runs
     for key, value in settings.items():
         argv += [key, value]
     if quick:  # short episodes too: an untrained agent otherwise plays DoorKey's 250-step limit

@@ -248,6 +248,7 @@ class OffPolicyPLRCallback(BaseCallback):
                 "(levels=... or sampler=LevelSampler(...)), not buffer mode (buffer=LevelBuffer(...), Robust "
                 "PLR / ACCEL), whose per-rollout plans need on-policy rollouts: use PLRCallback with PPO/A2C"
             )
+        self.wrapper._score_watch.attached = True  # episodes will be scored
         strategy = self.wrapper.sampler.strategy
         if not isinstance(strategy, str) or strategy not in OFF_POLICY_STRATEGIES:
             name = getattr(strategy, "__name__", strategy)

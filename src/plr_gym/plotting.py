@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,10 +26,12 @@ import numpy.typing as npt
 __all__ = [
     "Run",
     "format_ci",
+    "load_curriculum",
     "load_run",
     "merge_seeds",
     "paired_difference",
     "plot_comparison",
+    "plot_curriculum",
     "results_table",
     "summarize_seeds",
 ]
@@ -245,9 +248,14 @@ def results_table(runs: Sequence[Run]) -> tuple[str, list[dict[str, Any]]]:
     Final numbers come from ``evaluation.json`` when present, else from the last ``test`` row of
     ``eval.csv``; "held-out mean over training" averages the ``test`` rows of ``eval.csv`` (an area under
     the learning curve: higher means it learned sooner); the training-level column is the last ``train``
-    row.
+    row. "replay share" is the share of the sampler's draws that replayed a seen level by its score and
+    staleness; it is "—" for uniform runs, whose draws never use the scores. When one run is the uniform
+    baseline (``config["sampler"] == "uniform"``), every other run gets the column "held-out mean −
+    uniform": the difference of the final held-out means, paired by level, with a bootstrap 95% CI over
+    levels (:func:`paired_difference`) when both runs evaluated the same levels.
     """
     rows: list[dict[str, Any]] = []
+    baseline = next((run for run in runs if run.config.get("sampler") == "uniform"), None)
     for run in runs:
         test = run.split("test")
         train = run.split("train")
@@ -273,26 +281,50 @@ def results_table(runs: Sequence[Run]) -> tuple[str, list[dict[str, Any]]]:
             "test_mean_over_training": float(test["mean"].mean()) if test["mean"].size else float("nan"),
             "train_mean": float(train["mean"][-1]) if train["mean"].size else float("nan"),
             "levels_seen": int(run.sampler_stats.get("num_seen", 0)),
-            "replay_share": float(run.sampler_stats.get("replay_share", float("nan"))),
+            "replay_share": (
+                float("nan")
+                if run.config.get("sampler") == "uniform"
+                else float(run.sampler_stats.get("replay_share", float("nan")))
+            ),
+            "vs_baseline": float("nan"),
+            "vs_baseline_lo": float("nan"),
+            "vs_baseline_hi": float("nan"),
         }
+        if baseline is not None and baseline is not run:
+            diff = _difference(run, baseline)
+            if diff is not None:
+                row["vs_baseline"], (row["vs_baseline_lo"], row["vs_baseline_hi"]) = diff
         if run.scores is not None and run.scores.size:
             row["score_mean"] = float(run.scores.mean())
         else:
             row["score_mean"] = float("nan")
         rows.append(row)
-    header = (
-        "| run | steps | held-out mean [95% CI] | held-out IQM [95% CI] | held-out mean over training "
+    with_baseline = baseline is not None and len(runs) > 1
+    header = "| run | steps | held-out mean [95% CI] |"
+    if with_baseline:
+        header += " held-out mean − uniform [95% CI] |"
+    header += (
+        " held-out IQM [95% CI] | held-out mean over training "
         "| train-level mean | levels seen | replay share | mean level score |"
     )
-    lines = [header, "|" + " --- |" * 9]
-    for r in rows:
+    lines = [header, "|" + " --- |" * (10 if with_baseline else 9)]
+    for run, r in zip(runs, rows):
         train_mean = "—" if np.isnan(r["train_mean"]) else f"{r['train_mean']:.3f}"
         mean = format_ci(r["test_mean"], r["test_mean_lo"], r["test_mean_hi"])
         iq = format_ci(r["test_iqm"], r["test_iqm_lo"], r["test_iqm_hi"])
+        line = f"| {r['run']} | {r['timesteps']:,} | {mean} |"
+        if with_baseline:
+            if run is baseline:
+                line += " (baseline) |"
+            elif np.isnan(r["vs_baseline"]):
+                line += " — |"
+            else:
+                line += f" {r['vs_baseline']:+.3f} [{r['vs_baseline_lo']:+.3f}, {r['vs_baseline_hi']:+.3f}] |"
+        share = "—" if np.isnan(r["replay_share"]) else f"{r['replay_share']:.0%}"
+        score = "—" if np.isnan(r["score_mean"]) else f"{r['score_mean']:.4f}"
         lines.append(
-            f"| {r['run']} | {r['timesteps']} | {mean} | {iq} | {r['test_mean_over_training']:.3f} "
-            f"| {train_mean} "
-            f"| {r['levels_seen']} | {r['replay_share']:.0%} | {r['score_mean']:.4f} |"
+            f"{line} {iq} | {r['test_mean_over_training']:.3f} | {train_mean} "
+            f"| {r['levels_seen']} | {share} | {score} |"
         )
     lines.append("")
     lines.append(
@@ -300,6 +332,21 @@ def results_table(runs: Sequence[Run]) -> tuple[str, list[dict[str, Any]]]:
         + ("; for several seeds, over seeds and levels." if any(r.n_seeds > 1 for r in runs) else ".")
     )
     return "\n".join(lines), rows
+
+
+def _difference(run: Run, baseline: Run) -> tuple[float, tuple[float, float]] | None:
+    """Held-out mean of ``run`` minus ``baseline``'s, paired by level, with its 95% CI (or ``None``)."""
+    if run.final is None or baseline.final is None:
+        return None
+    mine = {str(k): v for k, v in run.final["returns"].items()}  # merged runs have int keys
+    theirs = {str(k): v for k, v in baseline.final["returns"].items()}
+    if set(mine) != set(theirs):
+        return None
+    levels = sorted(mine)
+    m = np.array([[np.mean(mine[lvl]) for lvl in levels]], dtype=np.float64)
+    b = np.array([[np.mean(theirs[lvl]) for lvl in levels]], dtype=np.float64)
+    d = paired_difference(m, b)
+    return float(d["mean"]), (float(d["mean_ci"][0]), float(d["mean_ci"][1]))
 
 
 def plot_comparison(runs: Sequence[Run], path: Path, title: str | None = None) -> Path:
@@ -368,6 +415,126 @@ def plot_comparison(runs: Sequence[Run], path: Path, title: str | None = None) -
     if title is None and runs:
         env_id = runs[0].config.get("env_id")
         title = f"PLR vs uniform level sampling on {env_id}" if env_id else None
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def load_curriculum(path: str | os.PathLike[str]) -> dict[str, npt.NDArray[Any]]:
+    """The snapshots written by :class:`~plr_gym.CurriculumLogCallback` (``curriculum.npz`` of a run)."""
+    with np.load(path, allow_pickle=False) as data:
+        return {k: data[k] for k in ("timesteps", "levels", "weights", "visits", "scores")}
+
+
+def _row_bins(order: npt.NDArray[np.int64], max_rows: int) -> list[npt.NDArray[np.int64]]:
+    return [c for c in np.array_split(order, min(max_rows, order.size)) if c.size]
+
+
+def plot_curriculum(
+    history: dict[str, npt.NDArray[Any]] | str | os.PathLike[str],
+    path: str | os.PathLike[str],
+    difficulty: npt.NDArray[Any] | Sequence[float] | None = None,
+    difficulty_label: str = "difficulty",
+    max_rows: int = 200,
+    title: str | None = None,
+) -> Path:
+    """Save a PNG of the curriculum: levels × training time heatmaps and level scores.
+
+    Left: each level's share of the episodes started in each window between snapshots (the sampling
+    share). Middle: the replay distribution ``P_replay`` at each snapshot. Rows are levels, ordered by
+    ``difficulty`` (then level id) when given, else by level id; with more than ``max_rows`` levels,
+    neighbouring rows are summed. Right: each level's final score against its difficulty (or, without
+    ``difficulty``, against the number of episodes played on it), coloured by total visits.
+
+    :param history: :attr:`CurriculumLogCallback.history <plr_gym.CurriculumLogCallback.history>`, or the
+        path of the ``.npz`` it saves.
+    :param path: the PNG to write.
+    :param difficulty: one number per level, aligned with ``history["levels"]`` (e.g. the grid size of
+        ``plr_gym/MiniGrid-DoorKeyGamut-v0`` levels).
+    :param difficulty_label: axis label of ``difficulty``.
+    :param max_rows: at most this many heatmap rows.
+    :param title: figure title.
+
+    Example:
+        >>> import tempfile
+        >>> h = {"timesteps": np.array([100, 200]), "levels": np.arange(4),
+        ...      "weights": np.array([[0.25] * 4, [0.7, 0.1, 0.1, 0.1]]),
+        ...      "visits": np.array([[1.0, 1, 1, 1], [5, 1, 0, 0]]),
+        ...      "scores": np.array([[0.0] * 4, [0.9, 0.2, 0.1, 0.0]])}
+        >>> out = plot_curriculum(h, Path(tempfile.mkdtemp()) / "curriculum.png", difficulty=[1, 1, 2, 2])
+        >>> out.read_bytes()[:4] == b"\\x89PNG"
+        True
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    h = history if isinstance(history, dict) else load_curriculum(history)
+    path = Path(path)
+    levels = np.asarray(h["levels"])
+    steps = np.asarray(h["timesteps"], dtype=np.float64)
+    weights = np.asarray(h["weights"], dtype=np.float64)
+    visits = np.asarray(h["visits"], dtype=np.float64)
+    scores = np.asarray(h["scores"], dtype=np.float64)
+    if steps.size == 0:
+        raise ValueError("history holds no snapshot (train for at least one rollout)")
+    if weights.shape != (steps.size, levels.size) or visits.shape != weights.shape:
+        raise ValueError(
+            f"history arrays disagree: {steps.size} timesteps, {levels.size} levels, weights "
+            f"{weights.shape}, visits {visits.shape}"
+        )
+    diff = None if difficulty is None else np.asarray(difficulty, dtype=np.float64)
+    if diff is not None and diff.shape != levels.shape:
+        raise ValueError(f"difficulty must hold one number per level ({levels.size}), got shape {diff.shape}")
+    order = np.lexsort((levels, diff)) if diff is not None else np.argsort(levels, kind="stable")
+    bins = _row_bins(order.astype(np.int64), max_rows)
+    totals = visits.sum(axis=1, keepdims=True)
+    share = np.divide(visits, totals, out=np.zeros_like(visits), where=totals > 0)
+    share_rows = np.stack([share[:, b].sum(axis=1) for b in bins])  # (rows, snapshots)
+    weight_rows = np.stack([weights[:, b].sum(axis=1) for b in bins])
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), dpi=100, gridspec_kw={"width_ratios": [1, 1, 0.9]})
+    half = float(np.median(np.diff(steps))) / 2.0 if steps.size > 1 else max(float(steps[0]), 1.0) / 2.0
+    extent = (float(steps[0]) - half, float(steps[-1]) + half, len(bins), 0)  # a column per snapshot
+    row_label = "levels" + (f" (sorted by {difficulty_label})" if diff is not None else "")
+    if any(b.size > 1 for b in bins):
+        row_label += f", {len(bins)} rows"
+    for ax, data, name in (
+        (axes[0], share_rows, "sampling share (episodes started per window)"),
+        (axes[1], weight_rows, "replay probability P_replay"),
+    ):
+        image = ax.imshow(data, aspect="auto", interpolation="nearest", cmap="viridis", extent=extent)
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel(row_label)
+        ax.set_title(name, fontsize=10)
+        if len(bins) <= 40 and all(b.size == 1 for b in bins):
+            ax.set_yticks(np.arange(len(bins)) + 0.5, [str(levels[b[0]]) for b in bins], fontsize=7)
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.02)
+        if diff is not None:  # mark where the difficulty changes
+            sorted_diff = diff[[b[0] for b in bins]]
+            for r in np.flatnonzero(np.diff(sorted_diff)).tolist():
+                ax.axhline(r + 1, color="white", lw=0.8, alpha=0.8)
+    total_visits = visits.sum(axis=0)
+    final = scores[-1]
+    x = diff if diff is not None else total_visits
+    jitter = np.zeros(x.size)
+    if diff is not None and np.unique(diff).size <= 20:  # spread the points of each difficulty apart
+        spacing = float(np.ptp(diff)) / max(np.unique(diff).size - 1, 1) or 1.0
+        jitter = np.random.default_rng(0).uniform(-0.15, 0.15, size=x.size) * spacing
+    points = axes[2].scatter(x + jitter, final, c=total_visits, cmap="viridis", s=14, alpha=0.8)
+    fig.colorbar(points, ax=axes[2], fraction=0.046, pad=0.02, label="episodes played")
+    if diff is not None:
+        for value in np.unique(diff):
+            axes[2].plot(value, final[diff == value].mean(), marker="_", ms=22, mew=2.5, color="crimson")
+    axes[2].set_xlabel(difficulty_label if diff is not None else "episodes played on the level")
+    axes[2].set_ylabel("level score at the last snapshot")
+    axes[2].set_title("level scores" + (" (bar: mean)" if diff is not None else ""), fontsize=10)
+    axes[2].grid(alpha=0.3)
     if title:
         fig.suptitle(title)
     fig.tight_layout()

@@ -20,7 +20,14 @@ import numpy.typing as npt
 
 from plr_gym.sampler import LevelSampler
 
-__all__ = ["LevelWrapper", "NondeterministicLevelWarning", "is_int_level", "observation_digest"]
+__all__ = [
+    "LevelWrapper",
+    "NoScoresWarning",
+    "NondeterministicLevelWarning",
+    "ScoreWatch",
+    "is_int_level",
+    "observation_digest",
+]
 
 
 class NondeterministicLevelWarning(UserWarning):
@@ -297,3 +304,48 @@ def sample_levels(sampler: LevelSampler, n: int) -> npt.NDArray[np.int64]:
         msg = exc.args[0] if exc.args else str(exc)
         raise ValueError(f"the sampler returned a level it does not hold: {msg}") from exc
     return levels.astype(np.int64, copy=False)
+
+
+class NoScoresWarning(UserWarning):
+    """Episodes complete but no score reaches the level sampler (the scoring side is not wired up)."""
+
+
+class ScoreWatch:
+    """Warns once when a wrapper has stepped ``NO_SCORE_STEPS`` times, episodes have completed and the
+    sampler has not received a single score, unless a scorer (``PLRCallback``, ``report_rollout``) is
+    attached: sampling then stays uniform forever, which is almost always a forgotten callback.
+
+    :param owner: the wrapper's name, for the message.
+    :param hint: what to do, for the message.
+    """
+
+    #: vector steps before the check: three rollouts of SB3 PPO's default ``n_steps=2048``
+    NO_SCORE_STEPS = 3 * 2048
+
+    def __init__(self, owner: str, hint: str) -> None:
+        self.owner = owner
+        self.hint = hint
+        self.attached = False
+        self.steps = 0
+        self.episodes = 0
+        self.done = False
+
+    def step(self, n_ended: int, sampler: LevelSampler) -> None:
+        """Count one vector step in which ``n_ended`` episodes ended; warn if the check fails."""
+        if self.done:
+            return
+        self.steps += 1
+        self.episodes += n_ended
+        if self.attached or sampler.strategy in ("random", "sequential"):
+            self.done = True
+            return
+        if self.steps < self.NO_SCORE_STEPS or self.episodes == 0:
+            return
+        self.done = True
+        if sampler.num_seen == 0:
+            warnings.warn(
+                f"{self.owner}: {self.episodes} episodes completed in {self.steps} steps but no score has "
+                f"reached the level sampler, so levels are drawn uniformly. {self.hint}",
+                NoScoresWarning,
+                stacklevel=4,
+            )

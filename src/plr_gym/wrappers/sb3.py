@@ -19,7 +19,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepR
 from plr_gym._levels import level_key
 from plr_gym.level_buffer import LevelBuffer
 from plr_gym.sampler import LevelSampler
-from plr_gym.wrappers.level import LevelWrapper, sample_levels
+from plr_gym.wrappers.level import LevelWrapper, ScoreWatch, sample_levels
 from plr_gym.wrappers.rollout_plan import RolloutPlan, level_source
 
 __all__ = ["PrioritizedLevelReplay"]
@@ -51,6 +51,11 @@ class PrioritizedLevelReplay(VecEnvWrapper):
 
     **Seeds.** A sub-environment's reset seed is its level; ``seed()`` (called by ``PPO(..., seed=...)``) is
     forwarded but cannot change which levels are played, which is the sampler's ``seed``.
+
+    **A forgotten callback.** Scores reach the sampler through :class:`~plr_gym.PLRCallback` (or
+    ``OffPolicyPLRCallback``). Without it, sampling stays uniform forever; after
+    ``ScoreWatch.NO_SCORE_STEPS`` (6,144) steps with completed episodes and no score, the wrapper warns
+    once with :class:`~plr_gym.wrappers.level.NoScoresWarning` ("Did you add PLRCallback?").
 
     **Errors.** If a sub-environment raises (or a ``SubprocVecEnv`` worker dies), the exception reaches the
     caller and the sampler stays consistent (a level drawn for an episode that never ran is harmless);
@@ -138,6 +143,9 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         self._user_options: list[dict[str, Any]] = [{} for _ in range(n)]
         self._needs_reset = True  # before the first reset, and after anything raised mid-step
         self.steps_since_reset = 0
+        self._score_watch = ScoreWatch(
+            owner, "Did you add PLRCallback? model.learn(..., callback=PLRCallback())"
+        )
 
     # ------------------------------------------------------------------ levels
     @property
@@ -259,6 +267,8 @@ class PrioritizedLevelReplay(VecEnvWrapper):
             self._step_levels[:] = self._current
             self.steps_since_reset += 1
             done = np.flatnonzero(dones)
+            if self.plan is None:
+                self._score_watch.step(done.size, self.sampler)
             if self.plan is not None and self.plan.steps >= 0:
                 self.plan.steps += 1
             if done.size:

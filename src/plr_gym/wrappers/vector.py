@@ -19,7 +19,7 @@ from plr_gym._levels import level_key
 from plr_gym.level_buffer import LevelBuffer
 from plr_gym.sampler import LevelSampler
 from plr_gym.scoring import EpisodeScorer, _check_gamma, episode_success
-from plr_gym.wrappers.level import sample_levels
+from plr_gym.wrappers.level import ScoreWatch, sample_levels
 from plr_gym.wrappers.rollout_plan import RolloutPlan, level_source
 
 __all__ = ["PrioritizedLevelReplay"]
@@ -68,6 +68,10 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
     :meth:`reset`; every episode of an env then plays its assigned level until :meth:`report_rollout`,
     which scores the completed episodes, updates the buffer and closes the rollout. Train on the rollout
     only if :attr:`last_rollout_mode` is ``"replay"`` for Robust PLR's replay-only gradient updates.
+
+    Scores reach the sampler through :meth:`report_rollout`; if it is never called, the wrapper warns once
+    (:class:`~plr_gym.wrappers.level.NoScoresWarning`) after ``ScoreWatch.NO_SCORE_STEPS`` (6,144) steps
+    with completed episodes and no score.
 
     :param env: the vector environment; its sub-environments wrapped in ``LevelWrapper``.
     :param sampler: the level sampler. Alternatively pass :class:`~plr_gym.LevelSampler`'s keyword arguments
@@ -146,6 +150,9 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
         self._start = np.ones(n, dtype=bool)  # the next step's observation starts an episode
         self._log: deque[tuple[npt.NDArray[Any], ...]] = deque(maxlen=_MAX_LOGGED_STEPS)
         self.scorer: EpisodeScorer | None = None
+        self._score_watch = ScoreWatch(
+            owner, "Call report_rollout(...) after each rollout to score the episodes (see its docstring)."
+        )
 
     # ------------------------------------------------------------------ levels
     @property
@@ -309,6 +316,8 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
                     self._set_current(done, [self._next[i] for i in done.tolist()])
                     self._check_reported(info, done)
                     self._set_next_levels(done, self._draw(done))
+        if self.plan is None:
+            self._score_watch.step(int(ended.sum()), self.sampler)
         info["level"] = levels
         info["_level"] = np.ones(self.num_envs, dtype=bool)
         self._needs_reset = False
@@ -360,6 +369,7 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
         :raises ValueError: if the arrays do not have one row per step taken since the last report, or
             hold NaN/inf. Nothing is consumed then: fix the arrays and call again.
         """
+        self._score_watch.attached = True
         if self.plan is None and not self.sampler.uses_scores:
             self._log.clear()
             return []
