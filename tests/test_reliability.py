@@ -879,3 +879,19 @@ def test_cli_evaluate_help_says_model_files_are_code(capsys: pytest.CaptureFixtu
     code, out, _ = _cli(["evaluate", "--help"], capsys)
     assert code == 0
     assert "trusted source" in " ".join(out.split())
+
+
+def test_checkpoint_files_honour_the_umask(tmp_path: Path) -> None:
+    # mkstemp would give 0600 whatever the umask; a checkpoint must get the mode a plain open() gives.
+    old = os.umask(0o022)
+    try:
+        save_npz(tmp_path / "a.npz", {"x": np.arange(3)})
+        ro.make_sampler(5).save(tmp_path / "s.npz")
+        os.umask(0o027)
+        save_npz(tmp_path / "b.npz", {"x": np.arange(3)})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.npz").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "s.npz").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "b.npz").stat().st_mode & 0o777 == 0o640
+    assert sorted(os.listdir(tmp_path)) == ["a.npz", "b.npz", "s.npz"]
