@@ -180,6 +180,67 @@ def test_save_load_round_trip_resumes_identically(tmp_path: Any) -> None:
         other.load(tmp_path / "buf.npz")
 
 
+def _crafted(case: str, data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    data = dict(data)
+    detached = data["frame_detached"].copy()
+    held = np.flatnonzero(detached.reshape(-1) >= 0)
+    if case == "detached-beyond-pool":
+        detached.reshape(-1)[held[0]] = data["frame_pool"].shape[0]
+    elif case == "detached-below-minus-one":
+        detached.reshape(-1)[held[0]] = -2
+    elif case == "detached-twice":
+        detached.reshape(-1)[held[1]] = detached.reshape(-1)[held[0]]
+    elif case == "offset-too-large":
+        offsets = data["frame_offsets"].copy()
+        offsets[0, 0] = 2  # n_stack = 2
+        data["frame_offsets"] = offsets
+    elif case == "counter-not-pos":
+        data["frame_counter"] = data["frame_counter"] + 1
+    elif case == "counter-below-full":
+        data["frame_counter"] = data["pos"].reshape(1).astype(np.int64)  # full, yet fewer steps than rows
+    data["frame_detached"] = detached
+    return data
+
+
+CRAFTED = [
+    "detached-beyond-pool",
+    "detached-below-minus-one",
+    "detached-twice",
+    "offset-too-large",
+    "counter-not-pos",
+    "counter-below-full",
+    "truncated-file",
+]
+
+
+@pytest.mark.parametrize("case", CRAFTED)
+def test_load_refuses_crafted_frame_bookkeeping_and_stays_unchanged(tmp_path: Any, case: str) -> None:
+    venv = VecFrameStack(vec_env((1, 4, 4), 2), n_stack=2)
+    make = lambda: FrameStackReplayBuffer(20, venv.observation_space, ACT, "cpu", n_envs=2, n_stack=2, seed=3)  # noqa: E731
+    saved = make()
+    rollout(venv, [saved], 27)  # full (10 rows per env), with episode ends: terminal frames in the pool
+    assert saved.full and (saved._detached >= 0).sum() >= 2
+    saved.save(tmp_path / "buf.npz")
+    path = tmp_path / "bad.npz"
+    if case == "truncated-file":
+        path.write_bytes((tmp_path / "buf.npz").read_bytes()[:1000])
+    else:
+        data = dict(np.load(tmp_path / "buf.npz"))
+        np.savez(path, **_crafted(case, data))
+    live = make()
+    rollout(VecFrameStack(vec_env((1, 4, 4), 2), n_stack=2), [live], 7)
+    slots = np.arange(live.n_transitions)
+    before = (live.observations_at(slots), live.observations_at(slots, True), live._pool.copy(), live.pos)
+    with pytest.raises(ValueError, match=r"cannot load|not a readable"):
+        live.load(path)
+    after = (live.observations_at(slots), live.observations_at(slots, True), live._pool, live.pos)
+    for a, b in zip(before, after):
+        np.testing.assert_array_equal(a, b)
+    live.load(tmp_path / "buf.npz")  # the genuine file still loads
+    every = np.arange(saved.n_transitions)
+    np.testing.assert_array_equal(live.observations_at(every, True), saved.observations_at(every, True))
+
+
 def test_reset_without_done_starts_a_new_episode_and_keeps_the_old_next_frame() -> None:
     venv = VecFrameStack(vec_env((1, 3, 3), 1), n_stack=3)
     buffer = FrameStackReplayBuffer(50, venv.observation_space, ACT, "cpu", n_stack=3, seed=0)

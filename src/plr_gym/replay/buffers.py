@@ -818,8 +818,11 @@ class _PrioritizedBufferBase(ReplayBuffer):
         :param path: path of the ``.npz`` file
         :raises ValueError: if the file is not a valid checkpoint of a buffer with this one's settings
         """
-        data = load_npz(path)
-        checked = self._validated_file(data, os.fspath(path))
+        self._load_data(load_npz(path), os.fspath(path))
+
+    def _load_data(self, data: dict[str, NDArray[Any]], name: str) -> None:
+        """Validate the arrays of a saved buffer (:meth:`_validated_file`), then assign them."""
+        checked = self._validated_file(data, name)
         targets = self._load_targets()
         for key, value in checked["arrays"].items():
             targets[key][...] = value

@@ -13,6 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
 from stable_baselines3.common.vec_env import VecNormalize
 
+from plr_gym.checkpoint import load_npz
 from plr_gym.replay.buffers import PrioritizedReplayBuffer
 from plr_gym.replay.episodic import EpisodicInfoMixin
 
@@ -384,17 +385,52 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
         """
         Restore a buffer saved by :meth:`save` (frames, terminal frames, priorities, RNG state).
 
+        Every member is checked before anything is assigned (as :meth:`PrioritizedReplayBuffer.load`
+        does, plus the frame bookkeeping: terminal-frame indices, the step counter, episode offsets): a
+        refused file leaves this buffer exactly as it was.
+
         :param path: path of the ``.npz`` file
-        :raises ValueError: if the file's settings or array shapes differ from this buffer's
+        :raises ValueError: if the file is not a valid checkpoint of a buffer with this one's settings
         """
-        with np.load(path, allow_pickle=False) as data:
-            n_pool = int(data["frame_pool"].shape[0]) if "frame_pool" in data else 0
+        name = os.fspath(path)
+        data = load_npz(path)
+        pool_data = data.get("frame_pool")
+        if pool_data is None or pool_data.ndim < 1 or pool_data.shape[1:] != self._frame_shape:
+            raise ValueError(
+                f"cannot load {name!r}: 'frame_pool' must be an array of frames of shape "
+                f"(n, *{self._frame_shape})"
+            )
+        n_pool = int(pool_data.shape[0])
         pool = self._pool
-        self._pool = np.zeros((n_pool, *self._frame_shape), dtype=pool.dtype)
+        self._pool = np.zeros((n_pool, *self._frame_shape), dtype=pool.dtype)  # the shape load checks
         try:
-            super().load(path)
+            self._load_data(data, name)
         except BaseException:
             self._pool = pool
             raise
         used = set(self._detached[self._detached >= 0].tolist())
         self._free = [i for i in range(n_pool - 1, -1, -1) if i not in used]
+
+    def _validated_file(self, data: dict[str, NDArray[Any]], name: str) -> dict[str, Any]:
+        checked = super()._validated_file(data, name)
+        arrays = checked["arrays"]
+        n_pool = self._pool.shape[0]
+        detached = np.asarray(arrays["frame_detached"])
+        held = detached[detached != -1]
+        if ((held < 0) | (held >= n_pool)).any():
+            raise ValueError(
+                f"cannot load {name!r}: 'frame_detached' holds indices outside [0, {n_pool}) "
+                "(the terminal-frame pool) other than -1"
+            )
+        if np.unique(held).size != held.size:
+            raise ValueError(f"cannot load {name!r}: 'frame_detached' uses a terminal frame twice")
+        if (np.asarray(arrays["frame_offsets"]) >= self.n_stack).any():
+            raise ValueError(f"cannot load {name!r}: 'frame_offsets' must be < n_stack={self.n_stack}")
+        counter = int(np.asarray(arrays["frame_counter"]).reshape(-1)[0])
+        pos, full = checked["pos"], checked["full"]
+        if counter < pos or counter % self.buffer_size != pos or full != (counter >= self.buffer_size):
+            raise ValueError(
+                f"cannot load {name!r}: 'frame_counter'={counter} disagrees with pos={pos} and "
+                f"full={full} (steps added: pos when not full, else k * buffer_size + pos, k >= 1)"
+            )
+        return checked
