@@ -241,6 +241,63 @@ def test_load_refuses_crafted_frame_bookkeeping_and_stays_unchanged(tmp_path: An
     np.testing.assert_array_equal(live.observations_at(every, True), saved.observations_at(every, True))
 
 
+class RefusedFirst:
+    """Before each valid step, tries steps the buffer must refuse, and checks that each changed nothing."""
+
+    def __init__(self, buffer: FrameStackReplayBuffer) -> None:
+        self.buffer = buffer
+        self.refused = 0
+
+    def state(self) -> list[Any]:
+        b = self.buffer
+        slots = np.arange(b.n_transitions)
+        return [b.observations_at(slots), b.observations_at(slots, True), b.pos, b.full, b._counter.copy()]
+
+    def add(self, obs: Any, next_obs: Any, action: Any, reward: Any, done: Any, infos: Any) -> None:
+        before = self.state()
+        too_big = [dict(i) for i in infos]
+        too_big[-1]["level"] = 2**64
+        unpadded_obs, unpadded_next = obs.copy(), next_obs.copy()
+        unpadded_obs[-1] = 7  # a new episode (not the previous next_obs) whose older frame is not zero
+        unpadded_next[-1, 0] = 7  # still obs shifted by one frame
+        bad_steps = [
+            ((obs, next_obs, action, reward, done, too_big), "level"),
+            ((unpadded_obs, unpadded_next, action, reward, done, infos), "padding"),
+            ((obs, next_obs, action, reward, np.zeros(len(done) + 1), infos), "done"),
+            ((obs, next_obs, np.zeros(len(done) + 1), reward, done, infos), "action"),
+        ]
+        if self.buffer._counter[0] == 0:  # the very first step may be mid-episode: no padding check
+            del bad_steps[1]
+        for args, message in bad_steps:
+            with pytest.raises(ValueError, match=message):
+                self.buffer.add(*args)
+            self.refused += 1
+            for a, b in zip(before, self.state()):
+                np.testing.assert_array_equal(a, b)
+        self.buffer.add(obs, next_obs, action, reward, done, infos)
+
+
+def test_a_refused_add_changes_nothing_and_the_valid_retry_is_stored_once() -> None:
+    space = VecFrameStack(vec_env((1, 4, 4), 2), n_stack=2).observation_space
+    make = lambda: FrameStackReplayBuffer(20, space, ACT, "cpu", n_envs=2, n_stack=2, seed=3)  # noqa: E731
+    reference, tested = make(), make()
+    meddler = RefusedFirst(tested)
+    venv = VecFrameStack(vec_env((1, 4, 4), 2), n_stack=2)
+    rollout(venv, [reference, meddler], 27)  # wraps around: refused steps meet rows holding terminal frames
+    rollout(venv, [reference, meddler], 4)  # rollout() resets: every env starts an episode without a done
+    assert meddler.refused == 4 * 31 - 1 and tested.full
+    assert (tested._detached >= 0).sum() == 2  # an episode end, and a reset without a done (env 0)
+    slots = np.arange(reference.n_transitions)
+    for next_obs in (False, True):
+        np.testing.assert_array_equal(
+            tested.observations_at(slots, next_obs), reference.observations_at(slots, next_obs)
+        )
+    assert (tested.pos, int(tested._counter[0])) == (reference.pos, int(reference._counter[0])) == (1, 31)
+    np.testing.assert_array_equal(tested._detached, reference._detached)
+    a, b = reference.sample(16), tested.sample(16)
+    assert th.equal(a.observations, b.observations) and th.equal(a.next_observations, b.next_observations)
+
+
 def test_reset_without_done_starts_a_new_episode_and_keeps_the_old_next_frame() -> None:
     venv = VecFrameStack(vec_env((1, 3, 3), 1), n_stack=3)
     buffer = FrameStackReplayBuffer(50, venv.observation_space, ACT, "cpu", n_stack=3, seed=0)
