@@ -557,6 +557,30 @@ def test_rollout_plan_update_interrupted_part_way_is_undone() -> None:
     assert buffer.levels == [5, 7, 8] and buffer.scores.tolist() == [1.0, 2.0, 3.0] and plan.inserted == 2
 
 
+def test_report_after_more_steps_than_the_log_keeps_is_refused_clearly(monkeypatch: Any) -> None:
+    import plr_gym.wrappers.vector as vector_module
+
+    monkeypatch.setattr(vector_module, "_MAX_LOGGED_STEPS", 5)  # instead of 65,536
+    envs = _vector_env()
+    envs.reset(seed=0)
+    for _ in range(7):
+        envs.step(np.zeros(2, dtype=np.int64))
+    assert len(envs._log) == 5  # the two oldest rows are gone: 7 rows can no longer be reported
+    with pytest.raises(
+        ValueError, match="7 steps were taken since the last report_rollout, but only the newest 5 "
+    ):
+        envs.report_rollout(rewards=np.ones((5, 2)), values=np.zeros((5, 2)), gamma=0.9)
+    with pytest.raises(RuntimeError, match="reset"):
+        envs.step(np.zeros(2, dtype=np.int64))
+    envs.reset(seed=1)
+    for _ in range(4):
+        envs.step(np.zeros(2, dtype=np.int64))
+    reported = envs.report_rollout(rewards=np.ones((4, 2)), values=np.zeros((4, 2)), gamma=0.9)
+    # one episode per env (rows 0-2, truncated; row 3 its reset step): |1 + 0.9 * 0 - 0| per step
+    assert [score for _, score in reported] == [1.0, 1.0]
+    envs.close()
+
+
 # --------------------------------------------------------------------------------------------------
 # scores on the right quantity
 # --------------------------------------------------------------------------------------------------
