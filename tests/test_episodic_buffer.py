@@ -178,6 +178,69 @@ def test_frame_stack_buffer_bootstraps_from_the_stacked_terminal_observation() -
     assert buffer.sample(2).returns_to_go.shape == (2, 1)
 
 
+def _contents(buffer: Any) -> list[Any]:
+    arrays = [buffer.rewards, buffer.dones, buffer.timeouts, buffer.steps_to_end, buffer.returns_to_go]
+    return [a.copy() for a in arrays] + [buffer.pos, buffer.n_transitions, buffer._episode_lengths.copy()]
+
+
+@pytest.mark.parametrize("bad", ["nan", "shape", "raises"])
+def test_a_refused_value_fn_result_stores_nothing_and_the_retry_is_stored_once(bad: str) -> None:
+    buffer = EpisodicReplayBuffer(20, OBS, ACT, "cpu", n_envs=2, gamma=0.9, seed=0)
+    answers = {"nan": th.tensor([np.nan]), "shape": th.zeros(2)}
+
+    def broken(obs: th.Tensor) -> th.Tensor:
+        if bad == "raises":
+            raise RuntimeError("model not ready")
+        return answers[bad]
+
+    stream = Stream(2)
+    stream.step(buffer, [1, 2], [0, 0], [0, 0])
+    before = _contents(buffer)
+    buffer.value_fn = broken
+    obs = stream.obs.copy()
+    with pytest.raises(ValueError if bad != "raises" else RuntimeError, match=r"value_fn|model"):
+        stream.step(buffer, [2, 1], [0, 1], [0, 1], terminal=[0, 10.0])  # env 1 truncates
+    for a, b in zip(before, _contents(buffer)):
+        np.testing.assert_array_equal(a, b)
+    buffer.value_fn = lambda obs: obs[:, 0]
+    stream.obs = obs  # the same step again
+    stream.step(buffer, [2, 1], [0, 1], [0, 1], terminal=[0, 10.0])
+    assert buffer.pos == 2 and buffer.steps_to_end[:2, 1].tolist() == [1, 0]
+    np.testing.assert_allclose(buffer.returns_to_go[:2, 1], [2 + 0.9 * (1 + 0.9 * 10), 1 + 0.9 * 10])
+
+
+def test_frame_stack_buffer_refusing_a_value_stores_nothing() -> None:
+    space = spaces.Box(0, 255, (2, 1, 1), np.uint8)
+    buffer = FrameStackReplayBuffer(
+        4,
+        space,
+        ACT,
+        "cpu",
+        n_stack=2,
+        channels_order="first",
+        gamma=0.5,
+        episodic_info=True,
+        value_fn=lambda o: o[:0],
+        seed=0,
+    )
+    stack = lambda a, b: np.array([a, b], np.uint8).reshape(1, 2, 1, 1)  # noqa: E731
+    truncated = [{"TimeLimit.truncated": True}]
+    for t in range(4):  # full: the next step overwrites row 0
+        buffer.add(stack(t, t + 1), stack(t + 1, t + 2), np.zeros(1), np.ones(1), np.zeros(1), [{}])
+    before = _contents(buffer), buffer.observations_at(np.arange(4), True), int(buffer._counter[0])
+    with pytest.raises(ValueError, match="value_fn"):
+        buffer.add(stack(4, 5), stack(5, 6), np.zeros(1), np.ones(1), np.ones(1), truncated)
+    after = _contents(buffer), buffer.observations_at(np.arange(4), True), int(buffer._counter[0])
+    for a, b in zip([*before[0], *before[1:]], [*after[0], *after[1:]]):
+        np.testing.assert_array_equal(a, b)
+    buffer.value_fn = lambda o: o.float().sum(dim=(1, 2, 3))
+    buffer.add(stack(4, 5), stack(5, 6), np.zeros(1), np.ones(1), np.ones(1), truncated)
+    assert int(buffer._counter[0]) == 5 and buffer.pos == 1
+    # the episode's last 4 steps are still stored (rows 1, 2, 3, 0): returns 1 + 0.5 * (...) + V = 11
+    np.testing.assert_allclose(buffer.returns_to_go[0, 0], 1 + 0.5 * 11)
+    np.testing.assert_allclose(buffer.returns_to_go[3, 0], 1 + 0.5 * (1 + 0.5 * 11))
+
+
 def test_episodic_arguments_are_checked() -> None:
     with pytest.raises(TypeError, match="episodic_info"):
         EpisodicReplayBuffer(8, OBS, ACT, "cpu", episodic_info=False)

@@ -180,6 +180,124 @@ def test_save_load_round_trip_resumes_identically(tmp_path: Any) -> None:
         other.load(tmp_path / "buf.npz")
 
 
+def _crafted(case: str, data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    data = dict(data)
+    detached = data["frame_detached"].copy()
+    held = np.flatnonzero(detached.reshape(-1) >= 0)
+    if case == "detached-beyond-pool":
+        detached.reshape(-1)[held[0]] = data["frame_pool"].shape[0]
+    elif case == "detached-below-minus-one":
+        detached.reshape(-1)[held[0]] = -2
+    elif case == "detached-twice":
+        detached.reshape(-1)[held[1]] = detached.reshape(-1)[held[0]]
+    elif case == "offset-too-large":
+        offsets = data["frame_offsets"].copy()
+        offsets[0, 0] = 2  # n_stack = 2
+        data["frame_offsets"] = offsets
+    elif case == "counter-not-pos":
+        data["frame_counter"] = data["frame_counter"] + 1
+    elif case == "counter-below-full":
+        data["frame_counter"] = data["pos"].reshape(1).astype(np.int64)  # full, yet fewer steps than rows
+    data["frame_detached"] = detached
+    return data
+
+
+CRAFTED = [
+    "detached-beyond-pool",
+    "detached-below-minus-one",
+    "detached-twice",
+    "offset-too-large",
+    "counter-not-pos",
+    "counter-below-full",
+    "truncated-file",
+]
+
+
+@pytest.mark.parametrize("case", CRAFTED)
+def test_load_refuses_crafted_frame_bookkeeping_and_stays_unchanged(tmp_path: Any, case: str) -> None:
+    venv = VecFrameStack(vec_env((1, 4, 4), 2), n_stack=2)
+    make = lambda: FrameStackReplayBuffer(20, venv.observation_space, ACT, "cpu", n_envs=2, n_stack=2, seed=3)  # noqa: E731
+    saved = make()
+    rollout(venv, [saved], 27)  # full (10 rows per env), with episode ends: terminal frames in the pool
+    assert saved.full and (saved._detached >= 0).sum() >= 2
+    saved.save(tmp_path / "buf.npz")
+    path = tmp_path / "bad.npz"
+    if case == "truncated-file":
+        path.write_bytes((tmp_path / "buf.npz").read_bytes()[:1000])
+    else:
+        data = dict(np.load(tmp_path / "buf.npz"))
+        np.savez(path, **_crafted(case, data))
+    live = make()
+    rollout(VecFrameStack(vec_env((1, 4, 4), 2), n_stack=2), [live], 7)
+    slots = np.arange(live.n_transitions)
+    before = (live.observations_at(slots), live.observations_at(slots, True), live._pool.copy(), live.pos)
+    with pytest.raises(ValueError, match=r"cannot load|not a readable"):
+        live.load(path)
+    after = (live.observations_at(slots), live.observations_at(slots, True), live._pool, live.pos)
+    for a, b in zip(before, after):
+        np.testing.assert_array_equal(a, b)
+    live.load(tmp_path / "buf.npz")  # the genuine file still loads
+    every = np.arange(saved.n_transitions)
+    np.testing.assert_array_equal(live.observations_at(every, True), saved.observations_at(every, True))
+
+
+class RefusedFirst:
+    """Before each valid step, tries steps the buffer must refuse, and checks that each changed nothing."""
+
+    def __init__(self, buffer: FrameStackReplayBuffer) -> None:
+        self.buffer = buffer
+        self.refused = 0
+
+    def state(self) -> list[Any]:
+        b = self.buffer
+        slots = np.arange(b.n_transitions)
+        return [b.observations_at(slots), b.observations_at(slots, True), b.pos, b.full, b._counter.copy()]
+
+    def add(self, obs: Any, next_obs: Any, action: Any, reward: Any, done: Any, infos: Any) -> None:
+        before = self.state()
+        too_big = [dict(i) for i in infos]
+        too_big[-1]["level"] = 2**64
+        unpadded_obs, unpadded_next = obs.copy(), next_obs.copy()
+        unpadded_obs[-1] = 7  # a new episode (not the previous next_obs) whose older frame is not zero
+        unpadded_next[-1, 0] = 7  # still obs shifted by one frame
+        bad_steps = [
+            ((obs, next_obs, action, reward, done, too_big), "level"),
+            ((unpadded_obs, unpadded_next, action, reward, done, infos), "padding"),
+            ((obs, next_obs, action, reward, np.zeros(len(done) + 1), infos), "done"),
+            ((obs, next_obs, np.zeros(len(done) + 1), reward, done, infos), "action"),
+        ]
+        if self.buffer._counter[0] == 0:  # the very first step may be mid-episode: no padding check
+            del bad_steps[1]
+        for args, message in bad_steps:
+            with pytest.raises(ValueError, match=message):
+                self.buffer.add(*args)
+            self.refused += 1
+            for a, b in zip(before, self.state()):
+                np.testing.assert_array_equal(a, b)
+        self.buffer.add(obs, next_obs, action, reward, done, infos)
+
+
+def test_a_refused_add_changes_nothing_and_the_valid_retry_is_stored_once() -> None:
+    space = VecFrameStack(vec_env((1, 4, 4), 2), n_stack=2).observation_space
+    make = lambda: FrameStackReplayBuffer(20, space, ACT, "cpu", n_envs=2, n_stack=2, seed=3)  # noqa: E731
+    reference, tested = make(), make()
+    meddler = RefusedFirst(tested)
+    venv = VecFrameStack(vec_env((1, 4, 4), 2), n_stack=2)
+    rollout(venv, [reference, meddler], 27)  # wraps around: refused steps meet rows holding terminal frames
+    rollout(venv, [reference, meddler], 4)  # rollout() resets: every env starts an episode without a done
+    assert meddler.refused == 4 * 31 - 1 and tested.full
+    assert (tested._detached >= 0).sum() == 2  # an episode end, and a reset without a done (env 0)
+    slots = np.arange(reference.n_transitions)
+    for next_obs in (False, True):
+        np.testing.assert_array_equal(
+            tested.observations_at(slots, next_obs), reference.observations_at(slots, next_obs)
+        )
+    assert (tested.pos, int(tested._counter[0])) == (reference.pos, int(reference._counter[0])) == (1, 31)
+    np.testing.assert_array_equal(tested._detached, reference._detached)
+    a, b = reference.sample(16), tested.sample(16)
+    assert th.equal(a.observations, b.observations) and th.equal(a.next_observations, b.next_observations)
+
+
 def test_reset_without_done_starts_a_new_episode_and_keeps_the_old_next_frame() -> None:
     venv = VecFrameStack(vec_env((1, 3, 3), 1), n_stack=3)
     buffer = FrameStackReplayBuffer(50, venv.observation_space, ACT, "cpu", n_stack=3, seed=0)

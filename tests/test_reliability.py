@@ -487,6 +487,100 @@ def test_report_rollout_refused_for_nan_can_be_retried() -> None:
     twin.close()
 
 
+def test_buffer_mode_report_refused_for_a_nan_score_changes_nothing_and_can_be_retried() -> None:
+    """Before the fix, env 0's level was inserted though env 1's NaN score was refused."""
+    from plr_gym.vector import PrioritizedLevelReplay as VectorPLR
+
+    poison = [True]
+
+    def strategy(ep: Any) -> float:  # NaN for env 1's episodes (values >= 100) while poisoned
+        return float("nan") if poison[0] and ep.values.max() >= 100 else float(ep.values.sum())
+
+    def make() -> Any:
+        envs = gym.vector.SyncVectorEnv(
+            [lambda: LevelWrapper(gym.make("CartPole-v1", max_episode_steps=3)) for _ in range(2)]
+        )
+        buffer = LevelBuffer(capacity=4, seed=0)
+        return VectorPLR(
+            envs, buffer=buffer, generator=lambda rng: int(rng.integers(10**6)), strategy=strategy, seed=0
+        )
+
+    envs, twin = make(), make()
+    for e in (envs, twin):
+        e.reset(seed=0)
+        for _ in range(7):  # per env: episode rows 0-2, reset row 3, episode rows 4-6
+            e.step(np.zeros(2, dtype=np.int64))
+    rewards = np.ones((7, 2))
+    values = np.stack([np.arange(7.0), 100 + np.arange(7.0)], axis=1)
+    before = envs.plan.buffer.state_dict()
+    with pytest.raises(ValueError, match="finite"):
+        envs.report_rollout(rewards=rewards, values=values, advantages=np.zeros((7, 2)))
+    assert envs.plan.buffer.size == 0 and ro.same(envs.plan.buffer.state_dict(), before)
+    assert (envs.plan.inserted, envs.plan.rejected) == (0, 0)
+    poison[0] = False
+    results = [
+        e.report_rollout(rewards=rewards, values=values, advantages=np.zeros((7, 2))) for e in (envs, twin)
+    ]
+    assert results[0] == results[1]
+    assert sorted(score for _, score in results[0]) == [3.0, 15.0, 303.0, 315.0]
+    assert ro.same(envs.plan.buffer.state_dict(), twin.plan.buffer.state_dict())
+    assert sorted(envs.plan.buffer.scores.tolist()) == [9.0, 309.0]  # each level's two episodes averaged
+    assert (envs.plan.inserted, envs.plan.rejected) == (2, 0)
+    envs.close()
+    twin.close()
+
+
+def test_rollout_plan_update_interrupted_part_way_is_undone() -> None:
+    from plr_gym.wrappers.rollout_plan import RolloutPlan
+
+    buffer = LevelBuffer(capacity=4, seed=0)
+    buffer.insert(5, 1.0)
+    plan = RolloutPlan("test", 2, buffer, generator=lambda rng: int(rng.integers(100)))
+    before = buffer.state_dict()
+    real_insert, calls = buffer.insert, []
+
+    def insert(level: Any, score: float, extra: Any = None) -> int:
+        calls.append(level)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_insert(level, score, extra)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(buffer, "insert", insert)
+        with pytest.raises(KeyboardInterrupt):
+            plan.update_batch([7, 8], np.array([2.0, 3.0]))
+    assert calls == [7, 8] and ro.same(buffer.state_dict(), before) and plan.inserted == 0
+    with pytest.raises(ValueError, match="finite"):  # each level's mean overflows: refused before any insert
+        plan.update_batch([7, 7, 8], np.array([1e308, 1e308, 1.0]))
+    assert ro.same(buffer.state_dict(), before)
+    plan.update_batch([7, 8], np.array([2.0, 3.0]))
+    assert buffer.levels == [5, 7, 8] and buffer.scores.tolist() == [1.0, 2.0, 3.0] and plan.inserted == 2
+
+
+def test_report_after_more_steps_than_the_log_keeps_is_refused_clearly(monkeypatch: Any) -> None:
+    import plr_gym.wrappers.vector as vector_module
+
+    monkeypatch.setattr(vector_module, "_MAX_LOGGED_STEPS", 5)  # instead of 65,536
+    envs = _vector_env()
+    envs.reset(seed=0)
+    for _ in range(7):
+        envs.step(np.zeros(2, dtype=np.int64))
+    assert len(envs._log) == 5  # the two oldest rows are gone: 7 rows can no longer be reported
+    with pytest.raises(
+        ValueError, match="7 steps were taken since the last report_rollout, but only the newest 5 "
+    ):
+        envs.report_rollout(rewards=np.ones((5, 2)), values=np.zeros((5, 2)), gamma=0.9)
+    with pytest.raises(RuntimeError, match="reset"):
+        envs.step(np.zeros(2, dtype=np.int64))
+    envs.reset(seed=1)
+    for _ in range(4):
+        envs.step(np.zeros(2, dtype=np.int64))
+    reported = envs.report_rollout(rewards=np.ones((4, 2)), values=np.zeros((4, 2)), gamma=0.9)
+    # one episode per env (rows 0-2, truncated; row 3 its reset step): |1 + 0.9 * 0 - 0| per step
+    assert [score for _, score in reported] == [1.0, 1.0]
+    envs.close()
+
+
 # --------------------------------------------------------------------------------------------------
 # scores on the right quantity
 # --------------------------------------------------------------------------------------------------
@@ -880,3 +974,19 @@ def test_cli_evaluate_help_says_model_files_are_code(capsys: pytest.CaptureFixtu
     code, out, _ = _cli(["evaluate", "--help"], capsys)
     assert code == 0
     assert "trusted source" in " ".join(out.split())
+
+
+def test_checkpoint_files_honour_the_umask(tmp_path: Path) -> None:
+    # mkstemp would give 0600 whatever the umask; a checkpoint must get the mode a plain open() gives.
+    old = os.umask(0o022)
+    try:
+        save_npz(tmp_path / "a.npz", {"x": np.arange(3)})
+        ro.make_sampler(5).save(tmp_path / "s.npz")
+        os.umask(0o027)
+        save_npz(tmp_path / "b.npz", {"x": np.arange(3)})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.npz").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "s.npz").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "b.npz").stat().st_mode & 0o777 == 0o640
+    assert sorted(os.listdir(tmp_path)) == ["a.npz", "b.npz", "s.npz"]

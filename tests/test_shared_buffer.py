@@ -90,6 +90,31 @@ def test_local_add_matches_sb3_semantics_and_local_add_false_ignores_calls() -> 
         b.close()
 
 
+@pytest.mark.parametrize("handle", [True, False])
+def test_writer_stores_timeouts_as_local_add_does(handle: bool) -> None:
+    # (terminated, truncated) per step; local add() gets done = terminated or truncated and the flag in infos
+    flags = [(False, True), (True, False), (True, True), (False, False)]
+    space = spaces.Box(-1, 1, (1,), np.float32)
+    local = SharedReplayBuffer(8, space, spaces.Discrete(2), "cpu", handle_timeout_termination=handle)
+    remote = SharedReplayBuffer(
+        8, space, spaces.Discrete(2), "cpu", local_add=False, handle_timeout_termination=handle
+    )
+    writer = remote.writer(0)
+    assert writer.handle_timeout_termination is handle
+    for t, (term, trunc) in enumerate(flags):
+        obs = np.full((1, 1), t / 10, np.float32)
+        info = {"TimeLimit.truncated": trunc and not term}  # Gymnasium/SB3: set only for a pure timeout
+        local.add(obs, obs, np.array([[0]]), np.array([1.0]), np.array([float(term or trunc)]), [info])
+        writer.add(obs[0], obs[0], 0, 1.0, terminated=term, truncated=trunc)
+    writer.close()
+    expected = [1.0, 0.0, 0.0, 0.0] if handle else [0.0, 0.0, 0.0, 0.0]
+    assert local.timeouts[:4, 0].tolist() == expected
+    assert remote.timeouts[:4, 0].tolist() == expected
+    np.testing.assert_array_equal(remote.dones, local.dones)
+    for b in (local, remote):
+        b.close()
+
+
 class CountingEnv(gym.Env[np.ndarray, int]):
     """Observation = step counter within the episode; episodes of 5 steps (terminated)."""
 

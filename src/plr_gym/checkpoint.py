@@ -30,8 +30,8 @@ import contextlib
 import io
 import os
 import re
+import secrets
 import shutil
-import tempfile
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -68,6 +68,25 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _create_temporary(directory: Path, name: str) -> tuple[int, str]:
+    """Create a new, empty file ``.<name>.<random>.tmp`` in ``directory`` and open it for writing.
+
+    Unlike :func:`tempfile.mkstemp` (always mode ``0600``), the file is created with mode ``0666``
+    filtered by the process umask, as :func:`open` creates files, so a checkpoint that replaces its
+    target gets the permissions a plain write would have given it.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(100):
+        tmp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:  # pragma: no cover - a 48-bit random name already taken
+            continue
+    raise FileExistsError(  # pragma: no cover
+        f"could not create a temporary file next to {name!r} in {directory}"
+    )
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
     """Open a temporary file next to ``path`` for writing; on success it replaces ``path`` atomically.
@@ -78,7 +97,7 @@ def atomic_open(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
     """
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    fd, tmp = _create_temporary(directory, target.name)
     try:
         with os.fdopen(fd, "wb") as f:
             yield f

@@ -329,10 +329,30 @@ class _PrioritizedBufferBase(ReplayBuffer):
         :param done: episode ended (terminated or truncated), shape ``(n_envs,)``
         :param infos: one info dict per env; ``"TimeLimit.truncated"`` marks timeouts
         """
-        self._levels_of(infos)  # checked before anything is stored: never a half-stored step
+        self._check_step(action, reward, done, infos)  # before anything is stored: never a half-stored step
         row = self.pos
         super().add(obs, next_obs, action, reward, done, infos)  # type: ignore[arg-type]
         self._after_add(row, infos)
+
+    def _check_step(self, action: Any, reward: Any, done: Any, infos: list[dict[str, Any]]) -> None:
+        """Refuse a step that SB3's ``add`` would fail on part-way (after writing some arrays)."""
+        self._levels_of(infos)
+        if self.handle_timeout_termination and not all(isinstance(info, dict) for info in infos):
+            raise ValueError(f"infos must be a list of {self.n_envs} dicts (one per env), got {infos!r}")
+        if np.size(action) != self.n_envs * self.action_dim:
+            raise ValueError(
+                f"action must hold n_envs * action_dim = {self.n_envs * self.action_dim} values, "
+                f"got shape {np.shape(action)}"
+            )
+        for name, value in (("reward", reward), ("done", done)):
+            try:
+                ok = np.broadcast_shapes(np.shape(value), (self.n_envs,)) == (self.n_envs,)
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ValueError(
+                    f"{name} must have shape (n_envs,) = ({self.n_envs},), got {np.shape(value)}"
+                )
 
     def _levels_of(self, infos: list[dict[str, Any]]) -> NDArray[np.int64]:
         """Each env's level id from ``infos[i]["level"]``: ``-1`` (unknown) when absent or not an int
@@ -818,8 +838,11 @@ class _PrioritizedBufferBase(ReplayBuffer):
         :param path: path of the ``.npz`` file
         :raises ValueError: if the file is not a valid checkpoint of a buffer with this one's settings
         """
-        data = load_npz(path)
-        checked = self._validated_file(data, os.fspath(path))
+        self._load_data(load_npz(path), os.fspath(path))
+
+    def _load_data(self, data: dict[str, NDArray[Any]], name: str) -> None:
+        """Validate the arrays of a saved buffer (:meth:`_validated_file`), then assign them."""
+        checked = self._validated_file(data, name)
         targets = self._load_targets()
         for key, value in checked["arrays"].items():
             targets[key][...] = value

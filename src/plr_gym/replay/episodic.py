@@ -107,8 +107,61 @@ class EpisodicInfoMixin:
         # Steps of each env's current, unfinished episode added so far; [-1] = nothing added yet.
         self._episode_lengths = np.zeros(self.n_envs if self.episodic_info else 0, dtype=np.int64)
         self._episodic_started = np.zeros(1, dtype=bool)
+        # Each env's truncation bootstrap for the step being added, computed before it is stored.
+        self._pending_bootstrap: Optional[NDArray[np.float64]] = None
 
     # ------------------------------------------------------------------ hooks on the base buffer
+
+    def add(
+        self,
+        obs: Any,
+        next_obs: Any,
+        action: NDArray[Any],
+        reward: NDArray[Any],
+        done: NDArray[Any],
+        infos: list[dict[str, Any]],
+    ) -> None:
+        """
+        Store one step of every env (see :meth:`PrioritizedReplayBuffer.add`); with ``episodic_info``
+        a truncated episode's bootstrap value is computed first, so a refused ``value_fn`` result stores
+        nothing.
+        """
+        if self.episodic_info and self._pending_bootstrap is None:
+            self._check_step(action, reward, done, infos)  # type: ignore[attr-defined]
+            self._pending_bootstrap = self._truncation_bootstrap(next_obs, done, infos)
+        try:
+            super().add(obs, next_obs, action, reward, done, infos)  # type: ignore[misc]
+        finally:
+            self._pending_bootstrap = None
+
+    def _truncation_bootstrap(
+        self, next_obs: Any, done: Any, infos: list[dict[str, Any]]
+    ) -> NDArray[np.float64]:
+        """Each env's bootstrap value ``V(s_end)`` for this step: the ``value_fn`` of the final next
+        observation where the step ends a truncated episode (NaN without a ``value_fn``), else 0. Stores
+        nothing; call it with checked arguments before the step is stored."""
+        ended = np.asarray(np.broadcast_to(np.asarray(done, dtype=np.float32), (self.n_envs,))) > 0
+        if self.handle_timeout_termination:
+            flags = [info.get("TimeLimit.truncated", False) for info in infos]
+            ended &= np.asarray(flags, dtype=np.float32) > 0
+        else:
+            ended[:] = False
+        bootstrap = np.zeros(self.n_envs, dtype=np.float64)
+        envs = np.flatnonzero(ended)
+        if envs.size:
+            if self.value_fn is None:
+                bootstrap[envs] = np.nan
+            else:
+                bootstrap[envs] = self._values(self._value_obs(next_obs, envs))
+        return bootstrap
+
+    def _value_obs(self, next_obs: Any, envs: NDArray[np.int64]) -> th.Tensor:
+        """The next observations of ``envs`` as :meth:`sample` would return them (stored dtype)."""
+        obs_shape: tuple[int, ...] = self.obs_shape  # type: ignore[attr-defined]
+        space_dtype = self.observation_space.dtype  # type: ignore[attr-defined]
+        data = np.asarray(next_obs).reshape(self.n_envs, *obs_shape)[envs].astype(space_dtype)
+        to_torch: Callable[[NDArray[Any]], th.Tensor] = self.to_torch  # type: ignore[attr-defined]
+        return to_torch(data)
 
     def _episode_starts(self, row: int) -> NDArray[np.bool_]:
         """Which envs' step at ``row`` (just added) begins a new episode."""
@@ -136,27 +189,23 @@ class EpisodicInfoMixin:
         truncated = (
             self.timeouts[row, ended] > 0 if self.handle_timeout_termination else np.zeros(ended.size, bool)
         )
-        bootstrap = np.zeros(ended.size, dtype=np.float64)
-        if truncated.any():
-            if self.value_fn is None:
-                bootstrap[truncated] = np.nan
-            else:
-                bootstrap[truncated] = self._values(row * self.n_envs + ended[truncated])
+        assert self._pending_bootstrap is not None, "add() computes the bootstrap before storing"
+        bootstrap = np.where(truncated, self._pending_bootstrap[ended], 0.0)
         for e, value in zip(ended.tolist(), bootstrap.tolist()):
             self._fill_episode(row, e, value)
             self._episode_lengths[e] = 0
 
-    def _values(self, slots: NDArray[np.int64]) -> NDArray[np.float64]:
+    def _values(self, obs: th.Tensor) -> NDArray[np.float64]:
         assert self.value_fn is not None
         with th.no_grad():
-            obs = self._gather_obs(slots, True, None)  # type: ignore[attr-defined]
             values = self.value_fn(obs)
         if isinstance(values, th.Tensor):
             values = values.detach().cpu().numpy()
         out = np.asarray(values, dtype=np.float64).reshape(-1)
-        if out.shape != slots.shape:
+        if out.shape != (obs.shape[0],):
             raise ValueError(
-                f"value_fn must return one value per observation ({slots.size}), got shape {np.shape(values)}"
+                f"value_fn must return one value per observation ({obs.shape[0]}), "
+                f"got shape {np.shape(values)}"
             )
         if not np.all(np.isfinite(out)):
             raise ValueError(f"value_fn returned a NaN or infinite value: {out}")

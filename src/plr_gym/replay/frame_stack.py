@@ -13,6 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
 from stable_baselines3.common.vec_env import VecNormalize
 
+from plr_gym.checkpoint import load_npz
 from plr_gym.replay.buffers import PrioritizedReplayBuffer
 from plr_gym.replay.episodic import EpisodicInfoMixin
 
@@ -240,9 +241,11 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
         :raises ValueError: if an observation is not a stack of ``n_stack`` frames consistent with the
             previous steps and the ``padding`` setting
         """
+        # Every check first, so a refused step leaves the buffer exactly as it was.
         obs_a = self._check_stack("obs", obs)
         next_a = self._check_stack("next_obs", next_obs)
-        done_a = np.asarray(done).reshape(-1)
+        self._check_step(action, reward, done, infos)
+        done_a = np.asarray(np.broadcast_to(np.asarray(done), (self.n_envs,)))
         obs_frames = self._frames_of(obs_a)
         next_frames = self._frames_of(next_a)
         k = self.n_stack
@@ -254,37 +257,58 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
                 f"next_obs of env(s) {bad} is not obs shifted by one frame: pass VecFrameStack's stacked "
                 f"observations with its n_stack ({k}) and stacking axis (channels_order)"
             )
-        row, step, rows = self.pos, int(self._counter[0]), self._n_frame_rows
+        step, prev_row = int(self._counter[0]), (self.pos - 1) % self.buffer_size
+        # Per env: the step continues the previous one, or the buffer's first step, or a new episode.
+        continues = np.zeros(self.n_envs, dtype=bool)
+        for e in range(self.n_envs):
+            if step > 0 and not self.dones[prev_row, e] and np.array_equal(obs_a[e], self._last_next[e]):
+                continues[e] = True
+            elif step > 0:
+                older = obs_frames[e, :-1]
+                expected = (
+                    np.zeros_like(older)
+                    if self.padding == "zeros"
+                    else np.broadcast_to(obs_frames[e, -1], older.shape)
+                )
+                if not np.array_equal(older, expected):
+                    raise ValueError(
+                        f"the observation of env {e} starts a new episode but its {k - 1} older frames are "
+                        f"not {self.padding!r} padding; use padding='zeros' with SB3's VecFrameStack and "
+                        "padding='first' with a wrapper that repeats the first frame"
+                    )
+        if self.episodic_info:
+            self._pending_bootstrap = self._truncation_bootstrap(next_a, done, infos)
+        try:
+            self._store(obs_frames, next_frames, done_a, continues, next_a)
+            super().add(self._empty_obs, self._empty_obs, action, reward, done, infos)
+        finally:
+            self._pending_bootstrap = None
+
+    def _store(
+        self,
+        obs_frames: NDArray[Any],
+        next_frames: NDArray[Any],
+        done_a: NDArray[Any],
+        continues: NDArray[np.bool_],
+        next_a: NDArray[Any],
+    ) -> None:
+        """Write the frames of a checked step (no check fails from here on)."""
+        row, step, rows, k = self.pos, int(self._counter[0]), self._n_frame_rows, self.n_stack
+        prev_row = (row - 1) % self.buffer_size
         old = self._detached[row]
         self._free.extend(int(i) for i in old[old >= 0])
         self._detached[row] = -1
-        prev_row = (row - 1) % self.buffer_size
         offsets = np.zeros(self.n_envs, dtype=np.uint8)
-        self._starts = np.ones(self.n_envs, dtype=bool)
         for e in range(self.n_envs):
-            if step > 0 and not self.dones[prev_row, e] and np.array_equal(obs_a[e], self._last_next[e]):
+            if continues[e]:
                 offsets[e] = min(int(self._offsets[prev_row, e]) + 1, k - 1)
-                self._starts[e] = False
-                continue
-            if step == 0:  # nothing stored yet: keep the older frames as given
+            elif step == 0:  # nothing stored yet: keep the older frames as given
                 for age in range(1, k):
                     self._frames[(step - age) % rows, e] = obs_frames[e, k - 1 - age]
                 offsets[e] = k - 1
-                continue
-            if not self.dones[prev_row, e]:  # reset without done: keep the previous next frame aside
+            elif not self.dones[prev_row, e]:  # reset without done: keep the previous next frame aside
                 self._detached[prev_row, e] = self._alloc(self._frames[step % rows, e])
-            older = obs_frames[e, :-1]
-            expected = (
-                np.zeros_like(older)
-                if self.padding == "zeros"
-                else np.broadcast_to(obs_frames[e, -1], older.shape)
-            )
-            if not np.array_equal(older, expected):
-                raise ValueError(
-                    f"the observation of env {e} starts a new episode but its {k - 1} older frames are not "
-                    f"{self.padding!r} padding; use padding='zeros' with SB3's VecFrameStack and "
-                    "padding='first' with a wrapper that repeats the first frame"
-                )
+        self._starts = ~continues
         self._offsets[row] = offsets
         self._frames[step % rows] = obs_frames[:, -1]
         for e in range(self.n_envs):
@@ -294,7 +318,6 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
                 self._frames[(step + 1) % rows, e] = next_frames[e, -1]
         self._last_next[...] = next_a
         self._counter[0] = step + 1
-        super().add(self._empty_obs, self._empty_obs, action, reward, done, infos)
 
     def _episode_starts(self, row: int) -> NDArray[np.bool_]:
         return self._starts
@@ -384,17 +407,52 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
         """
         Restore a buffer saved by :meth:`save` (frames, terminal frames, priorities, RNG state).
 
+        Every member is checked before anything is assigned (as :meth:`PrioritizedReplayBuffer.load`
+        does, plus the frame bookkeeping: terminal-frame indices, the step counter, episode offsets): a
+        refused file leaves this buffer exactly as it was.
+
         :param path: path of the ``.npz`` file
-        :raises ValueError: if the file's settings or array shapes differ from this buffer's
+        :raises ValueError: if the file is not a valid checkpoint of a buffer with this one's settings
         """
-        with np.load(path, allow_pickle=False) as data:
-            n_pool = int(data["frame_pool"].shape[0]) if "frame_pool" in data else 0
+        name = os.fspath(path)
+        data = load_npz(path)
+        pool_data = data.get("frame_pool")
+        if pool_data is None or pool_data.ndim < 1 or pool_data.shape[1:] != self._frame_shape:
+            raise ValueError(
+                f"cannot load {name!r}: 'frame_pool' must be an array of frames of shape "
+                f"(n, *{self._frame_shape})"
+            )
+        n_pool = int(pool_data.shape[0])
         pool = self._pool
-        self._pool = np.zeros((n_pool, *self._frame_shape), dtype=pool.dtype)
+        self._pool = np.zeros((n_pool, *self._frame_shape), dtype=pool.dtype)  # the shape load checks
         try:
-            super().load(path)
+            self._load_data(data, name)
         except BaseException:
             self._pool = pool
             raise
         used = set(self._detached[self._detached >= 0].tolist())
         self._free = [i for i in range(n_pool - 1, -1, -1) if i not in used]
+
+    def _validated_file(self, data: dict[str, NDArray[Any]], name: str) -> dict[str, Any]:
+        checked = super()._validated_file(data, name)
+        arrays = checked["arrays"]
+        n_pool = self._pool.shape[0]
+        detached = np.asarray(arrays["frame_detached"])
+        held = detached[detached != -1]
+        if ((held < 0) | (held >= n_pool)).any():
+            raise ValueError(
+                f"cannot load {name!r}: 'frame_detached' holds indices outside [0, {n_pool}) "
+                "(the terminal-frame pool) other than -1"
+            )
+        if np.unique(held).size != held.size:
+            raise ValueError(f"cannot load {name!r}: 'frame_detached' uses a terminal frame twice")
+        if (np.asarray(arrays["frame_offsets"]) >= self.n_stack).any():
+            raise ValueError(f"cannot load {name!r}: 'frame_offsets' must be < n_stack={self.n_stack}")
+        counter = int(np.asarray(arrays["frame_counter"]).reshape(-1)[0])
+        pos, full = checked["pos"], checked["full"]
+        if counter < pos or counter % self.buffer_size != pos or full != (counter >= self.buffer_size):
+            raise ValueError(
+                f"cannot load {name!r}: 'frame_counter'={counter} disagrees with pos={pos} and "
+                f"full={full} (steps added: pos when not full, else k * buffer_size + pos, k >= 1)"
+            )
+        return checked

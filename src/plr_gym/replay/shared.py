@@ -81,6 +81,9 @@ class SharedReplayWriter:
     :param env_index: the column this writer owns
     :param lock: the column's lock
     :param buffer_size: rows per column
+    :param handle_timeout_termination: store truncations as timeouts (bootstrapped); ``False``: a
+        truncation is stored as a plain episode end, as :meth:`SharedReplayBuffer.add` does with this
+        setting (:meth:`SharedReplayBuffer.writer` passes the buffer's)
 
     Example:
         >>> import numpy as np
@@ -93,12 +96,21 @@ class SharedReplayWriter:
         >>> buffer.close()
     """
 
-    def __init__(self, name: str, layout: Layout, env_index: int, lock: Any, buffer_size: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        layout: Layout,
+        env_index: int,
+        lock: Any,
+        buffer_size: int,
+        handle_timeout_termination: bool = True,
+    ) -> None:
         self.name = name
         self.layout = layout
         self.env_index = env_index
         self.lock = lock
         self.buffer_size = buffer_size
+        self.handle_timeout_termination = bool(handle_timeout_termination)
         self._segment: Optional[shared_memory.SharedMemory] = None
         self._arrays: dict[str, NDArray[Any]] = {}
 
@@ -142,7 +154,8 @@ class SharedReplayWriter:
             arrays["actions"][row, e] = np.asarray(action).reshape(-1)
             arrays["rewards"][row, e] = float(reward)
             arrays["dones"][row, e] = float(bool(terminated) or bool(truncated))
-            arrays["timeouts"][row, e] = float(bool(truncated) and not bool(terminated))
+            timeout = bool(truncated) and not bool(terminated) and self.handle_timeout_termination
+            arrays["timeouts"][row, e] = float(timeout)
             arrays["counts"][e] = count + 1  # published last: the row is complete
 
     def close(self) -> None:
@@ -293,7 +306,12 @@ class SharedReplayBuffer(ReplayBuffer):
         if not isinstance(env_index, (int, np.integer)) or not 0 <= env_index < self.n_envs:
             raise ValueError(f"env_index must be an int in [0, {self.n_envs}), got {env_index!r}")
         return SharedReplayWriter(
-            self.name, self._layout, int(env_index), self._locks[env_index], self.buffer_size
+            self.name,
+            self._layout,
+            int(env_index),
+            self._locks[env_index],
+            self.buffer_size,
+            handle_timeout_termination=self.handle_timeout_termination,
         )
 
     def add(

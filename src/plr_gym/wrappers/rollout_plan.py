@@ -137,25 +137,44 @@ class RolloutPlan:
         Scores of several episodes on one level are averaged. Replayed levels get their score updated;
         new and mutated levels are inserted (kept only if they beat the lowest-weighted stored level once
         the buffer is full).
+
+        All or nothing: every score is checked first (a NaN or infinite score raises ``ValueError``), and
+        if anything fails part-way the buffer and the counters are restored, so the report can be retried.
         """
+        level_list, values = list(levels), np.asarray(scores, dtype=np.float64).reshape(-1).tolist()
+        if len(level_list) != len(values):
+            raise ValueError(
+                f"{self.owner}: got {len(level_list)} levels but {len(values)} scores (one per level)"
+            )
+        for value in values:
+            self.buffer._check_score(value)
         groups: dict[Any, list[float]] = {}
         first: dict[Any, Any] = {}
-        for level, score in zip(levels, np.asarray(scores, dtype=np.float64).tolist()):
+        for level, score in zip(level_list, values):
             key = level_key(level)
             groups.setdefault(key, []).append(score)
             first.setdefault(key, level)
-        for key, values in groups.items():
-            score = float(np.mean(values))
-            if self.mode == "replay":  # the slots replayed (copies of a level may sit in several slots)
-                slots = {i for i, lvl in zip(self.replayed, self.assigned) if level_key(lvl) == key}
-                for idx in sorted(slots):
-                    self.buffer.update(idx, score)
-                if slots:
-                    continue
-            if self.buffer.insert(first[key], score) >= 0:
-                self.inserted += 1
-            else:
-                self.rejected += 1
+        with np.errstate(over="ignore"):  # an overflowing mean is refused as infinite just below
+            means = {key: float(np.mean(v)) for key, v in groups.items()}
+        for mean in means.values():
+            self.buffer._check_score(mean)
+        snapshot, counters = self.buffer.state_dict(), (self.inserted, self.rejected)
+        try:
+            for key, score in means.items():
+                if self.mode == "replay":  # the slots replayed (copies of a level may sit in several slots)
+                    slots = {i for i, lvl in zip(self.replayed, self.assigned) if level_key(lvl) == key}
+                    for idx in sorted(slots):
+                        self.buffer.update(idx, score)
+                    if slots:
+                        continue
+                if self.buffer.insert(first[key], score) >= 0:
+                    self.inserted += 1
+                else:
+                    self.rejected += 1
+        except BaseException:
+            self.buffer.load_state_dict(snapshot)
+            self.inserted, self.rejected = counters
+            raise
 
     def state_dict(self) -> dict[str, Any]:
         """The generator's RNG state and the children waiting for evaluation."""

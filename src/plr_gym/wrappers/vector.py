@@ -149,6 +149,7 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
         # per-step record for report_rollout: (levels, episode starts, valid rows, dones)
         self._start = np.ones(n, dtype=bool)  # the next step's observation starts an episode
         self._log: deque[tuple[npt.NDArray[Any], ...]] = deque(maxlen=_MAX_LOGGED_STEPS)
+        self._log_dropped = 0  # oldest rows pushed out of the full log since the last report
         self.scorer: EpisodeScorer | None = None
         self._score_watch = ScoreWatch(
             owner, "Call report_rollout(...) after each rollout to score the episodes (see its docstring)."
@@ -282,6 +283,7 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             levels = self._current.copy()
             valid = np.ones(self.num_envs, dtype=bool)
             valid[starting] = False  # reset steps: no transition of any episode
+            self._log_dropped += int(len(self._log) == self._log.maxlen)
             self._log.append(
                 (
                     levels,
@@ -299,6 +301,7 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             levels = self._current.copy()
             ended = np.logical_or(terminated, truncated)
             no_trunc = np.zeros(self.num_envs, dtype=bool)  # the final observation is not on a next row
+            self._log_dropped += int(len(self._log) == self._log.maxlen)
             self._log.append(
                 (
                     levels,
@@ -367,12 +370,25 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             ``RecordEpisodeStatistics``), see :func:`plr_gym.scoring.episode_success`.
         :return: the ``(level, score)`` pairs reported to the sampler.
         :raises ValueError: if the arrays do not have one row per step taken since the last report, or
-            hold NaN/inf. Nothing is consumed then: fix the arrays and call again.
+            hold NaN/inf. Nothing is consumed then: fix the arrays and call again. Also if more than
+            65,536 steps were taken since the last report: the older rows were not kept, so the steps are
+            discarded and :meth:`reset` must be called before the next :meth:`step`.
         """
         self._score_watch.attached = True
         if self.plan is None and not self.sampler.uses_scores:
             self._log.clear()
+            self._log_dropped = 0
             return []
+        if self._log_dropped:
+            taken, self._log_dropped = self._log_dropped + len(self._log), 0
+            self._log.clear()
+            self._needs_reset = True  # the scorer's open episodes cannot continue across the lost rows
+            raise ValueError(
+                f"{taken} steps were taken since the last report_rollout, but only the newest "
+                f"{_MAX_LOGGED_STEPS} are kept: these steps cannot be scored and were discarded. Call "
+                "reset(), then report_rollout at least once per rollout (at most every "
+                f"{_MAX_LOGGED_STEPS} steps)"
+            )
         rew = np.asarray(rewards)
         if rew.ndim != 2 or rew.shape[1] != self.num_envs:
             raise ValueError(f"rewards must have shape (n_steps, {self.num_envs}), got {rew.shape}")
