@@ -85,6 +85,18 @@ TASKS: dict[str, Task] = {
         30,
         env_kwargs={"sizes": (5, 6, 8)},
     ),
+    # the same two tasks at 2.5x the budget: does every seed take off, removing the take-off lottery?
+    "gamut_400k": Task(
+        "plr_gym/MiniGrid-DoorKeyGamut-v0",
+        "minigrid",
+        60,
+        60,
+        400_000,
+        4,
+        30,
+        env_kwargs={"sizes": (5, 6, 8)},
+    ),
+    "doorkey6_400k": Task("MiniGrid-DoorKey-6x6-v0", "minigrid", 40, 100, 400_000, 4, 40),
     # Procgen easy, 200 training levels (the paper's setting) at 0.4% of the paper's 25M steps
     "bigfish": Task(
         "plr_gym/procgen-bigfish-v0",
