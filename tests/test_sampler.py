@@ -14,11 +14,19 @@ from plr_gym import LevelSampler
 from plr_gym.sampler import REPLAY_SCHEDULES, SCORE_TRANSFORMS, STALENESS_TRANSFORMS, STRATEGIES
 
 SCORES = np.array([0.2, 0.9, 0.5, 0.05, 0.7, 0.3])
+#: The paper's Procgen mixture (LevelSampler.paper_defaults), which the formula tests below assume.
+PAPER = {"temperature": 0.1, "staleness_coef": 0.1, "uniform_mass": 0.0}
 
 
 def seen_sampler(scores: np.ndarray = SCORES, **kwargs: object) -> LevelSampler:
-    """A sampler whose levels 0..n-1 all have the given scores (no sample drawn yet)."""
+    """A sampler whose levels 0..n-1 all have the given scores (no sample drawn yet).
+
+    These tests check the paper's formulas, so the paper's mixture is the default here (the library's own
+    defaults are checked in ``test_library_defaults_are_the_studys_choice``).
+    """
     kwargs.setdefault("seed", 0)
+    for key, value in PAPER.items():
+        kwargs.setdefault(key, value)
     s = LevelSampler(levels=range(len(scores)), **kwargs)  # type: ignore[arg-type]
     s.update_batch(range(len(scores)), scores)
     return s
@@ -97,7 +105,9 @@ class TestScoreTransforms:
 
     def test_max_is_uniform_over_ties_and_keeps_scores(self) -> None:
         scores = np.array([0.4, 0.9, 0.9, 0.1])
-        s = LevelSampler(levels=range(6), score_transform="max", staleness_coef=0.0, min_seen_ratio=0.5)
+        s = LevelSampler(
+            levels=range(6), score_transform="max", staleness_coef=0.0, min_seen_ratio=0.5, uniform_mass=0.0
+        )
         s.update_batch(range(4), scores)
         np.testing.assert_allclose(s.sample_weights(), [0, 0.5, 0.5, 0, 0, 0])
         s.sample_weights()
@@ -290,7 +300,9 @@ class TestUpdates:
         np.testing.assert_allclose(s.scores, [4.0, 0.0, 2.0])
 
     def test_non_contiguous_levels(self) -> None:
-        s = LevelSampler(levels=[1000, -5, 42], score_transform="power", temperature=1.0, staleness_coef=0)
+        s = LevelSampler(
+            levels=[1000, -5, 42], score_transform="power", temperature=1.0, staleness_coef=0, uniform_mass=0
+        )
         s.update_batch([42, -5, 1000], [3.0, 1.0, 0.0])
         np.testing.assert_allclose(s.sample_weights(), [0.0, 0.25, 0.75])
         assert set(s.sample(200).tolist()) <= {-5, 42}
@@ -453,7 +465,13 @@ def test_strategies_constant_lists_every_strategy() -> None:
 def test_softmax_reanchors_when_the_best_score_drops() -> None:
     """Leaves anchored at an old best score must not underflow into wrong ratios (review finding)."""
     s = LevelSampler(
-        range(3), score_transform="softmax", temperature=0.1, staleness_coef=0, min_seen_ratio=0, seed=0
+        range(3),
+        score_transform="softmax",
+        temperature=0.1,
+        staleness_coef=0,
+        min_seen_ratio=0,
+        uniform_mass=0,
+        seed=0,
     )
     for level, score in [(0, 1000.0), (1, 925.5), (2, 925.4), (0, 0.0)]:
         s.update(level, score)
@@ -473,3 +491,24 @@ def test_checkpoint_rebuilds_the_sum_tree_bit_for_bit(transform: str) -> None:
     b.load_state_dict(a.state_dict())
     assert a._score_tree is not None and b._score_tree is not None
     assert list(a._score_tree._t) == list(b._score_tree._t)
+
+
+def test_library_defaults_are_the_studys_choice() -> None:
+    """Defaults chosen by the evidence study (docs/study.md): rank^-1, rho = 0.3, half the mass uniform."""
+    s = LevelSampler(levels=range(6), seed=0)
+    assert (s.strategy, s.score_transform, s.temperature, s.staleness_coef, s.uniform_mass) == (
+        "value_l1", "rank", 1.0, 0.3, 0.5
+    )  # fmt: skip
+    s.update_batch(range(6), SCORES)
+    ranks = np.array([5, 1, 3, 6, 2, 4], dtype=float)
+    p_s = (1 / ranks) / (1 / ranks).sum()
+    stale = s.staleness.astype(float)
+    p_c = stale / stale.sum() if stale.sum() > 0 else np.full(6, 1 / 6)
+    expected = 0.5 * (0.7 * p_s + 0.3 * p_c) + 0.5 / 6
+    np.testing.assert_allclose(s.sample_weights(), expected)
+    paper = LevelSampler.paper_defaults(levels=range(6), seed=0)
+    assert (paper.temperature, paper.staleness_coef, paper.uniform_mass) == (0.1, 0.1, 0.0)
+    minigrid = LevelSampler.paper_defaults(levels=range(6), preset="paper-minigrid", seed=3)
+    assert (minigrid.staleness_coef, minigrid.seed) == (0.3, 3)
+    with pytest.raises(ValueError, match="preset"):
+        LevelSampler.paper_defaults(levels=range(6), preset="paper")
