@@ -77,6 +77,7 @@ OUR_KWARGS: dict[str, Any] = dict(
     score_transform="rank",
     temperature=0.1,
     staleness_coef=0.1,
+    uniform_mass=0.0,  # the paper's mixture, which Syllabus implements
     staleness_transform="power",
     staleness_temperature=1.0,
     replay_schedule="proportionate",

@@ -22,11 +22,8 @@ GAME = "bigfish"
 plr = PrioritizedLevelReplay(
     ProcgenVecEnv(GAME, n_envs=8, distribution_mode="easy"),
     levels=range(200),
-    strategy="value_l1",
-    score_transform="rank",
-    temperature=0.1,  # beta
-    staleness_coef=0.1,  # rho
-    seed=0,
+    strategy="value_l1",  # the library's defaults (docs/study.md); for the paper's beta = rho = 0.1 pass
+    seed=0,  # sampler=LevelSampler.paper_defaults(range(200), seed=0) instead of levels=/strategy=
 )
 venv = VecMonitor(plr)  # episode returns for SB3's logs; VecEnvWrappers go outside PrioritizedLevelReplay
 # PPO wraps the env in VecTransposeImage (channels first) itself, outside PrioritizedLevelReplay.

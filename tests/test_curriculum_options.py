@@ -26,6 +26,7 @@ def learn_sampler(**kw: Any) -> LevelSampler:
     kw.setdefault("score_transform", "power")
     kw.setdefault("temperature", 1.0)
     kw.setdefault("staleness_coef", 0.0)
+    kw.setdefault("uniform_mass", 0.0)
     return LevelSampler(range(6), strategy="learnability", seed=0, **kw)
 
 
@@ -231,6 +232,7 @@ def test_vector_wrapper_reads_outcomes_from_episode_statistics() -> None:
 
 # ---------------------------------------------------------------------------------------- uniform floor
 def scored_sampler(**kw: Any) -> LevelSampler:
+    kw.setdefault("uniform_mass", 0.0)
     s = LevelSampler(range(5), seed=0, **kw)
     for level, score in enumerate([0.1, 0.9, 0.5, 0.3, 0.7]):
         s.update(level, score)
@@ -241,13 +243,14 @@ def scored_sampler(**kw: Any) -> LevelSampler:
 @pytest.mark.parametrize("transform", ["rank", "power", "softmax"])
 def test_uniform_mass_mixes_a_uniform_component_exactly(transform: str) -> None:
     floor = scored_sampler(score_transform=transform, staleness_coef=0.3, uniform_mass=0.4)
-    base = LevelSampler(range(5), score_transform=transform, staleness_coef=0.3)
+    base = LevelSampler(range(5), score_transform=transform, staleness_coef=0.3, uniform_mass=0.0)
     state = floor.state_dict()
     state["config"]["uniform_mass"] = 0.0  # the same scores and staleness, without the floor
     base.load_state_dict(state)
     assert floor.staleness.max() > 0
     np.testing.assert_allclose(floor.sample_weights(), 0.6 * base.sample_weights() + 0.4 / 5, atol=1e-15)
     full = scored_sampler(score_transform=transform, uniform_mass=1.0)
+    assert LevelSampler(range(5)).uniform_mass == 0.5  # the library's default floor
     np.testing.assert_allclose(full.sample_weights(), np.full(5, 0.2))
 
 
@@ -262,8 +265,12 @@ def test_uniform_mass_draws_follow_sample_weights() -> None:
 
 
 def test_uniform_mass_zero_leaves_draws_unchanged_and_is_checked() -> None:
-    a, b = scored_sampler(), scored_sampler(uniform_mass=0.0)
-    np.testing.assert_array_equal(a.sample(200), b.sample(200))
+    # with uniform_mass=0 the draws are exactly those of the sampler before the option existed (recorded
+    # from commit 8763534 with the same seed, scores and settings): no extra random number is consumed
+    a = scored_sampler(temperature=1.0, staleness_coef=0.3)
+    assert a.sample(20).tolist() == [1, 4, 0, 1, 0, 4, 0, 2, 2, 1, 4, 4, 0, 4, 4, 1, 1, 1, 2, 3]
+    b = scored_sampler(temperature=0.1, staleness_coef=0.1)
+    assert b.sample(20).tolist() == [1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]
     for bad in (-0.1, 1.5, float("nan")):
         with pytest.raises(ValueError, match="uniform_mass"):
             LevelSampler(range(3), uniform_mass=bad)
