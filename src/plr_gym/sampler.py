@@ -326,10 +326,10 @@ class LevelSampler:
         exponentially weighted one). The level's score is ``p·(1 − p)``. Default 0.1.
     :param seed: seed of the sampler's own ``numpy.random.Generator``; same seed, same draws.
 
-    **Defaults** were chosen by the pre-registered rule of the evidence study (``docs/study.md``): ``value_l1``,
-    ``rank`` with ``β = 1``, ``ρ = 0.3``, ``uniform_mass = 0.5``, proportionate schedule,
-    ``min_seen_ratio = 1``, ``alpha = 1``. The paper's settings (``β = 0.1``, ``ρ = 0.1``, no floor) put ~90%
-    of the replay mass on one level once scores settle; they are one call away for reproductions:
+    **Defaults** were chosen by the pre-registered rule of the evidence study (``docs/study.md``):
+    ``value_l1``, ``rank`` with ``β = 1``, ``ρ = 0.3``, ``uniform_mass = 0.5``, proportionate schedule,
+    ``min_seen_ratio = 1``, ``alpha = 1``. The paper's settings (``β = 0.1``, ``ρ = 0.1``, no floor) put
+    ~90% of the replay mass on one level once scores settle; they are one call away for reproductions:
     :meth:`LevelSampler.paper_defaults` (``preset="paper-procgen"`` or ``"paper-minigrid"``).
 
     .. note:: **The two rhos.** The paper's ``ρ`` is ``staleness_coef``. The reference code's ``rho`` is
