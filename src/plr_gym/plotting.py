@@ -220,7 +220,13 @@ def merge_seeds(runs: Sequence[Run]) -> Run:
         levels = list(finals[0]["returns"])
         matrix = np.array([[np.mean(f["returns"][lvl]) for lvl in levels] for f in finals], dtype=np.float64)
         pooled = {int(lvl): [v for f in finals for v in f["returns"][lvl]] for lvl in levels}
-        final = {**finals[0], "returns": pooled, "summary": summarize_seeds(matrix)}
+        seed_returns = [{int(lvl): float(np.mean(f["returns"][lvl])) for lvl in levels} for f in finals]
+        final = {
+            **finals[0],
+            "returns": pooled,
+            "seed_returns": seed_returns,  # per seed, level -> mean return (paired differences use them)
+            "summary": summarize_seeds(matrix),
+        }
     scores = [run.scores for run in runs if run.scores is not None]
     stats = {
         k: float(np.mean([run.sampler_stats.get(k, np.nan) for run in runs])) for k in first.sampler_stats
@@ -251,8 +257,9 @@ def results_table(runs: Sequence[Run]) -> tuple[str, list[dict[str, Any]]]:
     row. "replay share" is the share of the sampler's draws that replayed a seen level by its score and
     staleness; it is "—" for uniform runs, whose draws never use the scores. When one run is the uniform
     baseline (``config["sampler"] == "uniform"``), every other run gets the column "held-out mean −
-    uniform": the difference of the final held-out means, paired by level, with a bootstrap 95% CI over
-    levels (:func:`paired_difference`) when both runs evaluated the same levels.
+    uniform": the difference of the final held-out means, paired by level, with a bootstrap 95% CI
+    (:func:`paired_difference`; over seeds and levels for runs merged from several seeds) when both runs
+    evaluated the same levels.
     """
     rows: list[dict[str, Any]] = []
     baseline = next((run for run in runs if run.config.get("sampler") == "uniform"), None)
@@ -338,13 +345,19 @@ def _difference(run: Run, baseline: Run) -> tuple[float, tuple[float, float]] | 
     """Held-out mean of ``run`` minus ``baseline``'s, paired by level, with its 95% CI (or ``None``)."""
     if run.final is None or baseline.final is None:
         return None
-    mine = {str(k): v for k, v in run.final["returns"].items()}  # merged runs have int keys
-    theirs = {str(k): v for k, v in baseline.final["returns"].items()}
-    if set(mine) != set(theirs):
+
+    def per_seed(final: dict[str, Any]) -> list[dict[str, float]]:
+        # merged runs keep one row per seed (two-way bootstrap over seeds and levels); a single run is one row
+        if "seed_returns" in final:
+            return [{str(k): float(v) for k, v in row.items()} for row in final["seed_returns"]]
+        return [{str(k): float(np.mean(v)) for k, v in final["returns"].items()}]
+
+    mine, theirs = per_seed(run.final), per_seed(baseline.final)
+    if set(mine[0]) != set(theirs[0]):
         return None
-    levels = sorted(mine)
-    m = np.array([[np.mean(mine[lvl]) for lvl in levels]], dtype=np.float64)
-    b = np.array([[np.mean(theirs[lvl]) for lvl in levels]], dtype=np.float64)
+    levels = sorted(mine[0])
+    m = np.array([[row[lvl] for lvl in levels] for row in mine], dtype=np.float64)
+    b = np.array([[row[lvl] for lvl in levels] for row in theirs], dtype=np.float64)
     d = paired_difference(m, b)
     return float(d["mean"]), (float(d["mean_ci"][0]), float(d["mean_ci"][1]))
 
