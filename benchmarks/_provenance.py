@@ -35,3 +35,31 @@ def git_commit() -> str:
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load averages, e.g. ``"1.20/0.90/0.70 (1/5/15 min)"`` (``"n/a"`` where unknown)."""
+    try:
+        return "/".join(f"{x:.2f}" for x in os.getloadavg()) + " (1/5/15 min)"
+    except OSError:
+        return "n/a"
+
+
+def procgen_header(command: str) -> list[str]:
+    """Provenance lines of the Procgen benchmarks: command, commit, date, machine, versions, load."""
+    import datetime
+
+    import gymnasium
+    import numpy as np
+    import procgen
+
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return [
+        f"- command: `{command}`",
+        f"- commit: {git_commit()}",
+        f"- date: {now}",
+        f"- machine: {cpu_model()}, {os.cpu_count()} logical cores, {platform.platform()}",
+        f"- software: Python {platform.python_version()}, numpy {np.__version__}, "
+        f"gymnasium {gymnasium.__version__}, procgen {procgen.__version__.strip()}",
+        f"- load average at start: {load_average()}",
+    ]

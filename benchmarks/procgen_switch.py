@@ -15,44 +15,19 @@ The "first visit" and "revisit" columns are ProcgenLevelEnv; the output is a Mar
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import gymnasium
 import numpy as np
 import numpy.typing as npt
 
-from _provenance import cpu_model, git_commit
+from _provenance import load_average, procgen_header
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def load() -> str:
-    try:
-        return "/".join(f"{x:.2f}" for x in os.getloadavg()) + " (1/5/15 min)"
-    except OSError:
-        return "n/a"
-
-
-def header(command: str) -> list[str]:
-    import procgen
-
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return [
-        f"- command: `{command}`",
-        f"- commit: {git_commit()}",
-        f"- date: {now}",
-        f"- machine: {cpu_model()}, {os.cpu_count()} logical cores, {platform.platform()}",
-        f"- software: Python {platform.python_version()}, numpy {np.__version__}, "
-        f"gymnasium {gymnasium.__version__}, procgen {procgen.__version__.strip()}",
-        f"- load average at start: {load()}",
-    ]
 
 
 def time_each(fn: Callable[[int], object], levels: Iterable[int]) -> npt.NDArray[np.float64]:
@@ -132,7 +107,7 @@ def main() -> None:
         args.games, args.levels, args.warmup = args.games[:1], 20, 3
 
     command = " ".join(["python", os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
-    lines = header(command)
+    lines = procgen_header(command)
     lines += [
         "",
         f"Per-reset level-switch cost in ms (median / mean / p95) over {args.levels} new levels per game "
@@ -148,7 +123,7 @@ def main() -> None:
     lines.append("| " + " | ".join(table[0]) + " |")
     lines.append("|" + "---|" * len(table[0]))
     lines += ["| " + " | ".join(row) + " |" for row in table[1:]]
-    lines += ["", f"- load average at end: {load()}"]
+    lines += ["", f"- load average at end: {load_average()}"]
     print("\n".join(lines))
 
 

@@ -24,19 +24,16 @@ time and by process CPU time (the latter is robust to other jobs sharing the mac
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import gymnasium
 import numpy as np
 
-from _provenance import cpu_model, git_commit
+from _provenance import procgen_header
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -44,28 +41,6 @@ sys.path.insert(0, str(ROOT / "src"))
 LEVELS = range(200)
 #: Procgen's stepping threads for the batched routes (stock and ours); Procgen's default is 4.
 THREADS = {"n": 4}
-
-
-def load() -> str:
-    try:
-        return "/".join(f"{x:.2f}" for x in os.getloadavg()) + " (1/5/15 min)"
-    except OSError:
-        return "n/a"
-
-
-def header(command: str) -> list[str]:
-    import procgen
-
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return [
-        f"- command: `{command}`",
-        f"- commit: {git_commit()}",
-        f"- date: {now}",
-        f"- machine: {cpu_model()}, {os.cpu_count()} logical cores, {platform.platform()}",
-        f"- software: Python {platform.python_version()}, numpy {np.__version__}, "
-        f"gymnasium {gymnasium.__version__}, procgen {procgen.__version__.strip()}",
-        f"- load average at start: {load()}",
-    ]
 
 
 class Route:
@@ -296,7 +271,7 @@ def main() -> None:
 
     THREADS["n"] = args.num_threads
 
-    lines = [*header("python benchmarks/procgen_throughput.py " + " ".join(sys.argv[1:])), ""]
+    lines = [*procgen_header("python benchmarks/procgen_throughput.py " + " ".join(sys.argv[1:])), ""]
     lines += [
         f"{args.game}, easy, 200 levels, random actions; {args.rounds} interleaved rounds of "
         f"{args.env_steps:,} env steps per route (order reversed every other round); steps/s from the "

@@ -58,7 +58,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from _provenance import cpu_model, git_commit
+from _provenance import cpu_model, git_commit, load_average
 
 ROOT = Path(__file__).resolve().parents[1]
 # Benchmark the library in this checkout, whatever else is installed.
@@ -114,13 +114,6 @@ def version(dist: str) -> str:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return "not installed"
-
-
-def load() -> str:
-    try:
-        return "/".join(f"{x:.2f}" for x in os.getloadavg()) + " (1/5/15 min)"
-    except OSError:
-        return "n/a"
 
 
 def _status_kib() -> dict[str, int]:
@@ -554,7 +547,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         f"- python {platform.python_version()}, numpy {np.__version__}, "
         f"plr-gym {version('plr-gym')}, syllabus-rl "
         f"{version('syllabus-rl') if syl else '(not run: --no-syllabus)'}",
-        f"- load average at start: {load()}",
+        f"- load average at start: {load_average()}",
     ]
     if syl is not None:
         changed = ", ".join(f"{k}={v}" for k, v in syl.seterr_changed.items()) or "nothing"
@@ -602,7 +595,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ]
     if sp:
         out += ["", f"Speedup ({THEIRS} median ÷ {OURS} median):", "", *speedup_table(sp)]
-    out += ["", "Targets:", *targets(rows, sp), "", f"- load average at end: {load()}"]
+    out += ["", "Targets:", *targets(rows, sp), "", f"- load average at end: {load_average()}"]
     print("\n".join(out))
     return 0
 
