@@ -116,6 +116,8 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
         self.sampler, self.plan = level_source(
             owner, env.num_envs, sampler, sampler_kwargs, buffer, generator, mutator, n_mutations
         )
+        # episode outcomes are read from the infos only for strategies that score them (learnability)
+        self._reads_outcomes = self.plan is None and self.sampler.learns_outcomes
         mode = env.metadata.get("autoreset_mode")
         if mode is None:
             warnings.warn(
@@ -291,7 +293,7 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
                     valid,
                     ended,
                     np.logical_and(truncated, ~terminated),
-                    _outcomes(info, ended),
+                    self._step_outcomes(info, ended),
                 )
             )
             self._start[starting] = True
@@ -309,7 +311,7 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
                     np.ones(self.num_envs, dtype=bool),
                     ended,
                     no_trunc,
-                    _outcomes(info, ended),
+                    self._step_outcomes(info, ended),
                 )
             )
             self._start[:] = ended if mode == AutoresetMode.SAME_STEP else False
@@ -325,6 +327,12 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
         info["_level"] = np.ones(self.num_envs, dtype=bool)
         self._needs_reset = False
         return obs, rewards, terminated, truncated, info
+
+    def _step_outcomes(self, info: dict[str, Any], ended: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+        """Outcomes of the episodes ended at this step (learnability), else an all-NaN row at no cost."""
+        if self._reads_outcomes and ended.any():
+            return _outcomes(info, ended)
+        return np.full(ended.shape, np.nan)
 
     # ------------------------------------------------------------------ scoring
     def report_rollout(
