@@ -57,6 +57,7 @@ from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.type_aliases import TensorDict
 
 from plr_gym.callbacks import find_plr_wrapper
+from plr_gym.scoring import STRATEGY_SPECS
 
 _QRDQN: Optional[type[OffPolicyAlgorithm]]
 try:
@@ -73,8 +74,7 @@ __all__ = [
 ]
 
 #: Sampler strategies the off-policy path accepts: TD-error scoring, or none at all.
-OFF_POLICY_STRATEGIES = ("one_step_td_error", "random", "sequential")
-_SCORELESS = ("random", "sequential")
+OFF_POLICY_STRATEGIES = tuple(name for name, spec in STRATEGY_SPECS.items() if spec.off_policy)
 
 
 class TransitionBatch(NamedTuple):
@@ -234,6 +234,11 @@ class OffPolicyPLRCallback(BaseCallback):
         assert isinstance(self.model, OffPolicyAlgorithm)
         return self.model
 
+    @property
+    def source(self) -> Any:
+        """The training env's level source (:class:`~plr_gym.source.LevelSource`)."""
+        return self.wrapper.source
+
     # ------------------------------------------------------------------ SB3 hooks
     def _init_callback(self) -> None:
         if not isinstance(self.model, OffPolicyAlgorithm):
@@ -242,22 +247,23 @@ class OffPolicyPLRCallback(BaseCallback):
                 f"PER classes), got {type(self.model).__name__}; for on-policy algorithms use PLRCallback"
             )
         self.wrapper = find_plr_wrapper(self.model.get_env())
-        if self.wrapper.sampler is None:  # buffer mode: levels are planned per rollout, not per episode
+        source = self.source
+        if source.plans_rollouts:  # Robust PLR: levels are planned per rollout, not per episode
             raise ValueError(
                 "OffPolicyPLRCallback supports PrioritizedLevelReplay over a finite level set "
                 "(levels=... or sampler=LevelSampler(...)), not buffer mode (buffer=LevelBuffer(...), Robust "
                 "PLR / ACCEL), whose per-rollout plans need on-policy rollouts: use PLRCallback with PPO/A2C"
             )
         self.wrapper._score_watch.attached = True  # episodes will be scored
-        strategy = self.wrapper.sampler.strategy
-        if not isinstance(strategy, str) or strategy not in OFF_POLICY_STRATEGIES:
+        strategy = source.strategy
+        if not isinstance(strategy, str) or not source.strategy_info.off_policy:
             name = getattr(strategy, "__name__", strategy)
             raise ValueError(
                 "OffPolicyPLRCallback scores episodes by their one-step TD error only; the sampler's "
                 f"strategy is {name!r}. Accepted strategies: {', '.join(map(repr, OFF_POLICY_STRATEGIES))} "
                 "(the others need on-policy rollout data: use PLRCallback with PPO/A2C)"
             )
-        self.scoring = strategy not in _SCORELESS
+        self.scoring = source.strategy_info.uses_scores
         if self.scoring and self.td_error_fn is one_step_td_errors:
             _check_supported(self.model)
         if not isinstance(self.model.replay_buffer, ReplayBuffer):
@@ -324,12 +330,8 @@ class OffPolicyPLRCallback(BaseCallback):
         scored = self.flush()
         self.logger.record("plr/episodes_scored", scored)
         self.logger.record("plr/steps_overwritten", self.steps_overwritten)
-        sampler = self.wrapper.sampler
-        self.logger.record("plr/num_seen", sampler.num_seen)
-        if sampler.num_seen:
-            scores = sampler.scores[sampler.seen]
-            self.logger.record("plr/score_mean", float(scores.mean()))
-            self.logger.record("plr/score_max", float(scores.max()))
+        for key, value in self.source.rollout_stats(full=False).items():
+            self.logger.record(f"plr/{key}", value)
 
     # ------------------------------------------------------------------ scoring
     def flush(self) -> int:
@@ -367,7 +369,7 @@ class OffPolicyPLRCallback(BaseCallback):
         counts = np.bincount(episode, minlength=len(pending))
         sums = np.bincount(episode, weights=td, minlength=len(pending))
         has = counts > 0
-        self.wrapper.sampler.update_batch(level_e[has], sums[has] / counts[has])
+        self.source.update_batch(level_e[has], sums[has] / counts[has])
         return int(has.sum())
 
     def td_errors(self, rows: NDArray[np.int64], envs: NDArray[np.int64]) -> NDArray[np.float64]:
