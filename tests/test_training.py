@@ -150,12 +150,20 @@ def test_build_run_is_reproducible_from_its_seed() -> None:
     assert not all(np.array_equal(x, y) for x, y in zip(a, c))
 
 
-def test_build_run_refuses_an_unknown_env_or_algorithm() -> None:
+def test_build_run_refuses_an_unknown_env_algorithm_or_sampler(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
     sampler = LevelSampler(levels=range(5), seed=0)
     with pytest.raises(SetupError, match="unknown environment 'MiniGrid-NoSuchEnv-v0'"):
         build_run("MiniGrid-NoSuchEnv-v0", sampler, seed=0, env_seed=0, eval_seed=1)
     with pytest.raises(SetupError, match="unknown algorithm"):
         build_run(ENV, sampler, seed=0, env_seed=0, eval_seed=1, algo="sac")
+    closed: list[int] = []
+    close = DummyVecEnv.close
+    monkeypatch.setattr(DummyVecEnv, "close", lambda self: closed.append(self.num_envs) or close(self))
+    with pytest.raises(SetupError, match=r"sampler must be a plr_gym\.LevelSampler, got str"):
+        build_run(ENV, "not a sampler", seed=0, env_seed=0, eval_seed=1, n_envs=3)
+    assert closed == [3]  # the training env built before the refusal is closed
 
 
 def test_write_json_is_atomic_and_round_trips(tmp_path: Path) -> None:
