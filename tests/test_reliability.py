@@ -26,7 +26,7 @@ import pytest
 
 import reliability_objects as ro
 from plr_gym import LevelBuffer, LevelSampler, LevelWrapper, PLRCallback
-from plr_gym._levels import load_values, save_values
+from plr_gym._levels import save_values
 from plr_gym.checkpoint import CURRENT_LINK, load_npz, save_npz
 from plr_gym.scoring import EpisodeScorer
 
