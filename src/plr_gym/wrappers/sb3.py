@@ -55,7 +55,7 @@ class PrioritizedLevelReplay(VecEnvWrapper):
     **A forgotten callback.** Scores reach the sampler through :class:`~plr_gym.PLRCallback` (or
     ``OffPolicyPLRCallback``). Without it, sampling stays uniform forever; after
     ``ScoreWatch.NO_SCORE_STEPS`` (6,144) steps with completed episodes and no score, the wrapper warns
-    once with :class:`~plr_gym.wrappers.level.NoScoresWarning` ("Did you add PLRCallback?").
+    once with :class:`~plr_gym.source.NoScoresWarning` ("Did you add PLRCallback?").
 
     **Errors.** If a sub-environment raises (or a ``SubprocVecEnv`` worker dies), the exception reaches the
     caller and the sampler stays consistent (a level drawn for an episode that never ran is harmless);

@@ -69,7 +69,7 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
     only if :attr:`last_rollout_mode` is ``"replay"`` for Robust PLR's replay-only gradient updates.
 
     Scores reach the sampler through :meth:`report_rollout`; if it is never called, the wrapper warns once
-    (:class:`~plr_gym.wrappers.level.NoScoresWarning`) after ``ScoreWatch.NO_SCORE_STEPS`` (6,144) steps
+    (:class:`~plr_gym.source.NoScoresWarning`) after ``ScoreWatch.NO_SCORE_STEPS`` (6,144) steps
     with completed episodes and no score.
 
     :param env: the vector environment; its sub-environments wrapped in ``LevelWrapper``.
