@@ -1,7 +1,17 @@
 """Prioritized experience replay for Stable-Baselines3 off-policy algorithms.
 
 Buffers (drop-in ``replay_buffer_class`` for SB3) and algorithm subclasses that feed importance
-weights into the loss and TD errors back as priorities.
+weights into the loss and TD errors back as priorities. One module per job:
+
+- :mod:`~plr_gym.replay.sum_tree` and :mod:`~plr_gym.replay.priorities` (:class:`ReplayPriorities`):
+  priorities, sampling and importance weights, numpy only (no PyTorch, no SB3);
+- :mod:`~plr_gym.replay.sequences`: which slots a sequence or a reward-rebalanced sequence takes;
+- :mod:`~plr_gym.replay.buffers`, :mod:`~plr_gym.replay.frame_stack`, :mod:`~plr_gym.replay.episodic`,
+  :mod:`~plr_gym.replay.shared`: SB3 storage adapted to those cores;
+- :mod:`~plr_gym.replay.td_error`: the TD error, shared by the PER algorithms
+  (:mod:`~plr_gym.replay.algorithms`) and :class:`~plr_gym.OffPolicyPLRCallback`.
+
+The PLR callbacks are not part of this package: import them from :mod:`plr_gym`.
 
 Example:
     >>> from plr_gym.replay import PERDQN, PrioritizedReplayBuffer
@@ -10,7 +20,8 @@ Example:
     True
 """
 
-from plr_gym.offpolicy import OffPolicyPLRCallback
+from typing import NoReturn
+
 from plr_gym.replay.algorithms import PERDQN, PERSAC, PERTD3, PrioritizedReplayMixin
 from plr_gym.replay.buffers import (
     PrioritizedDictReplayBuffer,
@@ -21,6 +32,7 @@ from plr_gym.replay.buffers import (
 )
 from plr_gym.replay.episodic import EpisodicReplayBuffer, EpisodicReplayBufferSamples
 from plr_gym.replay.frame_stack import FrameStackReplayBuffer
+from plr_gym.replay.priorities import ReplayPriorities
 from plr_gym.replay.shared import ReplayWriterWrapper, SharedReplayBuffer, SharedReplayWriter
 from plr_gym.replay.sum_tree import SumTree
 
@@ -31,12 +43,12 @@ __all__ = [
     "EpisodicReplayBuffer",
     "EpisodicReplayBufferSamples",
     "FrameStackReplayBuffer",
-    "OffPolicyPLRCallback",
     "PrioritizedDictReplayBuffer",
     "PrioritizedDictReplayBufferSamples",
     "PrioritizedReplayBuffer",
     "PrioritizedReplayBufferSamples",
     "PrioritizedReplayMixin",
+    "ReplayPriorities",
     "ReplayWriterWrapper",
     "SequenceSamples",
     "SharedReplayBuffer",
@@ -50,3 +62,12 @@ except ImportError:  # pragma: no cover - exercised only without sb3-contrib
     pass
 else:
     __all__ += ["PERQRDQN"]
+
+
+def __getattr__(name: str) -> NoReturn:
+    if name == "OffPolicyPLRCallback":
+        raise AttributeError(
+            "plr_gym.replay no longer re-exports OffPolicyPLRCallback (a PLR callback, not part of the "
+            "replay package): import it from plr_gym or plr_gym.offpolicy"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -88,14 +88,15 @@ class ReplayPriorities:
 
     Example:
         >>> prio = ReplayPriorities(4, n_envs=2, seed=0)
-        >>> prio.add(0).tolist()  # row 0's slots enter at the largest priority seen so far
+        >>> prio.add(0).tolist()  # the slots of row 0, at priority 1 (the largest seen so far)
         [0, 1]
         >>> for row in (1, 2):
         ...     _ = prio.add(row)
         >>> prio.update([0, 1], [3.0, 0.0], rows=3)
-        >>> prio.raw[:6].round(6).tolist()
-        [3.000001, 1e-06, 3.000001, 3.000001, 3.000001, 3.000001]
-        >>> indices, weights = prio.sample(4, rows=3, pos=3)
+        >>> _ = prio.add(3)  # a new row enters at the largest priority seen so far
+        >>> prio.raw.round(6).tolist()
+        [3.000001, 1e-06, 1.0, 1.0, 1.0, 1.0, 3.000001, 3.000001]
+        >>> indices, weights = prio.sample(4, rows=4, pos=0)
         >>> indices.shape, bool((weights <= 1).all())
         ((4,), True)
     """

@@ -15,7 +15,7 @@ those slots into a :class:`SequenceSamples`. The layout is that of SB3's replay 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, Union
 
 import numpy as np
 from numpy.typing import NDArray
@@ -78,7 +78,7 @@ def sequence_slots(
     n_envs: int,
     pos: int,
     full: bool,
-    dones: NDArray[np.floating] | None,
+    dones: NDArray[np.floating[Any]] | None,
     anchor_at_end: bool = False,
 ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
     """
@@ -153,7 +153,7 @@ class RewardRebalancedEnds:
         self.plain = SumTree(capacity)
         self.capacity = self.rewarding.capacity
 
-    def build(self, rewards: NDArray[np.floating], stored: int) -> None:
+    def build(self, rewards: NDArray[np.floating[Any]], stored: int) -> None:
         """
         Mark every slot from the rewards.
 
@@ -167,7 +167,7 @@ class RewardRebalancedEnds:
         self.rewarding.build(nonzero)
         self.plain.build(zero)
 
-    def add(self, slots: NDArray[np.int64], rewards: NDArray[np.floating]) -> None:
+    def add(self, slots: NDArray[np.int64], rewards: NDArray[np.floating[Any]]) -> None:
         """Mark freshly written slots by their rewards (same shape as ``slots``)."""
         nonzero = (np.asarray(rewards) != 0).astype(np.float64)
         self.rewarding.update(slots, nonzero)
