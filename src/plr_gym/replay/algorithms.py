@@ -47,9 +47,13 @@ except ImportError:  # pragma: no cover - sb3-contrib is optional
 
 __all__ = ["PERDQN", "PERSAC", "PERTD3", "SUPPORTED_SB3", "UPSTREAM_TRAIN_SHA256", "PrioritizedReplayMixin"]
 
-#: SB3 versions whose ``train()`` the overrides below mirror (major.minor).
-SUPPORTED_SB3 = ("2.9",)
-#: sha256 of ``inspect.getsource(cls.train)`` for the upstream methods copied here (SB3 / sb3-contrib 2.9.2).
+#: SB3 versions whose ``train()`` the overrides below mirror (major.minor): upstream's ``train()`` sources
+#: hash to :data:`UPSTREAM_TRAIN_SHA256` in every release from 2.7.0 (n-step ``discounts``, which the
+#: copies consume, and the ``n_steps`` argument the mixin forwards) to 2.9.2. pyproject.toml pins
+#: ``stable-baselines3>=2.7,<2.10`` to match; add a minor here only after checking its ``train()``.
+SUPPORTED_SB3 = ("2.7", "2.8", "2.9")
+#: sha256 of ``inspect.getsource(cls.train)`` for the upstream methods copied here (SB3 / sb3-contrib
+#: 2.7.0 to 2.9.2: the same source in each).
 UPSTREAM_TRAIN_SHA256 = {
     "stable_baselines3.DQN": "696507cb4053336a892a34781e07fc6884c8d43673ea5cc7cb463f64e086c17e",
     "stable_baselines3.SAC": "0ac7abe1c18ba7fe1b8a5bbf2b301b6fff4f4573aa02c4342187a953600ce50c",

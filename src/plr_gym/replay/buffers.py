@@ -778,7 +778,7 @@ class PrioritizedReplayBuffer(_PrioritizedBufferBase):
       classes). ``rewards`` is the discounted sum of up to ``n_steps`` rewards, cut at the episode's end
       (termination or timeout) and at the newest step; ``next_observations`` is the observation after the
       last step summed; ``dones`` is true termination; ``discounts = gamma ** k`` for the ``k`` steps
-      summed, which SB3 2.9's DQN/SAC/TD3 ``train()`` use in place of ``gamma``. Same semantics as SB3's
+      summed, which SB3's (>= 2.7) DQN/SAC/TD3 ``train()`` use in place of ``gamma``. Same semantics as SB3's
       ``NStepReplayBuffer``. ``gamma`` must match the algorithm's.
     - ``replacement=False``: a batch holds distinct transitions (for small buffers or large batches where
       repeats waste compute). Duplicates of a stratified draw are redrawn from the remaining priority mass

@@ -239,6 +239,13 @@ def td_errors(
     :param deterministic: SAC/TD3: mean action and no noise or entropy term (see the module doc)
     :raises TypeError: for other algorithms
     """
+    supported: tuple[type, ...] = (DQN, SAC, TD3) + (() if _QRDQN is None else (_QRDQN,))
+    if not isinstance(model, supported):
+        raise TypeError(
+            f"TD errors are implemented for DQN, QRDQN, SAC, TD3 (and subclasses such as PERDQN, PERSAC, "
+            f"PERTD3, PERQRDQN, DDPG), got {type(model).__name__}; pass td_error_fn= to "
+            "OffPolicyPLRCallback for other algorithms"
+        )
     gamma: Discount = float(model.gamma) if discounts is None else discounts
     if isinstance(model, DQN):
         return absolute_td_error(*dqn_td_terms(model, batch, gamma))
@@ -246,13 +253,8 @@ def td_errors(
         return absolute_td_error(*qrdqn_td_terms(model, batch, gamma))
     if isinstance(model, SAC):
         return absolute_td_error(*sac_td_terms(model, batch, gamma, deterministic=deterministic))
-    if isinstance(model, TD3):
-        return absolute_td_error(*td3_td_terms(model, batch, gamma, deterministic=deterministic))
-    raise TypeError(
-        f"TD errors are implemented for DQN, QRDQN, SAC, TD3 (and subclasses such as PERDQN, PERSAC, "
-        f"PERTD3, PERQRDQN, DDPG), got {type(model).__name__}; pass td_error_fn= to OffPolicyPLRCallback "
-        "for other algorithms"
-    )
+    assert isinstance(model, TD3)
+    return absolute_td_error(*td3_td_terms(model, batch, gamma, deterministic=deterministic))
 
 
 def _sac_ent_coef(model: SAC) -> th.Tensor:
