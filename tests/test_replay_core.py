@@ -26,20 +26,19 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*without update_priorities.*:Us
 
 
 def test_core_imports_and_samples_with_torch_and_sb3_blocked() -> None:
-    # plr_gym/__init__.py and plr_gym/replay/__init__.py import the SB3 classes, so the parent packages
-    # are stood in for by empty ones: what is checked is that the core modules and everything they
-    # import need neither PyTorch nor SB3.
+    # plr_gym/__init__.py imports the SB3 front ends, so it is stood in for by an empty package: what is
+    # checked is that plr_gym.replay (which imports its names lazily), the core modules and everything
+    # they import need neither PyTorch nor SB3.
     code = textwrap.dedent(
         f"""
         import sys, types
         sys.modules["torch"] = None
         sys.modules["stable_baselines3"] = None
-        for name, path in (("plr_gym", {str(SRC / "plr_gym")!r}),
-                           ("plr_gym.replay", {str(SRC / "plr_gym" / "replay")!r})):
-            package = types.ModuleType(name)
-            package.__path__ = [path]
-            sys.modules[name] = package
+        package = types.ModuleType("plr_gym")
+        package.__path__ = [{str(SRC / "plr_gym")!r}]
+        sys.modules["plr_gym"] = package
         import numpy as np
+        import plr_gym.replay
         from plr_gym.replay.priorities import ReplayPriorities
         from plr_gym.replay.sequences import RewardRebalancedEnds, sequence_slots
         from plr_gym.replay.sum_tree import SumTree
@@ -57,6 +56,13 @@ def test_core_imports_and_samples_with_torch_and_sb3_blocked() -> None:
         ends.build(np.r_[np.ones(3), np.zeros(13)], stored=10)
         assert set(ends.draw(6, 1.0, np.random.default_rng(0)).tolist()) <= {{0, 1, 2}}
         assert SumTree(4).total == 0.0
+        assert plr_gym.replay.ReplayPriorities is ReplayPriorities  # lazy names of the core resolve
+        try:
+            plr_gym.replay.PrioritizedReplayBuffer  # needs SB3: refused with the import error
+        except ImportError:
+            pass
+        else:
+            raise AssertionError("PrioritizedReplayBuffer imported without SB3")
         heavy = [m for m in ("torch", "stable_baselines3") if sys.modules.get(m) is not None]
         assert not heavy, heavy
         print("core ok")
