@@ -28,9 +28,10 @@ Design
 - **Episodes already running** when tracking starts (``learn(..., reset_num_timesteps=False)`` with a
   new callback) are not scored: their first steps were never seen.
 
-TD error (``γ`` = the algorithm's ``gamma``, one step regardless of a buffer's ``n_steps``;
-``d`` = terminated, i.e. ``done`` and not a time-limit truncation; observations and rewards normalised by
-the algorithm's ``VecNormalize`` as in training):
+TD error: one definition, :mod:`plr_gym.replay.td_error`, shared with the PER algorithms' priorities
+(``γ`` = the algorithm's ``gamma``, one step regardless of a buffer's ``n_steps``; ``d`` = terminated,
+i.e. ``done`` and not a time-limit truncation; observations and rewards normalised by the algorithm's
+``VecNormalize`` as in training; ``deterministic=True``):
 
 - DQN (and ``PERDQN``): ``|r + γ(1−d)·max_a' Q_target(s', a') − Q(s, a)|``.
 - QR-DQN: the same with ``Q`` = mean of the quantiles.
@@ -39,7 +40,8 @@ the algorithm's ``VecNormalize`` as in training):
 - TD3 / DDPG: the same with ``μ = actor_target`` without target-policy smoothing noise.
 
 For SAC/TD3 this is the PER priority of :class:`~plr_gym.replay.PERSAC`/``PERTD3`` (mean over critics of
-``|TD error|``) without the random parts. Other algorithms can pass ``td_error_fn``.
+``|TD error|``, same function) without the random parts (``deterministic=True``); for DQN and QR-DQN it
+is the PER priority itself on one-step transitions. Other algorithms can pass ``td_error_fn``.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.type_aliases import TensorDict
 
 from plr_gym.callbacks import find_plr_wrapper
+from plr_gym.replay.td_error import td_errors
 from plr_gym.scoring import STRATEGY_SPECS
 
 _QRDQN: Optional[type[OffPolicyAlgorithm]]
@@ -98,7 +101,9 @@ TDErrorFn = Callable[[OffPolicyAlgorithm, TransitionBatch], th.Tensor]
 
 
 def one_step_td_errors(model: OffPolicyAlgorithm, batch: TransitionBatch) -> th.Tensor:
-    """``|one-step TD error|`` of each transition under ``model``'s current critic (see the module doc).
+    """``|one-step TD error|`` of each transition under ``model``'s current critic (see the module doc):
+    :func:`plr_gym.replay.td_error.td_errors` with ``γ`` = the model's ``gamma`` and
+    ``deterministic=True``, the definition PER's priorities use too.
 
     Call it under ``th.no_grad()``.
 
@@ -107,34 +112,7 @@ def one_step_td_errors(model: OffPolicyAlgorithm, batch: TransitionBatch) -> th.
     :return: shape ``(batch,)``
     :raises TypeError: for other algorithms
     """
-    gamma = float(model.gamma)
-    r, d = batch.rewards, batch.dones
-    if isinstance(model, DQN):
-        q = model.q_net(batch.observations).gather(1, batch.actions.long())
-        next_q = model.q_net_target(batch.next_observations).max(dim=1).values.reshape(-1, 1)
-        dqn_errors: th.Tensor = (r + gamma * (1.0 - d) * next_q - q).abs().reshape(-1)
-        return dqn_errors
-    if _QRDQN is not None and isinstance(model, _QRDQN):
-        qr: Any = model
-        q_all = qr.quantile_net(batch.observations).mean(dim=1)
-        q = q_all.gather(1, batch.actions.long())
-        next_q = qr.quantile_net_target(batch.next_observations).mean(dim=1).max(dim=1).values
-        errors: th.Tensor = (r + gamma * (1.0 - d) * next_q.reshape(-1, 1) - q).abs().reshape(-1)
-        return errors
-    if isinstance(model, (SAC, TD3)):
-        if isinstance(model, SAC):
-            next_actions = model.actor(batch.next_observations, deterministic=True)
-        else:
-            next_actions = model.actor_target(batch.next_observations)
-        next_q = th.cat(model.critic_target(batch.next_observations, next_actions), dim=1)
-        target = r + gamma * (1.0 - d) * next_q.min(dim=1, keepdim=True).values
-        current = th.cat(model.critic(batch.observations, batch.actions), dim=1)
-        return (current - target).abs().mean(dim=1)
-    raise TypeError(
-        f"one-step TD errors are implemented for DQN, QRDQN, SAC, TD3 (and subclasses such as PERDQN, "
-        f"PERSAC, PERTD3, PERQRDQN, DDPG), got {type(model).__name__}; pass td_error_fn= to "
-        "OffPolicyPLRCallback for other algorithms"
-    )
+    return td_errors(model, batch, float(model.gamma), deterministic=True)
 
 
 def _take(arr: Any, rows: NDArray[np.int64], envs: NDArray[np.int64]) -> Any:
