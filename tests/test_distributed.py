@@ -175,8 +175,22 @@ def test_dead_actor_gives_a_clear_error(local_ray: None) -> None:
     client = RemoteLevelSource(actor, prefetch=0, retry_timeout=0.5)
     client.next_levels(np.arange(2))
     ray.kill(actor)
-    with pytest.raises(LevelSourceUnavailable, match="dead or unreachable for 0 s"):
+    with pytest.raises(LevelSourceUnavailable, match="dead and will not restart"):
         client.next_levels(np.arange(2))
+    restartable = RemoteLevelSource(actor, prefetch=0, retry_timeout=0.5)
+    restartable._info = {**client.info, "max_restarts": -1}  # as if it could restart: wait, then give up
+    with pytest.raises(LevelSourceUnavailable, match="dead or unreachable for 0 s"):
+        restartable.next_levels(np.arange(2))
+
+
+def test_actor_that_cannot_start_fails_fast(local_ray: None, tmp_path: Path) -> None:
+    (tmp_path / "plr_sampler.npz").write_bytes(b"not a checkpoint")
+    (tmp_path / REMOTE_FILE).write_bytes(b"not a checkpoint")
+    client = RemoteLevelSource(host_level_source(sampler(), checkpoint_dir=tmp_path), retry_timeout=30)
+    start = time.monotonic()
+    with pytest.raises(LevelSourceUnavailable, match="failed to start"):
+        client.next_levels(np.arange(1))
+    assert time.monotonic() - start < 10
 
 
 # ------------------------------------------------------------------------------------------------ bad input
@@ -306,3 +320,32 @@ def test_waits_for_a_named_actor(local_ray: None) -> None:
     with pytest.raises(LevelSourceUnavailable, match="no level source actor named 'plr-not-there'"):
         client.next_levels(np.arange(1))
     assert time.monotonic() - start < 5
+
+
+def test_remote_source_benchmark_quick() -> None:
+    """``benchmarks/remote_source.py --quick`` runs both systems and reports the table (no timing asserts)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "remote_source.py"), "--quick"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, (
+        f"exit code {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    )
+    out = proc.stdout
+    for header in ("- command:", "- commit:", "- machine:", "- load average at start:"):
+        assert header in out, out
+    rows = [line for line in out.splitlines() if line.startswith("| ")]
+    for c in ("1", "2"):
+        assert any(line.startswith(f"| {c} | plr_gym RemoteLevelSource (prefetch 16) |") for line in rows), (
+            out
+        )
+        if "Syllabus not run" not in out:
+            assert any(line.startswith(f"| {c} | Syllabus RayCurriculumWrapper |") for line in rows), out
+    assert "CHECK FAILED" not in out

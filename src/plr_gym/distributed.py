@@ -139,6 +139,7 @@ class LevelSourceActor:
     :param checkpoint_dir: where to write checkpoints (``None``: never; a restarted actor then starts
         from ``source`` as it was given). If it already holds a checkpoint, the actor starts from it.
     :param checkpoint_every: write a checkpoint after this many absorbed scores (episodes).
+    :param max_restarts: how the actor was hosted (clients give up at once on a dead actor hosted with 0).
 
     Example:
         >>> import numpy as np
@@ -150,13 +151,20 @@ class LevelSourceActor:
         ('ValueError', 0)
     """
 
-    def __init__(self, source: Any, checkpoint_dir: str | None = None, checkpoint_every: int = 100) -> None:
+    def __init__(
+        self,
+        source: Any,
+        checkpoint_dir: str | None = None,
+        checkpoint_every: int = 100,
+        max_restarts: int | None = None,
+    ) -> None:
         _check_source(source, "LevelSourceActor")
         # Ray hands the actor read-only views of the arrays it received: work on writable copies
         self.source = copy.deepcopy(source)
         self.checkpoint_dir = None if checkpoint_dir is None else os.path.abspath(os.fspath(checkpoint_dir))
         self.checkpoint_every = _check_count("checkpoint_every", checkpoint_every, low=1)
         self.incarnation = uuid.uuid4().hex
+        self.max_restarts = max_restarts  # as hosted (told to clients: 0 means a dead actor stays dead)
         self._applied: dict[str, _Applied] = {}  # per client: pushes the source holds
         self._committed: dict[str, _Applied] = {}  # per client: pushes the last checkpoint holds
         self.counters = {
@@ -191,6 +199,7 @@ class LevelSourceActor:
             "rollout_mode": source.rollout_mode,
             "last_rollout_mode": source.last_rollout_mode,
             "checkpoint_dir": self.checkpoint_dir,
+            "max_restarts": self.max_restarts,
         }
 
     def stats(self) -> dict[str, Any]:
@@ -450,7 +459,7 @@ def host_level_source(
         if namespace is not None:
             options["namespace"] = namespace
     actor_class: Any = ray.remote(LevelSourceActor)
-    return actor_class.options(**options).remote(source, directory, every)
+    return actor_class.options(**options).remote(source, directory, every, restarts)
 
 
 # ------------------------------------------------------------------------------------------------ client
@@ -605,6 +614,17 @@ class RemoteLevelSource:
 
     def _wait_for_actor(self, deadline: float, exc: BaseException) -> None:
         """Sleep a little before a retry; give up with a clear error after the deadline."""
+        if getattr(exc, "actor_init_failed", False):
+            raise LevelSourceUnavailable(
+                f"RemoteLevelSource: the level source actor failed to start (its constructor raised; with "
+                f"Ray, is plr_gym >= this version importable on every node?): {exc}"
+            ) from exc
+        restarts = None if self._info is None else self._info.get("max_restarts")
+        if restarts == 0 and isinstance(exc, RayActorError) and not isinstance(exc, ActorUnavailableError):
+            raise LevelSourceUnavailable(
+                "RemoteLevelSource: the level source actor is dead and will not restart (it was hosted with "
+                f"max_restarts=0): {exc}"
+            ) from exc
         if time.monotonic() > deadline:
             raise LevelSourceUnavailable(
                 f"RemoteLevelSource: the level source actor has been dead or unreachable for "
@@ -699,10 +719,11 @@ class RemoteLevelSource:
         target = self.prefetch * self._n_envs
         pool = self._pool
         if len(pool) < n:
-            self._harvest(need=n)
+            waited = self._harvest(need=n)
             if len(pool) < n:
-                self.blocking_calls += 1
+                waited = True
                 self._pull(n - len(pool) + target)
+            self.blocking_calls += waited
         out = [pool.popleft() for _ in range(n)]
         have = len(pool) + self._inflight
         if have < target and target - have >= max(1, target // 2):
@@ -719,23 +740,29 @@ class RemoteLevelSource:
         self._refills.append((self.actor.draw.remote(n), n))
         self._inflight += n
 
-    def _harvest(self, need: int) -> None:
-        """Move finished refills into the queue, in order; wait for them while the queue lacks ``need``."""
+    def _harvest(self, need: int) -> bool:
+        """Move finished refills into the queue, in order; wait for them while the queue lacks ``need``.
+
+        :return: whether it waited.
+        """
+        waited = False
         while self._refills:
             ref, n = self._refills[0]
-            if len(self._pool) >= need:
-                ready, _ = ray.wait([ref], timeout=0)
-                if not ready:
-                    return
+            ready, _ = ray.wait([ref], timeout=0)
+            if not ready:
+                if len(self._pool) >= need:
+                    return waited
+                waited = True
             try:
                 incarnation, levels = ray.get(ref)
             except _GONE as exc:
                 self._recover(exc)  # drops the refills; the caller pulls what it lacks
-                return
+                return True
             self._refills.popleft()
             self._inflight -= n
             self._seen_incarnation(incarnation)
             self._pool.extend(_as_list(levels))
+        return waited
 
     def _pull(self, n: int) -> None:
         """Draw ``n`` levels with one blocking call, into the queue."""

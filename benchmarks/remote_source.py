@@ -1,0 +1,399 @@
+"""A level source shared by many processes over Ray: plr_gym's remote source next to Syllabus's curriculum.
+
+Both systems host one PLR sampler in a Ray actor (``N`` levels, every level already scored, so each draw
+replays) and are driven by ``C`` client processes (Ray actors), each simulating an env runner with
+``--envs`` envs whose episodes have no env steps: only the curriculum's cost is measured.
+
+- **Levels served/s**: each client loops over its envs; one *reset* is the curriculum work an env does
+  when an episode ends: report the finished episode's score and get the next level. plr_gym:
+  ``RemoteLevelSource.update_batch`` + ``next_levels`` (queue of ``--prefetch`` levels per env, refilled
+  without blocking; scores pushed every ``--push-every`` episodes). Syllabus: what its
+  ``RayGymnasiumSyncWrapper.reset`` does, a non-blocking progress message and a blocking
+  ``ray.get(curriculum.sample.remote())``. Levels served/s = resets of all clients / seconds.
+- **Per-reset latency** (median, p99, mean = amortized cost): the time one reset takes, seen by the env.
+- **Scores absorbed/s**: every client reports scores as fast as it can for ``--seconds``, then waits
+  until the actor has applied all of them; rate = scores the actor applied / (start → last client done).
+
+Syllabus specifics (``syllabus-rl`` 0.7): the actor is ``RayCurriculumWrapper`` made by
+``make_ray_curriculum`` around a ``DirectPrioritizedLevelReplay`` with the PLR paper's settings (as in
+``sampler_speed.py``). Its env wrapper ``RayGymnasiumSyncWrapper.reset`` first calls
+``curriculum.update.remote(...)``, which raises ``AttributeError`` (the actor has no ``update`` method),
+so the benchmark sends the message the wrapper means to send through the method the actor has,
+``update_task_progress.remote(task, progress)``, then the blocking ``sample``. That actor exposes no method
+that stores a PLR *score* from an env process (the curriculum's ``update(tasks, scores, dones)`` is not an
+actor method), so its "scores absorbed" column counts these per-episode progress messages, which do not
+change the replay distribution.
+
+Usage::
+
+    python benchmarks/remote_source.py                       # C = 1, 8, 32, 128, 4 s per run
+    python benchmarks/remote_source.py --quick               # C = 1, 2, 0.5 s per run (the test suite)
+    python benchmarks/remote_source.py --clients 1,8,32 --no-syllabus
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import os
+import platform
+import shlex
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from _provenance import cpu_model, git_commit, load_average
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # benchmark the library in this checkout
+
+import ray  # noqa: E402
+
+from plr_gym import LevelSampler  # noqa: E402
+from plr_gym.distributed import RemoteLevelSource, host_level_source  # noqa: E402
+
+OURS = "plr_gym RemoteLevelSource"
+THEIRS = "Syllabus RayCurriculumWrapper"
+# The PLR paper's Procgen setting, spelled for each library (as in sampler_speed.py).
+OUR_KWARGS: dict[str, Any] = dict(
+    strategy="value_l1",
+    score_transform="rank",
+    temperature=0.1,
+    staleness_coef=0.1,
+    uniform_mass=0.0,
+    staleness_transform="power",
+    staleness_temperature=1.0,
+    replay_schedule="proportionate",
+    min_seen_ratio=1.0,
+)
+SYLLABUS_KWARGS: dict[str, Any] = dict(
+    strategy="value_l1",
+    score_transform="rank",
+    temperature=0.1,
+    staleness_coef=0.1,
+    staleness_transform="power",
+    staleness_temperature=1.0,
+    replay_schedule="proportionate",
+    rho=1.0,
+    replay_prob=1.0,  # see sampler_speed.py: 0.5 sends draws to an evaluator loop that needs a model
+    alpha=1.0,
+)
+MAX_LATENCIES = 100_000  # per client and run
+
+
+# --------------------------------------------------------------------------------------------------
+# clients
+# --------------------------------------------------------------------------------------------------
+@ray.remote(num_cpus=0)
+class Client:
+    """One client process: an env runner with ``n_envs`` envs whose episodes end at once."""
+
+    def __init__(self, n_envs: int) -> None:
+        self.n_envs = n_envs
+        self.rng = np.random.default_rng(os.getpid())
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def rss_mb(self) -> float:
+        with open("/proc/self/status", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("VmRSS"):
+                    return int(line.split()[1]) / 1024
+        return float("nan")
+
+    # ------------------------------------------------------------------ setup (not timed)
+    def prepare(self, system: str, target: Any) -> float:
+        """Connect to the host and get each env's first level (imports, queue fill); returns the seconds."""
+        t0 = time.perf_counter()
+        if system == OURS:
+            self.source: Any = target  # a RemoteLevelSource, unpickled here: this process's own client
+            self.current = [int(x) for x in self.source.next_levels(np.arange(self.n_envs))]
+        else:
+            self.curriculum: Any = ray.get_actor(target)
+            self.current = [int(ray.get(self.curriculum.sample.remote())[0]) for _ in range(self.n_envs)]
+        return time.perf_counter() - t0
+
+    # ------------------------------------------------------------------ timed
+    def resets(self, system: str, start: float, seconds: float) -> dict[str, Any]:
+        """Episodes end back to back on the envs in turn: report the score, get the next level."""
+        lat = np.empty(MAX_LATENCIES, dtype=np.int64)
+        scores = self.rng.random(4096)
+        current, n_envs = self.current, self.n_envs
+        clock = time.perf_counter_ns
+        n = 0
+        late = time.time() - start
+        _wait_until(start)
+        end = start + seconds
+        if system == OURS:
+            source, envs = self.source, [np.array([i]) for i in range(n_envs)]
+            while time.time() < end:
+                for e in range(n_envs):
+                    t0 = clock()
+                    source.update_batch([current[e]], scores[n % 4096 : n % 4096 + 1])
+                    current[e] = int(source.next_levels(envs[e])[0])
+                    t1 = clock()
+                    if n < MAX_LATENCIES:
+                        lat[n] = t1 - t0
+                    n += 1
+            source.flush()
+            waited = source.blocking_calls
+        else:
+            curriculum = self.curriculum
+            while time.time() < end:
+                for e in range(n_envs):
+                    t0 = clock()
+                    # RayGymnasiumSyncWrapper.reset: the episode's message, then a blocking sample
+                    curriculum.update_task_progress.remote(current[e], float(scores[n % 4096]))
+                    current[e] = int(ray.get(curriculum.sample.remote())[0])
+                    t1 = clock()
+                    if n < MAX_LATENCIES:
+                        lat[n] = t1 - t0
+                    n += 1
+            waited = n
+        return {"resets": n, "latency_ns": lat[: min(n, MAX_LATENCIES)], "waited": waited, "late": late}
+
+    def scores(self, system: str, start: float, seconds: float) -> dict[str, Any]:
+        """Report scores as fast as possible, then wait until the actor has applied every one."""
+        scores = self.rng.random(4096)
+        levels = list(self.current)
+        n = 0
+        _wait_until(start)
+        end = start + seconds
+        if system == OURS:
+            source = self.source
+            while time.time() < end:
+                for level in levels:
+                    source.update_batch([level], scores[n % 4096 : n % 4096 + 1])
+                    n += 1
+            source.flush()  # every score applied by the actor
+        else:
+            curriculum = self.curriculum
+            while time.time() < end:
+                for level in levels:
+                    curriculum.update_task_progress.remote(level, float(scores[n % 4096]))
+                    n += 1
+            ray.get(curriculum.get_remote_attr.remote("num_tasks"))  # runs after every message above
+        return {"scores": n, "done": time.time()}
+
+
+def _wait_until(t: float) -> None:
+    while time.time() < t:
+        time.sleep(min(0.01, max(0.0, t - time.time())))
+
+
+# --------------------------------------------------------------------------------------------------
+# hosts
+# --------------------------------------------------------------------------------------------------
+def host_ours(n_levels: int, seed: int) -> Any:
+    sampler = LevelSampler(range(n_levels), seed=seed, **OUR_KWARGS)
+    sampler.update_batch(np.arange(n_levels), np.random.default_rng(seed).random(n_levels))
+    return host_level_source(sampler)
+
+
+def host_syllabus(n_levels: int, n_clients: int, name: str) -> Any:
+    """A filled ``DirectPrioritizedLevelReplay`` in Syllabus's ``RayCurriculumWrapper`` actor."""
+    saved = np.geterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from syllabus.core import make_ray_curriculum
+        from syllabus.curricula import DirectPrioritizedLevelReplay
+        from syllabus.task_space import DiscreteTaskSpace
+    np.seterr(**saved)  # Syllabus runs np.seterr(all="raise") at import
+    curriculum = DirectPrioritizedLevelReplay(
+        DiscreteTaskSpace(n_levels),
+        task_sampler_kwargs_dict=dict(SYLLABUS_KWARGS),
+        num_processes=max(1, n_clients),
+        suppress_usage_warnings=True,
+    )
+    sampler = curriculum._task_sampler
+    sampler.task_scores[:] = np.random.default_rng(0).random(n_levels)  # as sampler_speed.fill_syllabus
+    sampler.unseen_task_weights[:] = 0.0
+    wrapper = make_ray_curriculum(curriculum, actor_name=name)
+    return wrapper.curriculum  # the actor lives as long as this handle
+
+
+# --------------------------------------------------------------------------------------------------
+# runs
+# --------------------------------------------------------------------------------------------------
+def run_one(
+    system: str, clients: list[Any], args: argparse.Namespace, tag: str, prefetch: int = 0
+) -> dict[str, Any]:
+    c = len(clients)
+    if system == OURS:
+        actor = host_ours(args.levels, seed=0)
+        target: Any = RemoteLevelSource(actor, prefetch=prefetch, push_every=args.push_every)
+        probe = target
+        assert probe.num_levels == args.levels  # the actor is up
+    else:
+        target = f"curriculum-{tag}"
+        actor = host_syllabus(args.levels, c, target)
+        ray.get(actor.get_remote_attr.remote("num_tasks"))  # the actor is up
+    ray.get([cl.prepare.remote(system, target) for cl in clients])
+    start = time.time() + 1.0 + 0.02 * c
+    out = ray.get([cl.resets.remote(system, start, args.seconds) for cl in clients])
+    late = max(o["late"] for o in out)
+    if late > 0:
+        print(f"<!-- {system} C={c}: a client started {late:.2f} s late -->")
+    n_resets = sum(o["resets"] for o in out)
+    lat = np.concatenate([*(o["latency_ns"] for o in out), np.zeros(0)]) / 1e3
+    if lat.size == 0:
+        raise RuntimeError(f"{system}: no reset completed in {args.seconds} s with {c} clients")
+    start = time.time() + 1.0 + 0.02 * c
+    got = ray.get([cl.scores.remote(system, start, args.seconds) for cl in clients])
+    n_scores = sum(g["scores"] for g in got)
+    absorbed_s = max(g["done"] for g in got) - start
+    row = {
+        "system": f"{system} (prefetch {prefetch})" if system == OURS else system,
+        "ours": system == OURS,
+        "prefetch": prefetch,
+        "clients": c,
+        "levels_per_s": n_resets / args.seconds,
+        "scores_per_s": n_scores / absorbed_s,
+        "median_us": float(np.median(lat)),
+        "p99_us": float(np.percentile(lat, 99)),
+        "mean_us": float(lat.mean()),
+        "waited": sum(o["waited"] for o in out) / max(1, n_resets),
+    }
+    if system == OURS:
+        stats = probe.actor_stats()
+        row["check"] = stats["scores_absorbed"] >= n_scores and stats["batches_refused"] == 0
+    ray.kill(actor)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="C = 1, 2, prefetch 16 only, 0.5 s per run")
+    parser.add_argument("--clients", default=None, help="comma-separated client counts (default 1,8,32,128)")
+    parser.add_argument("--envs", type=int, default=4, help="envs per client (default 4)")
+    parser.add_argument("--levels", type=int, default=1000, help="levels in the sampler (default 1000)")
+    parser.add_argument(
+        "--prefetch", default="1,16", help="plr_gym: levels queued per env, one row each (default 1,16)"
+    )
+    parser.add_argument("--push-every", type=int, default=32, help="plr_gym: episodes per score push")
+    parser.add_argument("--seconds", type=float, default=None, help="seconds per run (default 4; quick 1)")
+    parser.add_argument("--no-syllabus", action="store_true", help="benchmark plr_gym only")
+    parser.add_argument(
+        "--max-rss-gb",
+        type=float,
+        default=None,
+        help="skip client counts whose estimated memory exceeds this (default: 80%% of the machine's)",
+    )
+    args = parser.parse_args()
+    counts = [1, 2] if args.quick else [1, 8, 32, 128]
+    prefetches = [int(x) for x in args.prefetch.split(",")]
+    if args.quick and args.prefetch == parser.get_default("prefetch"):
+        prefetches = prefetches[-1:]
+    if args.clients:
+        counts = [int(x) for x in args.clients.split(",")]
+    if args.seconds is None:
+        args.seconds = 0.5 if args.quick else 4.0
+    command = "python " + shlex.join(["benchmarks/remote_source.py", *sys.argv[1:]])
+
+    syllabus_note = None
+    if not args.no_syllabus:
+        try:
+            syllabus_version = importlib.metadata.version("syllabus-rl")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                saved = np.geterr()
+                import syllabus.core  # noqa: F401
+
+                np.seterr(**saved)
+        except Exception as exc:  # not installed, or it fails to import
+            syllabus_note = f"Syllabus not run: cannot import syllabus-rl ({type(exc).__name__}: {exc})"
+    else:
+        syllabus_note = "Syllabus not run: --no-syllabus"
+
+    t_start = time.time()
+    # the workers import this checkout's plr_gym too
+    path = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p)
+    ray.init(
+        num_cpus=max(2, os.cpu_count() or 2),
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": path}},
+    )
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    print("# Remote level source: plr_gym vs Syllabus over Ray")
+    print()
+    print(f"- command: `{command}`")
+    print(f"- commit: {git_commit()}")
+    print(f"- date: {now}")
+    print(f"- machine: {cpu_model()}, {os.cpu_count()} logical cores, {platform.platform()}")
+    print(
+        f"- software: Python {platform.python_version()}, ray {ray.__version__}, numpy {np.__version__}, "
+        f"syllabus-rl {syllabus_version if syllabus_note is None else '(not run)'}"
+    )
+    print(f"- load average at start: {load_average()}")
+    print(
+        f"- setup: {args.levels} levels (all scored: every draw replays), {args.envs} envs per client, "
+        f"{args.seconds:g} s per run; plr_gym push_every={args.push_every}"
+    )
+    if syllabus_note:
+        print(f"- {syllabus_note}")
+    print()
+
+    total_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    budget_gb = args.max_rss_gb if args.max_rss_gb is not None else 0.8 * total_gb
+    rows: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    rss_mb = 0.0
+    for c in counts:
+        if rss_mb and c * rss_mb / 1024 > budget_gb:
+            skipped.append(
+                f"C = {c} not run: {c} client processes of ~{rss_mb:.0f} MB each need "
+                f"~{c * rss_mb / 1024:.1f} GB, over the {budget_gb:.1f} GB budget (--max-rss-gb) of this "
+                f"{total_gb:.0f} GB machine"
+            )
+            continue
+        clients = [Client.remote(args.envs) for _ in range(c)]  # type: ignore[attr-defined]
+        ray.get([cl.pid.remote() for cl in clients])
+        rss_mb = max(ray.get([cl.rss_mb.remote() for cl in clients]))
+        for prefetch in prefetches:
+            rows.append(run_one(OURS, clients, args, tag=str(c), prefetch=prefetch))
+        if syllabus_note is None:
+            rows.append(run_one(THEIRS, clients, args, tag=str(c)))
+        for cl in clients:
+            ray.kill(cl)
+        print(f"<!-- C = {c} done at {time.time() - t_start:.0f} s -->", flush=True)
+
+    print()
+    print(
+        "| clients | system | levels served/s | scores absorbed/s | per-reset median µs | p99 µs | "
+        "mean µs (amortized) | resets that waited |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['clients']} | {r['system']} | {r['levels_per_s']:,.0f} | {r['scores_per_s']:,.0f} | "
+            f"{r['median_us']:.1f} | {r['p99_us']:.0f} | {r['mean_us']:.1f} | {r['waited']:.1%} |"
+        )
+    print()
+    for line in skipped:
+        print(f"- {line}")
+    ours = {r["clients"]: r for r in rows if r["ours"] and r["prefetch"] == max(prefetches)}
+    theirs = {r["clients"]: r for r in rows if r["system"] == THEIRS}
+    for c in sorted(set(ours) & set(theirs)):
+        print(
+            f"- Speedup at {c} clients (prefetch {max(prefetches)}): levels served "
+            f"{ours[c]['levels_per_s'] / theirs[c]['levels_per_s']:.1f}×, per-reset mean "
+            f"{theirs[c]['mean_us'] / ours[c]['mean_us']:.1f}× lower"
+        )
+    bad = [r["clients"] for r in rows if not r.get("check", True)]
+    if bad:
+        print(f"- CHECK FAILED: the actor did not absorb every score pushed at C = {bad}")
+    print(f"- total wall time: {time.time() - t_start:.0f} s")
+    ray.shutdown()
+    if bad:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
