@@ -53,6 +53,7 @@ def test_prefetch_serves_the_local_sequence_and_weights(local_ray: None) -> None
     client = RemoteLevelSource(host_level_source(sampler()), prefetch=1, push_every=2)
     local = sampler()
     queue: list[int] = []  # the local mirror of the client's queue
+    unpushed: list[tuple[np.ndarray, np.ndarray]] = []
     rng = np.random.default_rng(1)
     for step in range(40):
         envs = np.sort(rng.choice(4, size=int(rng.integers(1, 5)), replace=False))
@@ -62,11 +63,16 @@ def test_prefetch_serves_the_local_sequence_and_weights(local_ray: None) -> None
         queue.extend(local.sample(client.levels_requested - before).tolist())  # drawn when the actor did
         expected, queue = queue[: envs.size], queue[envs.size :]
         assert served.tolist() == expected, step
-        client.update_batch(served, rng.random(envs.size))
-        if client._calls == 0:  # the client just pushed: the actor applies it after the draws above
-            for levels, scores in client._log.get(client._seq, []):
-                local.update_batch(levels, scores)
+        scores = rng.random(envs.size)
+        client.update_batch(served, scores)
+        unpushed.append((served, scores))
+        if len(unpushed) == 2:  # push_every=2: pushed now, applied by the actor after the draws above
+            for levels, batch_scores in unpushed:
+                local.update_batch(levels, batch_scores)
+            unpushed = []
     client.flush()
+    for levels, batch_scores in unpushed:
+        local.update_batch(levels, batch_scores)
     np.testing.assert_array_equal(client.sample_weights(), local.sample_weights())
     assert_same_state(client.state_dict(), local.state_dict())
     assert client.actor_stats()["levels_served"] == local.num_samples
