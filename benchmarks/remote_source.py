@@ -130,6 +130,7 @@ class Client:
         late = time.time() - start
         _wait_until(start)
         end = start + seconds
+        cpu = time.process_time()
         if system == OURS:
             source, envs = self.source, [np.array([i]) for i in range(n_envs)]
             while time.time() < end:
@@ -156,7 +157,14 @@ class Client:
                         lat[n] = t1 - t0
                     n += 1
             waited = n
-        return {"resets": n, "latency_ns": lat[: min(n, MAX_LATENCIES)], "waited": waited, "late": late}
+        cpu = time.process_time() - cpu  # this process, Ray's threads included
+        return {
+            "resets": n,
+            "latency_ns": lat[: min(n, MAX_LATENCIES)],
+            "waited": waited,
+            "late": late,
+            "cpu": cpu,
+        }
 
     def scores(self, system: str, start: float, seconds: float) -> dict[str, Any]:
         """Report scores as fast as possible, then wait until the actor has applied every one."""
@@ -232,9 +240,11 @@ def run_one(
         assert probe.num_levels == args.levels  # the actor is up
     else:
         target = f"curriculum-{tag}"
+        probe = None
         actor = host_syllabus(args.levels, c, target)
         ray.get(actor.get_remote_attr.remote("num_tasks"))  # the actor is up
     ray.get([cl.prepare.remote(system, target) for cl in clients])
+    before = probe.actor_stats() if system == OURS else None
     start = time.time() + 1.0 + 0.02 * c
     out = ray.get([cl.resets.remote(system, start, args.seconds) for cl in clients])
     late = max(o["late"] for o in out)
@@ -244,6 +254,7 @@ def run_one(
     lat = np.concatenate([*(o["latency_ns"] for o in out), np.zeros(0)]) / 1e3
     if lat.size == 0:
         raise RuntimeError(f"{system}: no reset completed in {args.seconds} s with {c} clients")
+    middle = probe.actor_stats() if system == OURS else None
     start = time.time() + 1.0 + 0.02 * c
     got = ray.get([cl.scores.remote(system, start, args.seconds) for cl in clients])
     n_scores = sum(g["scores"] for g in got)
@@ -259,10 +270,17 @@ def run_one(
         "p99_us": float(np.percentile(lat, 99)),
         "mean_us": float(lat.mean()),
         "waited": sum(o["waited"] for o in out) / max(1, n_resets),
+        "client_cpu_us": 1e6 * sum(o["cpu"] for o in out) / max(1, n_resets),
     }
     if system == OURS:
+        assert before is not None and middle is not None
         stats = probe.actor_stats()
-        row["check"] = stats["scores_absorbed"] >= n_scores and stats["batches_refused"] == 0
+        row["check"] = stats["scores_absorbed"] - middle["scores_absorbed"] == n_scores and (
+            stats["batches_refused"] == 0
+        )
+        row["actor_us_per_reset"] = 1e6 * (middle["cpu_seconds"] - before["cpu_seconds"]) / max(1, n_resets)
+        row["actor_us_per_score"] = 1e6 * (stats["cpu_seconds"] - middle["cpu_seconds"]) / max(1, n_scores)
+
     ray.kill(actor)
     return row
 
@@ -367,15 +385,23 @@ def main() -> None:
     print()
     print(
         "| clients | system | levels served/s | scores absorbed/s | per-reset median µs | p99 µs | "
-        "mean µs (amortized) | resets that waited |"
+        "mean µs | client CPU µs/reset | resets that waited |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['clients']} | {r['system']} | {r['levels_per_s']:,.0f} | {r['scores_per_s']:,.0f} | "
-            f"{r['median_us']:.1f} | {r['p99_us']:.0f} | {r['mean_us']:.1f} | {r['waited']:.1%} |"
+            f"{r['median_us']:.1f} | {r['p99_us']:.0f} | {r['mean_us']:.1f} | {r['client_cpu_us']:.1f} | "
+            f"{r['waited']:.1%} |"
         )
     print()
+    for r in rows:
+        if r["ours"]:
+            print(
+                f"- {r['system']}, {r['clients']} clients: the actor used "
+                f"{r['actor_us_per_reset']:.1f} µs CPU per reset (a level and a score) and "
+                f"{r['actor_us_per_score']:.1f} µs per score"
+            )
     for line in skipped:
         print(f"- {line}")
     ours = {r["clients"]: r for r in rows if r["ours"] and r["prefetch"] == max(prefetches)}

@@ -209,13 +209,18 @@ def test_bad_input_raises_at_its_client_and_the_others_keep_working(local_ray: N
         bad.update_batch(levels, [0.5, float("nan")])  # caught by the client, at once
     with pytest.raises(ValueError, match="equal length"):
         bad.update_batch(levels, [0.5])
+    with pytest.raises(TypeError, match="levels must be int level ids"):
+        bad.update_batch([1.5, 2.0], [0.5, 0.5])
     bad.update_batch([3, 999], [0.5, 0.5])  # level 999 is unknown: only the actor knows
     with pytest.raises(KeyError, match=r"refused scores this client pushed.*999"):  # as LevelSampler's
         bad.flush()
     bad.flush()  # raised once
     good_levels = good.next_levels(np.arange(3))
-    good.update_batch(good_levels, [0.1, 0.2, 0.3])
+    scores = np.array([0.1, 0.2, 0.3])
+    good.update_batch(good_levels, scores)
+    scores[:] = 9.0  # the caller reuses its array before the push: the client kept a copy
     good.flush()
+    assert good.call("scores")[good_levels].max() < 1
     stats = good.actor_stats()
     assert stats["batches_refused"] == 1 and stats["scores_absorbed"] == 3
     assert good.rollout_stats(full=False)["num_seen"] == len(set(good_levels.tolist()))

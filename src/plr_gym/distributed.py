@@ -76,6 +76,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 
 from plr_gym._levels import load_values, save_values
 from plr_gym.checkpoint import atomic_open, checkpoint_files, write_checkpoint_dir
+from plr_gym.sampler import LevelSampler
 from plr_gym.scoring import Strategy
 from plr_gym.source import FileIO, LevelSource
 
@@ -147,7 +148,8 @@ class LevelSourceActor:
         >>> actor = LevelSourceActor(LevelSampler(range(8), seed=0))
         >>> incarnation, levels = actor.draw(3)
         >>> reply = actor.push("client-a", 1, [(levels, [0.2, 0.4, float("nan")])])
-        >>> type(reply["errors"][0][1]).__name__, actor.stats()["scores_absorbed"]   # refused, nothing kept
+        >>> ((batch, error),) = reply["errors"]             # refused, nothing of the batch kept
+        >>> type(error).__name__, actor.stats()["scores_absorbed"]
         ('ValueError', 0)
     """
 
@@ -204,12 +206,14 @@ class LevelSourceActor:
 
     def stats(self) -> dict[str, Any]:
         """The actor's counters (levels served, scores absorbed, refused batches, checkpoints, restores),
-        its incarnation (a new one after each restart) and the number of clients it has heard from."""
+        its incarnation (a new one after each restart), the number of clients it has heard from and the
+        CPU time its process has used (``cpu_seconds``)."""
         return {
             **self.counters,
             "incarnation": self.incarnation,
             "clients": len(self._applied),
             "restored_from": self.restored_from,
+            "cpu_seconds": time.process_time(),
         }
 
     # ------------------------------------------------------------------ levels
@@ -240,8 +244,10 @@ class LevelSourceActor:
         self.source.discard_unplayed()
 
     # ------------------------------------------------------------------ scores
-    def push(self, client: str, seq: int, batches: list[tuple[Any, Any]]) -> dict[str, Any]:
+    def push(self, client: str, seq: int, batches: Any) -> dict[str, Any]:
         """Apply a client's score batches, each with the source's all-or-nothing ``update_batch``.
+
+        ``batches`` is a list of ``(levels, scores)`` or the same packed by :func:`pack_batches`.
 
         A push already applied (same ``client`` and ``seq``, sent again after a restart) is skipped.
         Refused batches are returned as ``errors`` (``(index, exception)``), never raised: the actor
@@ -250,20 +256,23 @@ class LevelSourceActor:
         :return: ``{"incarnation", "errors", "committed"}``; ``committed``: every push of this client up
             to that number is held by the last checkpoint (or applied, without checkpoints).
         """
+        batches = unpack_batches(batches)
         applied = self._applied.setdefault(str(client), _Applied())
         errors: list[tuple[int, BaseException]] = []
         if seq in applied:
             self.counters["pushes_duplicate"] += 1
         else:
-            absorbed = 0
-            for k, (levels, scores) in enumerate(batches):
-                try:
-                    self.source.update_batch(levels, scores)
-                except Exception as exc:  # refused: nothing of this batch was stored
-                    errors.append((k, _portable(exc)))
-                    self.counters["batches_refused"] += 1
-                else:
-                    absorbed += len(scores)
+            absorbed = self._apply_joined(batches)
+            if absorbed is None:  # one by one, so that a refused batch is refused alone
+                absorbed = 0
+                for k, (levels, scores) in enumerate(batches):
+                    try:
+                        self.source.update_batch(levels, scores)
+                    except Exception as exc:  # refused: nothing of this batch was stored
+                        errors.append((k, _portable(exc)))
+                        self.counters["batches_refused"] += 1
+                    else:
+                        absorbed += len(scores)
             applied.add(int(seq))
             self.counters["scores_absorbed"] += absorbed
             self._since_checkpoint += absorbed
@@ -271,6 +280,22 @@ class LevelSourceActor:
                 self.checkpoint()
         held = self._committed.get(str(client)) if self.checkpoint_dir is not None else applied
         return {"incarnation": self.incarnation, "errors": errors, "committed": held.upto if held else 0}
+
+    def _apply_joined(self, batches: list[tuple[Any, Any]]) -> int | None:
+        """Apply several batches to a :class:`~plr_gym.LevelSampler` as one ``update_batch`` call (the
+        same result: it applies its pairs in order), or return ``None`` to apply them one by one (one
+        batch, another kind of source, or a refusal: then nothing was stored)."""
+        if len(batches) < 2 or not isinstance(self.source, LevelSampler):
+            return None
+        try:
+            levels = np.concatenate([np.asarray(b[0]).reshape(-1) for b in batches])
+            scores = np.concatenate([np.asarray(b[1], dtype=np.float64).reshape(-1) for b in batches])
+            if levels.size != scores.size:
+                return None
+            self.source.update_batch(levels, scores)
+        except Exception:
+            return None
+        return int(scores.size)
 
     # ------------------------------------------------------------------ forwarded protocol
     def rollout_stats(self, full: bool) -> dict[str, Any]:
@@ -362,6 +387,28 @@ class LevelSourceActor:
         except BaseException:
             self.source.load_state_dict(state)
             raise
+
+
+def pack_batches(batches: list[tuple[Any, Any]]) -> Any:
+    """Score batches as three flat arrays (levels, scores, batch sizes) when every batch's levels are a
+    numeric array: one message of three arrays is much cheaper for Ray to send than many small ones."""
+    if len(batches) < 2 or not all(
+        isinstance(levels, np.ndarray) and levels.dtype != object for levels, _ in batches
+    ):
+        return batches
+    sizes = np.fromiter((len(scores) for _, scores in batches), dtype=np.int64, count=len(batches))
+    levels = np.concatenate([levels for levels, _ in batches])
+    scores = np.concatenate([np.asarray(scores, dtype=np.float64) for _, scores in batches])
+    return ("packed", levels, scores, sizes)
+
+
+def unpack_batches(batches: Any) -> list[tuple[Any, Any]]:
+    """The list of ``(levels, scores)`` batches :func:`pack_batches` packed (a list is returned as is)."""
+    if isinstance(batches, tuple) and len(batches) == 4 and batches[0] == "packed":
+        _, levels, scores, sizes = batches
+        bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+        return [(levels[a:b], scores[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    return list(batches)
 
 
 def _has_checkpoint(directory: str, names: list[str]) -> bool:
@@ -646,7 +693,9 @@ class RemoteLevelSource:
     def _resend(self) -> None:
         self._pushes.clear()
         for seq in sorted(self._log):
-            self._pushes.append((seq, self.actor.push.remote(self.client_id, seq, self._log[seq])))
+            self._pushes.append(
+                (seq, self.actor.push.remote(self.client_id, seq, pack_batches(self._log[seq])))
+            )
 
     def _recover(self, exc: BaseException) -> None:
         """The actor died under an in-flight call: wait until it answers, resend pushes, drop refills."""
@@ -824,29 +873,36 @@ class RemoteLevelSource:
         """
         self._raise_refused()
         owner = "RemoteLevelSource.update_batch"
-        level_list = levels.tolist() if isinstance(levels, np.ndarray) else list(levels)
         try:
-            values = np.asarray(scores, dtype=np.float64).reshape(-1)
+            values = np.array(scores, dtype=np.float64)  # a copy: the caller may reuse its array
         except (TypeError, ValueError) as exc:
             raise TypeError(f"{owner}: scores must be real numbers ({exc})") from exc
-        if np.ndim(scores) > 1 or len(level_list) != values.size:
-            raise ValueError(
-                f"{owner}: levels and scores must be 1-D of equal length, got {len(level_list)} levels and "
-                f"scores of shape {np.shape(scores)}"
-            )
-        bad = ~np.isfinite(values)
-        if bad.any():
-            k = int(np.argmax(bad))
-            raise ValueError(f"{owner}: scores must be finite, got {values[k]!r} at position {k}")
-        if not level_list:
-            return
-        if self.level_dtype != np.dtype(object):
-            try:
-                batch_levels: Any = np.asarray(level_list, dtype=self.level_dtype)
-            except (TypeError, ValueError, OverflowError) as exc:
-                raise TypeError(f"{owner}: levels must be {self.level_dtype} level ids ({exc})") from exc
+        numeric = self.level_dtype != np.dtype(object)
+        if numeric:
+            batch_levels: Any = np.asarray(levels if isinstance(levels, np.ndarray) else list(levels))
+            if batch_levels.size and batch_levels.dtype.kind not in "iu":
+                raise TypeError(
+                    f"{owner}: levels must be int level ids, got an array of dtype {batch_levels.dtype}"
+                )
+            n_levels = batch_levels.size if batch_levels.ndim == 1 else -1
         else:
-            batch_levels = level_list
+            batch_levels = levels.tolist() if isinstance(levels, np.ndarray) else list(levels)
+            n_levels = len(batch_levels)
+        if values.ndim != 1 or n_levels != values.size:
+            raise ValueError(
+                f"{owner}: levels and scores must be 1-D of equal length, got levels of shape "
+                f"{np.shape(levels)} and scores of shape {values.shape}"
+            )
+        if not np.isfinite(values).all():
+            k = int(np.argmax(~np.isfinite(values)))
+            raise ValueError(f"{owner}: scores must be finite, got {values[k]!r} at position {k}")
+        if not values.size:
+            return
+        if numeric:
+            try:
+                batch_levels = batch_levels.astype(self.level_dtype)  # a copy
+            except OverflowError as exc:  # pragma: no cover - uint64 beyond int64
+                raise TypeError(f"{owner}: levels must be {self.level_dtype} level ids ({exc})") from exc
         self._pending.append((batch_levels, values))
         self._calls += 1
         if self._calls >= self.push_every:
@@ -861,7 +917,8 @@ class RemoteLevelSource:
         batches, self._pending = self._pending, []
         self._seq += 1
         self._log[self._seq] = batches
-        self._pushes.append((self._seq, self.actor.push.remote(self.client_id, self._seq, batches)))
+        packed = pack_batches(batches)
+        self._pushes.append((self._seq, self.actor.push.remote(self.client_id, self._seq, packed)))
 
     def _check_pushes(self, block: bool) -> None:
         """Read the replies of finished pushes (all of them with ``block``); refusals are raised here."""
