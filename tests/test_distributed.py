@@ -131,7 +131,9 @@ def test_state_and_checkpoints_round_trip(local_ray: None, tmp_path: Path) -> No
 
 
 def test_a_new_actor_resumes_from_its_checkpoint_dir(local_ray: None, tmp_path: Path) -> None:
-    first = RemoteLevelSource(host_level_source(sampler(), checkpoint_dir=tmp_path, checkpoint_every=4))
+    first = RemoteLevelSource(
+        host_level_source(sampler(), checkpoint_dir=tmp_path, checkpoint_every=4, checkpoint_interval=0)
+    )
     levels = first.next_levels(np.arange(4))
     first.update_batch(levels, [0.1, 0.2, 0.3, 0.4])
     first.flush()  # 4 scores: a checkpoint
@@ -146,7 +148,9 @@ def test_killed_actor_restarts_from_its_checkpoint_without_double_counting(
     local_ray: None, tmp_path: Path
 ) -> None:
     """learnability counts outcomes per level: every reported episode must be counted exactly once."""
-    actor = host_level_source(sampler(strategy="learnability"), checkpoint_dir=tmp_path, checkpoint_every=5)
+    actor = host_level_source(
+        sampler(strategy="learnability"), checkpoint_dir=tmp_path, checkpoint_every=5, checkpoint_interval=0
+    )
     client = RemoteLevelSource(actor, prefetch=1, push_every=1, retry_timeout=30)
     other = RemoteLevelSource(actor, prefetch=1, push_every=1)
     reported = 0
@@ -237,6 +241,8 @@ def test_constructor_arguments_are_checked(local_ray: None) -> None:
         host_level_source(object())
     with pytest.raises(ValueError, match="checkpoint_every must be an int >= 1"):
         host_level_source(sampler(), checkpoint_every=0)
+    with pytest.raises(ValueError, match="checkpoint_interval must be a number of seconds >= 0"):
+        host_level_source(sampler(), checkpoint_interval=-1)
     with pytest.raises(TypeError, match="actor must be the handle"):
         RemoteLevelSource(42)
     with pytest.raises(ValueError, match="prefetch must be an int >= 0"):
@@ -265,7 +271,7 @@ def test_hosted_buffer_source_plans_rollouts(local_ray: None) -> None:
 
 
 # ------------------------------------------------------------------------------------------- SB3, pickling
-def test_sb3_ppo_with_a_remote_source(local_ray: None) -> None:
+def test_sb3_ppo_with_a_remote_source(local_ray: None, tmp_path: Path) -> None:
     pytest.importorskip("minigrid")
     from minigrid.wrappers import FlatObsWrapper
     from stable_baselines3 import PPO
@@ -283,8 +289,10 @@ def test_sb3_ppo_with_a_remote_source(local_ray: None) -> None:
     client = RemoteLevelSource(actor, prefetch=1)
     wrapped = PrioritizedLevelReplay(venv, sampler=client)
     model = PPO("MlpPolicy", wrapped, n_steps=64, batch_size=64, n_epochs=1, seed=0)
-    model.learn(256, callback=PLRCallback())
+    model.learn(256, callback=PLRCallback(save_path=tmp_path))  # saves through the client at the end
     client.flush()
+    saved = LevelSampler.load(tmp_path / "plr_sampler.npz")
+    assert_same_state(saved.state_dict(), client.state_dict())
     stats = client.actor_stats()
     assert stats["scores_absorbed"] > 0 and stats["batches_refused"] == 0
     assert client.rollout_stats(full=False)["num_seen"] > 0
@@ -314,7 +322,9 @@ def test_client_pickles_into_another_worker(local_ray: None) -> None:
 
 
 def test_actor_class_works_in_process(tmp_path: Path) -> None:
-    actor = LevelSourceActor(sampler(), checkpoint_dir=str(tmp_path), checkpoint_every=2)
+    actor = LevelSourceActor(
+        sampler(), checkpoint_dir=str(tmp_path), checkpoint_every=2, checkpoint_interval=0
+    )
     _, levels = actor.draw(2)
     reply = actor.push("c", 1, [(levels, [0.5, 0.25])])
     assert reply["errors"] == [] and reply["committed"] == 1  # checkpointed
@@ -323,6 +333,18 @@ def test_actor_class_works_in_process(tmp_path: Path) -> None:
     again = LevelSourceActor(sampler(), checkpoint_dir=str(tmp_path))
     assert again.push("c", 1, [(levels, [0.5, 0.25])])["committed"] == 1  # the checkpoint remembers it
     assert again.stats()["scores_absorbed"] == 2
+
+
+def test_checkpoints_are_at_most_one_per_interval(tmp_path: Path) -> None:
+    actor = LevelSourceActor(
+        sampler(), checkpoint_dir=str(tmp_path), checkpoint_every=1, checkpoint_interval=60
+    )
+    for seq in range(1, 6):
+        actor.push("c", seq, [([seq], [0.5])])
+    assert actor.stats()["checkpoints"] == 0  # 5 scores, but the interval has not passed
+    actor._last_checkpoint -= 61
+    actor.push("c", 6, [([6], [0.5])])
+    assert actor.stats()["checkpoints"] == 1
 
 
 def test_waits_for_a_named_actor(local_ray: None) -> None:

@@ -29,8 +29,9 @@ draws, as one sampler shared by all their envs would.
 
 - The actor writes a checkpoint (:func:`plr_gym.checkpoint.write_checkpoint_dir`: the hosted source's
   :meth:`~plr_gym.source.LevelSource.checkpoint_files` plus ``plr_remote.npz``, the actor's bookkeeping)
-  every ``checkpoint_every`` scores and on request (:meth:`RemoteLevelSource.checkpoint`); a new or
-  restarted actor (``max_restarts``) loads the last one in its constructor.
+  every ``checkpoint_every`` scores (at most one every ``checkpoint_interval`` seconds) and on request
+  (:meth:`RemoteLevelSource.checkpoint`); a new or restarted actor (``max_restarts``) loads the last one
+  in its constructor.
 - Each score push carries the client's id and a sequence number. The actor applies a push once (it
   remembers which pushes it applied, and the checkpoint remembers which it held); the client keeps the
   pushes no checkpoint holds yet and sends them again after a restart. So a restart loses nothing a live
@@ -139,8 +140,10 @@ class LevelSourceActor:
     :param source: the hosted :class:`~plr_gym.source.LevelSource`.
     :param checkpoint_dir: where to write checkpoints (``None``: never; a restarted actor then starts
         from ``source`` as it was given). If it already holds a checkpoint, the actor starts from it.
-    :param checkpoint_every: write a checkpoint after this many absorbed scores (episodes).
+    :param checkpoint_every: write a checkpoint after this many absorbed scores (episodes)...
     :param max_restarts: how the actor was hosted (clients give up at once on a dead actor hosted with 0).
+    :param checkpoint_interval: ... but at most one every this many seconds (a checkpoint is ``fsync``-ed
+        files: tens of milliseconds).
 
     Example:
         >>> import numpy as np
@@ -159,12 +162,15 @@ class LevelSourceActor:
         checkpoint_dir: str | None = None,
         checkpoint_every: int = 100,
         max_restarts: int | None = None,
+        checkpoint_interval: float = 5.0,
     ) -> None:
         _check_source(source, "LevelSourceActor")
         # Ray hands the actor read-only views of the arrays it received: work on writable copies
         self.source = copy.deepcopy(source)
         self.checkpoint_dir = None if checkpoint_dir is None else os.path.abspath(os.fspath(checkpoint_dir))
         self.checkpoint_every = _check_count("checkpoint_every", checkpoint_every, low=1)
+        self.checkpoint_interval = _check_seconds("checkpoint_interval", checkpoint_interval)
+        self._last_checkpoint = time.monotonic()
         self.incarnation = uuid.uuid4().hex
         self.max_restarts = max_restarts  # as hosted (told to clients: 0 means a dead actor stays dead)
         self._applied: dict[str, _Applied] = {}  # per client: pushes the source holds
@@ -276,7 +282,11 @@ class LevelSourceActor:
             applied.add(int(seq))
             self.counters["scores_absorbed"] += absorbed
             self._since_checkpoint += absorbed
-            if self.checkpoint_dir is not None and self._since_checkpoint >= self.checkpoint_every:
+            if (
+                self.checkpoint_dir is not None
+                and self._since_checkpoint >= self.checkpoint_every
+                and time.monotonic() - self._last_checkpoint >= self.checkpoint_interval
+            ):
                 self.checkpoint()
         held = self._committed.get(str(client)) if self.checkpoint_dir is not None else applied
         return {"incarnation": self.incarnation, "errors": errors, "committed": held.upto if held else 0}
@@ -348,6 +358,7 @@ class LevelSourceActor:
         if directory is None or target == self.checkpoint_dir:
             self._committed = {c: a.copy() for c, a in self._applied.items()}
             self._since_checkpoint = 0
+            self._last_checkpoint = time.monotonic()
         return target
 
     def _restore(self, directory: str) -> None:
@@ -441,6 +452,12 @@ def _check_source(source: Any, owner: str) -> None:
         )
 
 
+def _check_seconds(name: str, value: Any) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
 def _check_count(name: str, value: Any, low: int) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < low:
         raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
@@ -455,6 +472,7 @@ def host_level_source(
     namespace: str | None = None,
     checkpoint_dir: str | os.PathLike[str] | None = None,
     checkpoint_every: int = 100,
+    checkpoint_interval: float = 5.0,
     max_restarts: int = -1,
     num_cpus: float = 0.0,
 ) -> Any:
@@ -470,7 +488,10 @@ def host_level_source(
     :param checkpoint_dir: directory for the actor's checkpoints (a path every node that may run the
         actor can reach). If it holds a checkpoint already, the actor resumes from it. ``None``: no
         checkpoints, and a restarted actor starts from ``source`` as given.
-    :param checkpoint_every: write a checkpoint after this many absorbed scores (episodes).
+    :param checkpoint_every: write a checkpoint after this many absorbed scores (episodes)...
+    :param checkpoint_interval: ... but at most one every this many seconds (default 5: a checkpoint is
+        ``fsync``-ed files, tens of milliseconds, and a busy actor absorbs thousands of scores a second).
+        A restarted actor loses nothing a live client pushed since (see :class:`RemoteLevelSource`).
     :param max_restarts: how often Ray restarts the actor after it dies (``-1``: always, ``0``: never).
     :param num_cpus: CPUs reserved for the actor (``0``: none, it mostly waits).
     :return: the actor handle (picklable; pass it to :class:`RemoteLevelSource`).
@@ -496,6 +517,7 @@ def host_level_source(
     if namespace is not None and not isinstance(namespace, str):
         raise ValueError(f"{owner}: namespace must be a str or None, got {namespace!r}")
     every = _check_count("checkpoint_every", checkpoint_every, low=1)
+    interval = _check_seconds("checkpoint_interval", checkpoint_interval)
     restarts = _check_count("max_restarts", max_restarts, low=-1)
     if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or not num_cpus >= 0:
         raise ValueError(f"{owner}: num_cpus must be a number >= 0, got {num_cpus!r}")
@@ -506,7 +528,7 @@ def host_level_source(
         if namespace is not None:
             options["namespace"] = namespace
     actor_class: Any = ray.remote(LevelSourceActor)
-    return actor_class.options(**options).remote(source, directory, every, restarts)
+    return actor_class.options(**options).remote(source, directory, every, restarts, interval)
 
 
 # ------------------------------------------------------------------------------------------------ client
@@ -933,6 +955,10 @@ class RemoteLevelSource:
             except _GONE as exc:
                 self._recover(exc)  # resends every push not yet in a checkpoint
                 continue
+            except Exception:  # the actor's push itself raised (a bug, not a refusal): raise it once
+                self._pushes.popleft()
+                self._log.pop(seq, None)
+                raise
             self._pushes.popleft()
             self._seen_incarnation(reply["incarnation"])
             self._scored = True
