@@ -243,6 +243,8 @@ def test_constructor_arguments_are_checked(local_ray: None) -> None:
         host_level_source(sampler(), checkpoint_every=0)
     with pytest.raises(ValueError, match="checkpoint_interval must be a number of seconds >= 0"):
         host_level_source(sampler(), checkpoint_interval=-1)
+    with pytest.raises(ValueError, match="detached actor needs a name"):
+        host_level_source(sampler(), detached=True)
     with pytest.raises(TypeError, match="actor must be the handle"):
         RemoteLevelSource(42)
     with pytest.raises(ValueError, match="prefetch must be an int >= 0"):

@@ -475,11 +475,12 @@ def host_level_source(
     checkpoint_interval: float = 5.0,
     max_restarts: int = -1,
     num_cpus: float = 0.0,
+    detached: bool = False,
 ) -> Any:
     """Host ``source`` in a Ray actor shared by every :class:`RemoteLevelSource` that connects to it.
 
     Call after ``ray.init()`` (one machine) or ``ray.init(address=...)`` (a cluster). The actor is owned
-    by the calling process (it ends with it).
+    by the calling process (it ends with it) unless ``detached``.
 
     :param source: any :class:`~plr_gym.source.LevelSource` (a :class:`~plr_gym.LevelSampler`, a
         :class:`~plr_gym.source.BufferLevelSource`...); it is copied into the actor.
@@ -494,6 +495,8 @@ def host_level_source(
         A restarted actor loses nothing a live client pushed since (see :class:`RemoteLevelSource`).
     :param max_restarts: how often Ray restarts the actor after it dies (``-1``: always, ``0``: never).
     :param num_cpus: CPUs reserved for the actor (``0``: none, it mostly waits).
+    :param detached: the actor outlives the process that created it (a restarted learner finds it by
+        ``name``, which is then required); end it with ``ray.kill(handle)``.
     :return: the actor handle (picklable; pass it to :class:`RemoteLevelSource`).
 
     Example:
@@ -522,7 +525,13 @@ def host_level_source(
     if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or not num_cpus >= 0:
         raise ValueError(f"{owner}: num_cpus must be a number >= 0, got {num_cpus!r}")
     directory = None if checkpoint_dir is None else os.path.abspath(os.fspath(checkpoint_dir))
+    if not isinstance(detached, bool):
+        raise TypeError(f"{owner}: detached must be a bool, got {detached!r}")
+    if detached and name is None:
+        raise ValueError(f"{owner}: a detached actor needs a name= to be found again")
     options: dict[str, Any] = {"max_restarts": restarts, "max_task_retries": 0, "num_cpus": float(num_cpus)}
+    if detached:
+        options["lifetime"] = "detached"
     if name is not None:
         options["name"] = name
         if namespace is not None:
