@@ -19,11 +19,11 @@ The client never makes one blocking round-trip per reset:
 it draws it for a client, and draws from the scores it holds at that moment. A prefetched level was
 therefore chosen up to ``prefetch × n_envs`` draws of that client earlier than a local sampler would have
 chosen it, without the scores that arrived in between. With ``prefetch=1`` the lag is one level per env,
-the same as the one-episode lead the SB3 wrapper already has locally; with ``prefetch=0`` every
-:meth:`~RemoteLevelSource.next_levels` call is one blocking call and the actor draws exactly when a local
-sampler would. For one client the levels served are exactly the hosted sampler's sequence of draws (the
-queue is FIFO and Ray runs one caller's calls in order); with many clients the actor interleaves their
-draws, as one sampler shared by all their envs would.
+as large as (and on top of) the one-episode lead the SB3 wrapper already has locally; with
+``prefetch=0`` every :meth:`~RemoteLevelSource.next_levels` call is one blocking call and the actor draws
+exactly when a local sampler would. For one client the levels served are exactly the hosted sampler's
+sequence of draws (the queue is FIFO and Ray runs one caller's calls in order); with many clients the
+actor interleaves their draws, as one sampler shared by all their envs would.
 
 **Fault tolerance.**
 
