@@ -301,6 +301,39 @@ def test_sb3_ppo_with_a_remote_source(local_ray: None, tmp_path: Path) -> None:
     assert stats["levels_served"] == client.levels_requested
 
 
+def test_gymnasium_vector_wrapper_with_a_remote_source(local_ray: None) -> None:
+    pytest.importorskip("minigrid")
+    import gymnasium as gym
+    from minigrid.wrappers import ImgObsWrapper
+
+    from plr_gym import LevelWrapper
+
+    try:
+        from plr_gym.vector import PrioritizedLevelReplay as VectorPLR
+    except TypeError as exc:  # gymnasium < 1.3 (RLlib's pin): VectorWrapper is not generic there
+        pytest.skip(f"plr_gym.vector does not import with gymnasium {gym.__version__}: {exc}")
+
+    client = RemoteLevelSource(host_level_source(sampler(n=12)), prefetch=1)
+    envs = gym.make_vec(
+        "MiniGrid-Empty-5x5-v0", num_envs=3, wrappers=[lambda e: LevelWrapper(ImgObsWrapper(e))], max_steps=6
+    )
+    envs = VectorPLR(envs, sampler=client)
+    envs.reset(seed=0)
+    rng = np.random.default_rng(0)
+    played: set[int] = set()
+    for _ in range(30):
+        _, _, _, _, info = envs.step(rng.integers(0, 3, size=3))
+        played.update(info["level"][info["_level"]].tolist())
+    reported = envs.report_rollout(
+        rewards=rng.random((30, 3)), values=np.zeros((30, 3)), advantages=rng.normal(size=(30, 3))
+    )
+    client.flush()
+    assert reported and client.actor_stats()["scores_absorbed"] == len(reported)
+    assert {level for level, _ in reported} <= played
+    assert client.rollout_stats(full=False)["num_seen"] == len({level for level, _ in reported})
+    envs.close()
+
+
 def test_client_pickles_into_another_worker(local_ray: None) -> None:
     import cloudpickle
 
