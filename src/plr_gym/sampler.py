@@ -1143,8 +1143,6 @@ def sampler_defaults() -> dict[str, Any]:
         >>> sampler_defaults()["replay_schedule"]
         'proportionate'
     """
-    import inspect
-
     params = inspect.signature(LevelSampler.__init__).parameters
     return {
         name: p.default

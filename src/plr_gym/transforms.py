@@ -7,21 +7,16 @@ into replay weights. Each transform is one small class holding
   (``O(N log N)``; :meth:`LevelSampler.sample_weights` and :meth:`LevelBuffer.sample_weights` use it), and
 - its **fast sampling**, chosen by the family it derives from:
 
-  ==========================  ==========================================================================
-  family                      fast sampling
-  ==========================  ==========================================================================
-  :class:`OrderedTransform`   the weights depend only on the order of the values (ties towards the
-                              earlier position): an :class:`~plr_gym._structures.OrderedKeys` structure
-                              built by :meth:`~OrderedTransform.structure`, sampled by
-                              :meth:`~OrderedTransform.draw` in ``O(log N)``
-  :class:`ExponentialTransform`  ``exp(g(v)/temperature)``: a sum tree of per-level weights
-                              (:meth:`~ExponentialTransform.leaf_weight`), ``O(log N)`` per draw and
-                              per changed value; as a staleness transform only when the weight is
-                              proportional to the staleness (:attr:`~ExponentialTransform.linear`)
-  :class:`UniformTransform`   uniform: no structure, the owner draws uniformly
-  :class:`ScoreTransform`     no fast structure: every draw recomputes :meth:`~ScoreTransform.weights`
-                              (``O(N)``, :meth:`~ScoreTransform.draw_position`)
-  ==========================  ==========================================================================
+  - :class:`OrderedTransform`: the weights depend only on the order of the values (ties towards the
+    earlier position). Its structure is an ordered set of keys (:meth:`~OrderedTransform.structure`),
+    sampled by :meth:`~OrderedTransform.draw` in ``O(log N)``.
+  - :class:`ExponentialTransform`: weights ``exp(g(v)/temperature)``. Scores live in a sum tree of
+    per-level weights (:meth:`~ExponentialTransform.leaf_weight`), ``O(log N)`` per draw and per changed
+    score; staleness only when the weight is proportional to it (:attr:`~ExponentialTransform.linear`),
+    else ``O(N)`` per draw.
+  - :class:`UniformTransform`: uniform, no structure; the owner draws uniformly.
+  - :class:`ScoreTransform` itself: no structure; every draw recomputes :meth:`~ScoreTransform.weights`
+    (``O(N)``, :meth:`~ScoreTransform.draw_position`).
 
 :data:`TRANSFORMS` maps each name to its class; :class:`~plr_gym.LevelSampler`,
 :class:`~plr_gym.LevelBuffer` and the ``plr-gym`` command read their choices from it
@@ -31,7 +26,8 @@ into replay weights. Each transform is one small class holding
 Example:
     >>> import numpy as np
     >>> from plr_gym.transforms import TRANSFORMS
-    >>> TRANSFORMS["rank"](temperature=1.0).weights(np.array([0.1, 0.9, 0.5])).round(3)
+    >>> rank = TRANSFORMS["rank"]
+    >>> rank(temperature=1.0).weights(np.array([0.1, 0.9, 0.5])).round(3)
     array([0.182, 0.545, 0.273])
 """
 
