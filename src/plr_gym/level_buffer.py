@@ -9,6 +9,7 @@ Replay distribution over the ``size`` stored levels::
 
     P = (1 − staleness_coef) · P_S + staleness_coef · P_C
     P_S: "rank"  ∝ 1 / rank(S_i)^(1/temperature)      "topk": uniform over the ``topk`` best scores
+         "max": uniform over the levels tied for the best score      (see :mod:`plr_gym.transforms`)
     P_C ∝ c − C_i   (c: level-episode counter, C_i: when level i was last inserted or replayed)
 
 The counter ``c`` ticks once per inserted level and once per replayed level.
