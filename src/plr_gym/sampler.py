@@ -253,7 +253,8 @@ class LevelSampler:
     :param score_transform: ``h`` in the paper: ``"rank"`` (``1/rank(S_i)^(1/β)``, default), ``"power"``
         (``S_i^(1/β)``, non-negative scores only), ``"softmax"`` (``exp(S_i/β)``), ``"eps_greedy"``
         (``1 − eps`` on the best level plus ``eps`` spread uniformly), ``"constant"`` (uniform) or
-        ``"max"`` (uniform over the levels tied for the best score).
+        ``"max"`` (uniform over the levels tied for the best score); or a transform added with
+        :func:`plr_gym.transforms.register_transform`.
     :param temperature: ``β`` in the paper (> 0); lower is greedier. Default 1.0 (the paper: 0.1).
     :param staleness_coef: ``ρ`` in the paper, in ``[0, 1]``: weight of the staleness distribution
         ``P_C`` in the replay mixture. Default 0.3 (the paper: 0.1 on Procgen, 0.3 on MiniGrid). (Not the
