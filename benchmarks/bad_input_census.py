@@ -545,7 +545,9 @@ def loader_census(tmp: Path) -> None:
         attempt(
             "RolloutPlan.load_state_dict",
             name,
-            lambda p=path, pl=live: pl.load_state_dict(load_values(p)),
+            lambda p=path, pl=live: pl.load_state_dict(
+                {"buffer": pl.buffer.state_dict(), "plan": load_values(p)}
+            ),
             key,
             lambda pl=live, b=before: ro.same(pl.state_dict(), b),
         )

@@ -20,9 +20,7 @@ Budgets are tiny next to the paper's (25M steps per Procgen run): see ``docs/ben
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
-import json
 import multiprocessing as mp
 import os
 import platform
@@ -36,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from _provenance import cpu_model, git_commit
+from plr_gym import training
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "learning"
@@ -173,65 +172,45 @@ DEFAULT_SEEDS = (0, 1, 2)
 # --------------------------------------------------------------------------------------------------
 # one training run (runs in a worker process)
 # --------------------------------------------------------------------------------------------------
-def make_venv(task: Task, n_envs: int, seed: int | None = None) -> Any:
-    """A VecEnv of ``n_envs`` level-controlled envs (sub-envs wrapped in ``LevelWrapper``)."""
-    from stable_baselines3.common.env_util import make_vec_env
-
-    from plr_gym import LevelWrapper
-
-    if task.kind == "minigrid":
-        import minigrid  # noqa: F401  (registers the envs)
-        from minigrid.wrappers import FullyObsWrapper, ImgObsWrapper
-
-        import plr_gym.envs
-
-        def wrap(env: Any) -> Any:
-            return LevelWrapper(ImgObsWrapper(FullyObsWrapper(env) if task.full_obs else env))
-    else:
-        import plr_gym.envs  # noqa: F401  (registers plr_gym/procgen-*)
-
-        wrap = LevelWrapper
-    return make_vec_env(
-        task.env_id, n_envs=n_envs, seed=seed, wrapper_class=wrap, env_kwargs=dict(task.env_kwargs)
-    )
-
-
 def run_one(task_name: str, task: Task, method: str, seed: int, path: Path) -> dict[str, Any]:
     """Train one (task, method, seed), evaluate at checkpoints, write the result JSON to ``path``."""
-    import torch
-    from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 
-    from plr_gym import LevelSampler, PLRCallback, PrioritizedLevelReplay
+    from plr_gym import LevelSampler, PLRCallback
     from plr_gym.evaluation import evaluate_levels, summarize
 
-    torch.set_num_threads(1)
+    training.set_torch_threads(1)
     start = time.time()
     sampler = LevelSampler(levels=range(task.train_levels), seed=seed, **METHODS[method])
-    venv = PrioritizedLevelReplay(make_venv(task, task.n_envs), sampler=sampler)
-    # SB3's VecEnv.seed(None) draws a random uint32 seed that the first reset() passes to every env, and
-    # LevelWrapper plays an int seed as the level (it takes precedence over the queued one): seeding with
-    # the first held-out level makes that first reset play exactly the levels evaluate_levels queues.
-    eval_venv = make_venv(task, 8, seed=TEST_LEVEL_START)
+    # The training VecEnv is unseeded. SB3's VecEnv.seed(None) draws a random uint32 seed that the first
+    # reset() passes to every env, and LevelWrapper plays an int seed as the level (it takes precedence
+    # over the queued one): seeding the evaluation env with the first held-out level makes that first
+    # reset play exactly the levels evaluate_levels queues.
+    run = training.build_run(
+        task.env_id,
+        sampler,
+        seed=seed,
+        env_seed=None,
+        eval_seed=TEST_LEVEL_START,
+        n_envs=task.n_envs,
+        eval_n_envs=8,
+        env_kwargs=task.env_kwargs,
+        full_obs=task.full_obs,
+        hyperparameters=training.Hyperparameters(
+            n_steps=task.n_steps,
+            batch_size=task.batch_size,
+            n_epochs=task.n_epochs,
+            learning_rate=task.learning_rate,
+            ent_coef=task.ent_coef,
+            gamma=task.gamma,
+            gae_lambda=task.gae_lambda,
+        ),
+        device="cpu",
+        cnn_features_dim=256,  # Procgen's CNN; MiniGrid's raw 0..10 grid codes go to an unscaled MLP
+    )
+    eval_venv, model = run.eval_venv, run.model
     test_levels = range(TEST_LEVEL_START, TEST_LEVEL_START + task.test_levels)
     train_eval_levels = range(min(task.eval_train_levels, task.train_levels))
-    policy, policy_kwargs = ("MlpPolicy", {"normalize_images": False})  # MiniGrid: raw 0..10 grid codes
-    if task.kind == "procgen":
-        policy, policy_kwargs = "CnnPolicy", {"features_extractor_kwargs": {"features_dim": 256}}
-    model = PPO(
-        policy,
-        venv,
-        n_steps=task.n_steps,
-        batch_size=task.batch_size,
-        n_epochs=task.n_epochs,
-        learning_rate=task.learning_rate,
-        gamma=task.gamma,
-        gae_lambda=task.gae_lambda,
-        ent_coef=task.ent_coef,
-        policy_kwargs=policy_kwargs,
-        seed=seed,
-        device="cpu",
-    )
     curve: list[dict[str, Any]] = []
     visits = np.zeros(task.train_levels, dtype=np.int64)
     replay_fraction: list[float] = []
@@ -255,7 +234,7 @@ def run_one(task_name: str, task: Task, method: str, seed: int, path: Path) -> d
                 "train": summarize(train, seed=seed),
             }
             if len(curve) == task.checkpoints - 1 or self.num_timesteps >= task.total_steps:
-                point["test_returns"] = {str(k): v for k, v in test.items()}
+                point["test_returns"] = training.returns_to_json(test)
             curve.append(point)
             print(
                 f"  [{task_name}/{method}/seed{seed}] {point['steps']:>8} steps {point['wall_s']:>6.0f}s "
@@ -286,9 +265,8 @@ def run_one(task_name: str, task: Task, method: str, seed: int, path: Path) -> d
     if not curve or curve[-1]["steps"] < task.total_steps:  # (the last rollout may overshoot a bit)
         checkpoints.evaluate()
     if "test_returns" not in curve[-1]:  # the final test returns are what the tables use
-        curve[-1]["test_returns"] = {
-            str(k): v for k, v in evaluate_levels(model, eval_venv, test_levels, deterministic=False).items()
-        }
+        final = evaluate_levels(model, eval_venv, test_levels, deterministic=False)
+        curve[-1]["test_returns"] = training.returns_to_json(final)
     weights = sampler.sample_weights()
     nz = weights[weights > 0]
     order = np.sort(visits)[::-1]
@@ -313,12 +291,8 @@ def run_one(task_name: str, task: Task, method: str, seed: int, path: Path) -> d
             "visit_share_top5": float(order[:5].sum() / max(1, visits.sum())),
         },
     }
-    venv.close()
-    eval_venv.close()
-    tmp = path.with_suffix(".json.tmp")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp.write_text(json.dumps(result))
-    tmp.replace(path)  # atomic: a half-written file never looks finished
+    run.close()
+    training.write_json(path, result, indent=None, newline=False)  # atomic: never half-written
     return result
 
 
@@ -346,7 +320,7 @@ def load_runs(out: Path, task: str, method: str) -> list[dict[str, Any]]:
     folder = out / "runs" / task / method
     if not folder.is_dir():
         return []
-    runs = [json.loads(p.read_text()) for p in sorted(folder.glob("seed*.json"))]
+    runs = [training.read_json(p) for p in sorted(folder.glob("seed*.json"))]
     for run in runs:
         # Runs written before a fix evaluated once more after the last checkpoint (the last rollout
         # overshoots total_steps by < 1 rollout): keep the checkpoints only, the last one has the returns.
@@ -564,23 +538,21 @@ def plot_deltas(out: Path, rows: list[dict[str, Any]]) -> Path | None:
 
 
 def write_summary(out: Path, rows: list[dict[str, Any]]) -> None:
-    (out / "summary.json").write_text(json.dumps(rows, indent=1))
-    with open(out / "summary.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(
-            ["task", "method", "seeds", "steps", "test_mean", "test_mean_lo", "test_mean_hi", "test_iqm",
-             "test_iqm_lo", "test_iqm_hi", "normalized", "delta_mean", "delta_lo", "delta_hi", "train_mean",
-             "replay_fraction", "levels_played", "visit_share_top5", "seed_means"]
+    training.write_json(out / "summary.json", rows, indent=1, newline=False)
+    header = ["task", "method", "seeds", "steps", "test_mean", "test_mean_lo", "test_mean_hi", "test_iqm",
+              "test_iqm_lo", "test_iqm_hi", "normalized", "delta_mean", "delta_lo", "delta_hi", "train_mean",
+              "replay_fraction", "levels_played", "visit_share_top5", "seed_means"]  # fmt: skip
+    lines = []
+    for r in rows:
+        t, d = r["test"], r.get("delta")
+        delta = [d["mean"], *d["mean_ci"]] if d else ["", "", ""]
+        seed_means = " ".join(f"{m:.3f}" for m in r["seed_means"])
+        lines.append(
+            [r["task"], r["method"], r["seeds"], r["steps"], t["mean"], *t["mean_ci"], t["iqm"],
+             *t["iqm_ci"], r.get("normalized", ""), *delta, r["train_mean"], r["replay_fraction"],
+             r["levels_played"], r["visit_share_top5"], seed_means]
         )  # fmt: skip
-        for r in rows:
-            t, d = r["test"], r.get("delta")
-            delta = [d["mean"], *d["mean_ci"]] if d else ["", "", ""]
-            seed_means = " ".join(f"{m:.3f}" for m in r["seed_means"])
-            writer.writerow(
-                [r["task"], r["method"], r["seeds"], r["steps"], t["mean"], *t["mean_ci"], t["iqm"],
-                 *t["iqm_ci"], r.get("normalized", ""), *delta, r["train_mean"], r["replay_fraction"],
-                 r["levels_played"], r["visit_share_top5"], seed_means]
-            )  # fmt: skip
+    training.write_csv(out / "summary.csv", header, lines)
 
 
 # --------------------------------------------------------------------------------------------------

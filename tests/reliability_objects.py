@@ -16,7 +16,7 @@ import numpy as np
 from plr_gym import LevelBuffer, LevelSampler, PLRCallback, PrioritizedReplayBuffer
 from plr_gym._levels import load_values, save_values
 from plr_gym.scoring import EpisodeScorer
-from plr_gym.wrappers.rollout_plan import RolloutPlan
+from plr_gym.source import BufferLevelSource
 
 KINDS = ("sampler", "level_buffer", "scorer", "plan", "per", "callback")
 #: file (or directory, for the callback) each kind is saved to
@@ -69,16 +69,15 @@ def make_scorer(rounds: int, n_envs: int = 2) -> EpisodeScorer:
     return scorer
 
 
-def make_plan(rounds: int) -> RolloutPlan:
-    plan = RolloutPlan(
-        "test", 2, LevelBuffer(capacity=4, seed=0), generator=lambda rng: int(rng.integers(1000))
+def make_plan(rounds: int) -> BufferLevelSource:
+    plan = BufferLevelSource(
+        LevelBuffer(capacity=4, seed=0), generator=lambda rng: int(rng.integers(1000)), n_envs=2
     )
     plan.rng = np.random.default_rng(0)
     for _ in range(rounds):
-        plan.begin()
-        plan.steps = 1
+        plan.begin_rollout()
         plan.update_batch(list(plan.assigned), [0.5, 0.25])
-        plan.end()
+        plan.end_rollout()
     plan.children = [{"child": np.arange(rounds)}]
     return plan
 
@@ -102,7 +101,7 @@ def make_per(rounds: int) -> PrioritizedReplayBuffer:
 def make_callback(rounds: int, n_envs: int = 2) -> PLRCallback:
     callback = PLRCallback()
     sampler = make_sampler(rounds)
-    callback.wrapper = types.SimpleNamespace(buffer=None, sampler=sampler, plan=None)
+    callback.wrapper = types.SimpleNamespace(source=sampler, sampler=sampler)
     callback.scorer = make_scorer(rounds, n_envs)
     callback.scorer.target = sampler
     return callback

@@ -26,7 +26,7 @@ import pytest
 
 import reliability_objects as ro
 from plr_gym import LevelBuffer, LevelSampler, LevelWrapper, PLRCallback
-from plr_gym._levels import load_values, save_values
+from plr_gym._levels import save_values
 from plr_gym.checkpoint import CURRENT_LINK, load_npz, save_npz
 from plr_gym.scoring import EpisodeScorer
 
@@ -315,11 +315,12 @@ def test_rollout_plan_refuses_crafted_states_and_stays_unchanged(
     live = ro.make_plan(3)
     before = copy.deepcopy(live.state_dict())
     with pytest.raises(ValueError):
-        live.load_state_dict(state)
+        live.load_state_dict({"buffer": live.buffer.state_dict(), "plan": state})
     assert ro.same(live.state_dict(), before)
     save_values(tmp_path / "p.npz", state)
-    with pytest.raises(ValueError):
-        live.load_state_dict(load_values(tmp_path / "p.npz"))
+    with pytest.raises(ValueError):  # the checkpoint file of the generator state
+        live.checkpoint_files()["plr_generator.npz"][1](tmp_path / "p.npz")
+    assert ro.same(live.state_dict(), before)
 
 
 PER_CASES = {
@@ -512,30 +513,30 @@ def test_buffer_mode_report_refused_for_a_nan_score_changes_nothing_and_can_be_r
             e.step(np.zeros(2, dtype=np.int64))
     rewards = np.ones((7, 2))
     values = np.stack([np.arange(7.0), 100 + np.arange(7.0)], axis=1)
-    before = envs.plan.buffer.state_dict()
+    before = envs.source.buffer.state_dict()
     with pytest.raises(ValueError, match="finite"):
         envs.report_rollout(rewards=rewards, values=values, advantages=np.zeros((7, 2)))
-    assert envs.plan.buffer.size == 0 and ro.same(envs.plan.buffer.state_dict(), before)
-    assert (envs.plan.inserted, envs.plan.rejected) == (0, 0)
+    assert envs.source.buffer.size == 0 and ro.same(envs.source.buffer.state_dict(), before)
+    assert (envs.source.inserted, envs.source.rejected) == (0, 0)
     poison[0] = False
     results = [
         e.report_rollout(rewards=rewards, values=values, advantages=np.zeros((7, 2))) for e in (envs, twin)
     ]
     assert results[0] == results[1]
     assert sorted(score for _, score in results[0]) == [3.0, 15.0, 303.0, 315.0]
-    assert ro.same(envs.plan.buffer.state_dict(), twin.plan.buffer.state_dict())
-    assert sorted(envs.plan.buffer.scores.tolist()) == [9.0, 309.0]  # each level's two episodes averaged
-    assert (envs.plan.inserted, envs.plan.rejected) == (2, 0)
+    assert ro.same(envs.source.buffer.state_dict(), twin.source.buffer.state_dict())
+    assert sorted(envs.source.buffer.scores.tolist()) == [9.0, 309.0]  # each level's two episodes averaged
+    assert (envs.source.inserted, envs.source.rejected) == (2, 0)
     envs.close()
     twin.close()
 
 
 def test_rollout_plan_update_interrupted_part_way_is_undone() -> None:
-    from plr_gym.wrappers.rollout_plan import RolloutPlan
+    from plr_gym.source import BufferLevelSource
 
     buffer = LevelBuffer(capacity=4, seed=0)
     buffer.insert(5, 1.0)
-    plan = RolloutPlan("test", 2, buffer, generator=lambda rng: int(rng.integers(100)))
+    plan = BufferLevelSource(buffer, generator=lambda rng: int(rng.integers(100)), n_envs=2)
     before = buffer.state_dict()
     real_insert, calls = buffer.insert, []
 
@@ -709,18 +710,18 @@ def test_commit_partial_episodes_matches_level_replay() -> None:
 
 
 def test_buffer_mode_resume_plans_from_the_restored_buffer(tmp_path: Path) -> None:
-    from plr_gym.wrappers.rollout_plan import RolloutPlan
+    from plr_gym.source import BufferLevelSource
 
     buffer = LevelBuffer(capacity=2, min_fill_ratio=1.0, replay_prob=1.0, seed=0)
-    plan = RolloutPlan("test", 2, buffer, generator=lambda rng: int(rng.integers(100, 200)))
-    plan.begin()  # what learn()'s reset does before the callback restores the checkpoint
-    assert plan.mode == "new"
+    plan = BufferLevelSource(buffer, generator=lambda rng: int(rng.integers(100, 200)), n_envs=2)
+    plan.next_levels(np.arange(2))  # what learn()'s reset does before the callback restores the checkpoint
+    assert plan.rollout_mode == "new"
     full = LevelBuffer(capacity=2, min_fill_ratio=1.0, replay_prob=1.0, seed=0)
     full.insert(7, 1.0)
     full.insert(8, 2.0)
     buffer.load_state_dict(full.state_dict())
-    plan.discard()  # PLRCallback does this after restoring
-    assert plan.begin() == "replay" and sorted(set(plan.assigned)) <= [7, 8]
+    plan.discard_unplayed()  # PLRCallback does this after restoring
+    assert plan.begin_rollout() and plan.rollout_mode == "replay" and sorted(set(plan.assigned)) <= [7, 8]
 
 
 def test_offpolicy_callback_refuses_buffer_mode() -> None:
@@ -876,16 +877,16 @@ BAD_INPUT = {
     ),
     "generator returning None": (
         lambda: (
-            __import__("plr_gym.wrappers.rollout_plan")
-            .wrappers.rollout_plan.RolloutPlan("test", 2, LevelBuffer(capacity=2), generator=lambda rng: None)
-            .begin()
+            __import__("plr_gym.source")
+            .source.BufferLevelSource(LevelBuffer(capacity=2), generator=lambda rng: None, n_envs=2)
+            .begin_rollout()
         ),
         ValueError,
         "generator returned None",
     ),
     "rollout plan seed -1": (
-        lambda: __import__("plr_gym.wrappers.rollout_plan").wrappers.rollout_plan.RolloutPlan(
-            "test", 2, LevelBuffer(capacity=2), generator=lambda rng: 1, seed=-1
+        lambda: __import__("plr_gym.source").source.BufferLevelSource(
+            LevelBuffer(capacity=2), generator=lambda rng: 1, n_envs=2, seed=-1
         ),
         ValueError,
         "seed",

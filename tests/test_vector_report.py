@@ -104,7 +104,7 @@ def test_buffer_mode_custom_loop(mode: AutoresetMode) -> None:
     modes = []
     for _ in range(10):
         modes.append(envs.begin_rollout())
-        assigned = [level_key(level) for level in envs.plan.assigned]  # type: ignore[union-attr]
+        assigned = [level_key(level) for level in envs.source.assigned]  # type: ignore[attr-defined]
         envs.reset()
         for _ in range(n_steps):
             _, _, _, _, info = envs.step(rng.integers(0, 3, size=n_envs))

@@ -21,20 +21,10 @@ from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
 from plr_gym.checkpoint import checkpoint_files, write_checkpoint_dir
-from plr_gym.level_buffer import load_values, save_values
-from plr_gym.scoring import (
-    DISCRETE_ONLY,
-    OUTCOME_STRATEGIES,
-    PARTIAL_EPISODES,
-    EpisodeScorer,
-    episode_success,
-)
+from plr_gym.scoring import PARTIAL_EPISODES, EpisodeScorer, episode_success
 
-__all__ = ["LOGIT_STRATEGIES", "CurriculumLogCallback", "PLRCallback", "find_plr_wrapper"]
+__all__ = ["CurriculumLogCallback", "PLRCallback", "find_plr_wrapper"]
 
-#: Strategies that need the policy's action distribution (computed in one batched pass per rollout).
-LOGIT_STRATEGIES = frozenset({"policy_entropy", "least_confidence", "min_margin"})
-_SCORELESS = ("random", "sequential")
 _BATCH = 4096  # observations per forward pass when computing action distributions
 
 
@@ -164,7 +154,6 @@ class PLRCallback(BaseCallback):
         self._bootstrap: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None = None
         self._step = 0
         self._rollouts = 0
-        self._samples_at_start = (0, 0)
 
     # ------------------------------------------------------------------ SB3 hooks
     def _init_callback(self) -> None:
@@ -176,52 +165,61 @@ class PLRCallback(BaseCallback):
             )
         self.wrapper = find_plr_wrapper(self.model.get_env())
         self.wrapper._score_watch.attached = True  # episodes will be scored: no "forgot PLRCallback?"
-        buffer_mode = self.wrapper.buffer is not None
-        target = self.wrapper.score_target if buffer_mode else self.wrapper.sampler
-        strategy = self.wrapper.strategy if buffer_mode else self.wrapper.sampler.strategy
+        source = self.source
+        info = source.strategy_info
         action_space = self.model.action_space
-        if (
-            isinstance(strategy, str)
-            and strategy in DISCRETE_ONLY
-            and not isinstance(action_space, spaces.Discrete)
-        ):
+        if info.discrete_only and not isinstance(action_space, spaces.Discrete):
             raise ValueError(
-                f"strategy {strategy!r} needs a Discrete action space, got {action_space}; use "
+                f"strategy {source.strategy!r} needs a Discrete action space, got {action_space}; use "
                 "'policy_entropy', 'value_l1', 'positive_value_loss', 'gae', 'max_mc' or 'one_step_td_error'"
             )
+        if not self.exploratory_grad_updates and not source.plans_rollouts:
+            raise ValueError(
+                "exploratory_grad_updates=False skips the gradient updates of rollouts that try new levels, "
+                "which needs a level source that plans whole rollouts (Robust PLR: "
+                "PrioritizedLevelReplay(venv, buffer=LevelBuffer(...), generator=...)); a LevelSampler mixes "
+                "replayed and new levels within a rollout"
+            )
         n_envs = self.model.n_envs
-        if strategy not in _SCORELESS:
+        if info.uses_scores:
             self.scorer = EpisodeScorer(
-                target,
+                source,
                 n_envs=n_envs,
-                strategy=strategy,
+                strategy=source.strategy,
                 gamma=float(self.model.gamma),
                 partial_episodes=self.partial_episodes,
             )
         n_steps = int(self.model.n_steps)
         self._levels = np.zeros((n_steps, n_envs), dtype=self.wrapper.step_levels.dtype)
-        if isinstance(strategy, str) and strategy in OUTCOME_STRATEGIES:
+        if info.outcome:
             self._successes = np.full((n_steps, n_envs), np.nan)
         self._raw_rewards = np.zeros((n_steps, n_envs), dtype=np.float64)
         self._capture_bootstrap()
         if self.stats_every is None:  # about one O(N log N) statistics pass per 100k level-rollouts
-            self.stats_every = 1 if buffer_mode else max(1, self.wrapper.sampler.num_levels // 100_000)
-        if buffer_mode and not self.exploratory_grad_updates:
+            self.stats_every = max(1, source.num_levels // 100_000)
+        if not self.exploratory_grad_updates:
             model = self.model
             self._original_train = model.train
             model.train = self._train_on_replay_only  # type: ignore[method-assign]
         if self.resume_from is not None:
             self.load(self.resume_from)
-            if self.wrapper.buffer is not None:
-                # learn() has just reset the envs on a plan made from the buffer as it was before the
-                # restore: drop it, so the first rollout is planned from the restored buffer
-                self.wrapper.plan.discard()
-            elif self.wrapper.steps_since_reset == 0:
-                # learn() has just reset the envs on levels drawn from the sampler as it was before the
-                # restore: start them again on levels drawn from the restored sampler
-                algo: Any = self.model
-                algo._last_obs = algo.env.reset()
-                algo._last_episode_starts = np.ones(algo.n_envs, dtype=bool)
+            if self.wrapper.steps_since_reset == 0:
+                # learn() has just reset the envs on levels chosen by the source as it was before the
+                # restore: start them again on levels chosen by the restored source
+                source.discard_unplayed()
+                self._restart_envs()
+
+    def _restart_envs(self) -> None:
+        """Reset every env on levels chosen now, and make the algorithm continue from their first
+        observations (SB3 keeps the last observation of a rollout in ``_last_obs``)."""
+        algo: Any = self.model
+        algo._last_obs = algo.env.reset()
+        algo._last_episode_starts = np.ones(algo.n_envs, dtype=bool)
+
+    @property
+    def source(self) -> Any:
+        """The training env's level source (:class:`~plr_gym.source.LevelSource`)."""
+        return self.wrapper.source
 
     def _capture_bootstrap(self) -> None:
         """Record the ``last_values``/``dones`` SB3 passes to ``compute_returns_and_advantage``.
@@ -246,18 +244,12 @@ class PLRCallback(BaseCallback):
     def _on_rollout_start(self) -> None:
         self._bootstrap = None
         self._step = 0
-        if self.wrapper.buffer is not None:
-            # assign this rollout's levels and start every env on them
-            self.wrapper.begin_rollout()
-            model: Any = self.model
-            model._last_obs = model.env.reset()
-            model._last_episode_starts = np.ones(model.n_envs, dtype=bool)
-        else:
-            sampler = self.wrapper.sampler
-            self._samples_at_start = (sampler.num_replay_samples, sampler.num_explore_samples)
+        if self.source.begin_rollout():
+            # the source assigned this rollout's levels (Robust PLR): start every env on them
+            self._restart_envs()
 
     def _train_on_replay_only(self) -> None:
-        if self.wrapper.last_rollout_mode == "replay":
+        if self.source.last_rollout_mode == "replay":
             self._original_train()
         else:
             self.logger.record("plr/skipped_update", 1)
@@ -312,13 +304,11 @@ class PLRCallback(BaseCallback):
                 **extra,
             )
         self._rollouts += 1
-        if self.wrapper.buffer is not None:
-            self._log_buffer(len(reported))
-            self.wrapper.end_rollout()
-            if self.scorer is not None:  # keep max returns only for levels the buffer still holds
-                self.scorer.prune_max_returns(self.wrapper.buffer.levels)
-        else:
-            self._log(len(reported))
+        self.source.end_rollout()
+        kept = self.source.retained_levels()
+        if self.scorer is not None and kept is not None:  # forget best returns of levels the source forgot
+            self.scorer.prune_max_returns(kept)
+        self._log(len(reported))
         if self.save_path is not None and self._rollouts % self.save_freq == 0:
             self.save(self.save_path)
 
@@ -388,43 +378,16 @@ class PLRCallback(BaseCallback):
 
     # ------------------------------------------------------------------ logging
     def _log(self, n_scored: int) -> None:
-        sampler = self.wrapper.sampler
-        replay0, explore0 = self._samples_at_start
-        replays = sampler.num_replay_samples - replay0
-        started = replays + sampler.num_explore_samples - explore0
-        if started:
-            self.logger.record("plr/replay_fraction", replays / started)
-        self.logger.record("plr/num_seen", sampler.num_seen)
+        """Record the level source's ``plr/*`` statistics; the costly ones (the replay distribution's
+        entropy, ``O(N log N)``, and the score histogram) every ``stats_every`` rollouts."""
+        full = self._rollouts % (self.stats_every or 1) == 0 or self._rollouts == 1
         self.logger.record("plr/episodes_scored", n_scored)
-        if sampler.num_seen:
-            seen = sampler.seen
-            scores = sampler.scores[seen]
-            self.logger.record("plr/score_mean", float(scores.mean()))
-            self.logger.record("plr/score_max", float(scores.max()))
-            # the replay distribution costs O(N log N): with many levels, only every stats_every rollouts
-            if self._rollouts % (self.stats_every or 1) == 0 or self._rollouts == 1:
-                w = sampler.sample_weights()
-                w = w[w > 0]
-                self.logger.record("plr/weight_entropy", float(-(w * np.log(w)).sum()))
-                self.logger.record(
-                    "plr/scores", th.as_tensor(scores), exclude=("stdout", "log", "json", "csv")
-                )
-
-    def _log_buffer(self, n_scored: int) -> None:
-        buffer = self.wrapper.buffer
-        self.logger.record("plr/replay_rollout", float(self.wrapper.rollout_mode == "replay"))
-        self.logger.record("plr/buffer_size", buffer.size)
-        self.logger.record("plr/episodes_scored", n_scored)
-        self.logger.record("plr/levels_inserted", self.wrapper.score_target.inserted)
-        self.logger.record("plr/levels_rejected", self.wrapper.score_target.rejected)
-        if buffer.size:
-            scores = buffer.scores
-            self.logger.record("plr/score_mean", float(scores.mean()))
-            self.logger.record("plr/score_max", float(scores.max()))
-            w = buffer.sample_weights()
-            w = w[w > 0]
-            self.logger.record("plr/weight_entropy", float(-(w * np.log(w)).sum()))
-            self.logger.record("plr/scores", th.as_tensor(scores), exclude=("stdout", "log", "json", "csv"))
+        for key, value in self.source.rollout_stats(full).items():
+            if isinstance(value, np.ndarray):  # a histogram, for TensorBoard only
+                hidden = ("stdout", "log", "json", "csv")
+                self.logger.record(f"plr/{key}", th.as_tensor(value), exclude=hidden)
+            else:
+                self.logger.record(f"plr/{key}", value)
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, directory: str | os.PathLike[str]) -> None:
@@ -436,39 +399,24 @@ class PLRCallback(BaseCallback):
         """
         if self.wrapper is None:
             raise RuntimeError("PLRCallback.save needs the training env: call it once training has started")
-        writers: dict[str, Any] = {}
-        if self.wrapper.buffer is not None:
-            writers["plr_buffer.npz"] = self.wrapper.buffer.save
-            plan_state = self.wrapper.plan.state_dict()
-            writers["plr_generator.npz"] = lambda p: save_values(p, plan_state)
-        else:
-            writers["plr_sampler.npz"] = self.wrapper.sampler.save
+        writers: dict[str, Any] = {name: save for name, (save, _) in self.source.checkpoint_files().items()}
         if self.scorer is not None:
             writers["plr_scorer.npz"] = self.scorer.save
         write_checkpoint_dir(directory, writers)
 
     def load(self, directory: str | os.PathLike[str]) -> None:
-        """Restore the sampler and the scorer from ``directory`` (call once training has started, or pass
-        ``resume_from=`` to the constructor).
+        """Restore the level source and the scorer from ``directory`` (call once training has started, or
+        pass ``resume_from=`` to the constructor).
 
         All or nothing: if any file is missing or refused (e.g. a checkpoint of a run with another
-        ``n_envs``), the sampler, buffer, plan and scorer are left exactly as they were.
+        ``n_envs``), the level source and the scorer are left exactly as they were.
         """
         if self.wrapper is None:
             raise RuntimeError("PLRCallback.load needs the training env: pass resume_from= instead")
         path = checkpoint_files(directory)
-        targets: list[Any] = []
-        if self.wrapper.buffer is not None:
-            targets += [
-                (self.wrapper.buffer, self.wrapper.buffer.load_from, path / "plr_buffer.npz"),
-                (
-                    self.wrapper.plan,
-                    lambda p: self.wrapper.plan.load_state_dict(load_values(p)),
-                    path / "plr_generator.npz",
-                ),
-            ]
-        else:
-            targets.append((self.wrapper.sampler, self.wrapper.sampler.load_from, path / "plr_sampler.npz"))
+        targets: list[Any] = [
+            (self.source, load, path / name) for name, (_, load) in self.source.checkpoint_files().items()
+        ]
         if self.scorer is not None and (path / "plr_scorer.npz").exists():
             targets.append((self.scorer, self.scorer.load, path / "plr_scorer.npz"))
         for _, _, file in targets:
@@ -476,12 +424,12 @@ class PLRCallback(BaseCallback):
                 raise FileNotFoundError(
                     f"{file} is missing: {directory} is not a PLRCallback checkpoint of this setup"
                 )
-        saved = [obj.state_dict() for obj, _, _ in targets]
+        saved = {id(obj): (obj, obj.state_dict()) for obj, _, _ in targets}
         try:
             for _, load, file in targets:
                 load(file)
         except BaseException:
-            for (obj, _, _), state in zip(targets, saved):
+            for obj, state in saved.values():
                 obj.load_state_dict(state)
             raise
 
@@ -550,7 +498,7 @@ class CurriculumLogCallback(BaseCallback):
 
     def _init_callback(self) -> None:
         self.wrapper = find_plr_wrapper(self.model.get_env())
-        if self.wrapper.buffer is not None:
+        if self.wrapper.sampler is None:
             raise ValueError(
                 "CurriculumLogCallback records a finite LevelSampler; in buffer mode (Robust PLR/ACCEL) the "
                 "levels change during training: use PLRCallback's plr/* logs instead"

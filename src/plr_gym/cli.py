@@ -37,8 +37,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import csv
-import difflib
 import importlib.util
 import json
 import math
@@ -47,11 +45,12 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from plr_gym.checkpoint import atomic_open
+from plr_gym import training
+from plr_gym.training import ALGORITHMS, SetupError
 
 __all__ = [
     "ALGORITHMS",
@@ -68,8 +67,6 @@ __all__ = [
     "train",
 ]
 
-#: Algorithms of ``plr-gym train --algo`` (``recurrentppo`` needs sb3-contrib).
-ALGORITHMS: tuple[str, ...] = ("ppo", "a2c", "recurrentppo")
 #: Level samplers of ``plr-gym train --sampler``.
 SAMPLERS: tuple[str, ...] = ("plr", "uniform")
 #: Devices of ``--device``.
@@ -185,103 +182,30 @@ def parse_levels(spec: str) -> list[int]:
 # --------------------------------------------------------------------------------------------------
 # environments
 # --------------------------------------------------------------------------------------------------
-def _register_envs() -> None:
-    """Register MiniGrid (when installed) and the Procgen adapter with Gymnasium."""
-    if importlib.util.find_spec("minigrid") is not None:
-        import minigrid  # noqa: F401  (registers MiniGrid-* ids)
-    import plr_gym.envs  # noqa: F401  (registers plr_gym/procgen-*-v0)
-
-
 def env_family(env_id: str) -> str:
-    """``"minigrid"``, ``"procgen"`` or ``"other"``, from the id; ``CLIError`` if the id is unknown."""
-    import gymnasium as gym
-
-    _register_envs()
-    if env_id not in gym.registry:
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise CLIError(
-            f"unknown environment {env_id!r}{hint} (MiniGrid ids such as MiniGrid-DoorKey-5x5-v0 need the "
-            "minigrid extra; Procgen games are plr_gym/procgen-<game>-v0)"
-        )
-    if env_id.split("/")[-1].startswith("MiniGrid-"):  # also plr_gym/MiniGrid-DoorKeyGamut-v0
-        return "minigrid"
-    if env_id.startswith("plr_gym/procgen-"):
-        return "procgen"
-    return "other"
-
-
-def _level_env_wrapper(family: str) -> Callable[[Any], Any]:
-    """The ``wrapper_class`` for ``make_vec_env``: observation wrapper (if any), then ``LevelWrapper``."""
-    from plr_gym.wrappers.level import LevelWrapper
-
-    if family == "minigrid":
-        from minigrid.wrappers import ImgObsWrapper
-
-        return lambda env: LevelWrapper(ImgObsWrapper(env))  # type: ignore[no-untyped-call]
-    return lambda env: LevelWrapper(env)
+    """``"minigrid"``, ``"procgen"`` or ``"other"`` (:func:`plr_gym.training.env_family`); ``CLIError``
+    if the id is unknown."""
+    try:
+        return training.env_family(env_id)
+    except SetupError as exc:
+        raise CLIError(str(exc)) from None
 
 
 def make_level_venv(
     env_id: str, n_envs: int, seed: int, env_kwargs: dict[str, Any] | None = None, subproc: bool = False
 ) -> Any:
-    """An SB3 VecEnv of ``n_envs`` ``LevelWrapper`` sub-envs (MiniGrid: egocentric image observations).
-
-    Returns are recorded by SB3's ``Monitor`` (``infos[i]["episode"]``).
-    """
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
-
-    family = env_family(env_id)
+    """:func:`plr_gym.training.make_level_venv`, with setup errors as ``CLIError``."""
     try:
-        return make_vec_env(
-            env_id,
-            n_envs=n_envs,
-            seed=seed,
-            env_kwargs=env_kwargs,
-            wrapper_class=_level_env_wrapper(family),
-            vec_env_cls=SubprocVecEnv if subproc else DummyVecEnv,
-        )
-    except (TypeError, ValueError) as exc:  # e.g. an --env-kwarg the env does not take
-        raise CLIError(f"cannot build {env_id} with options {env_kwargs or {}}: {exc}") from None
-
-
-def _policy_for(obs_space: Any, recurrent: bool) -> tuple[str, dict[str, Any]]:
-    """SB3 policy name and kwargs: a CNN for frames of 32x32 pixels or more, else an MLP.
-
-    Small grids of uint8 codes (MiniGrid's 7x7x3 view) go to an MLP unscaled (``normalize_images=False``).
-    """
-    from gymnasium import spaces
-
-    kwargs: dict[str, Any] = {}
-    image = isinstance(obs_space, spaces.Box) and len(obs_space.shape) == 3 and obs_space.dtype == np.uint8
-    if image and min(obs_space.shape[:2]) >= 32:
-        name = "CnnPolicy"
-    else:
-        name = "MlpPolicy"
-        if image:
-            kwargs["normalize_images"] = False
-    if recurrent:
-        name = name.replace("Policy", "LstmPolicy")
-    return name, kwargs
+        return training.make_level_venv(env_id, n_envs, seed, env_kwargs, subproc=subproc)
+    except SetupError as exc:
+        raise CLIError(str(exc)) from None
 
 
 def _algorithm_class(algo: str) -> Any:
-    if algo == "ppo":
-        from stable_baselines3 import PPO
-
-        return PPO
-    if algo == "a2c":
-        from stable_baselines3 import A2C
-
-        return A2C
-    if algo == "recurrentppo":
-        if importlib.util.find_spec("sb3_contrib") is None:
-            raise CLIError("--algo recurrentppo needs sb3-contrib: pip install 'plr-gym[contrib]'")
-        from sb3_contrib import RecurrentPPO
-
-        return RecurrentPPO
-    raise CLIError(f"unknown algorithm {algo!r}; choose from {', '.join(ALGORITHMS)}")
+    try:
+        return training.algorithm_class(algo)
+    except SetupError as exc:
+        raise CLIError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -425,10 +349,9 @@ def train(args: argparse.Namespace) -> Path:
     from plr_gym.callbacks import CurriculumLogCallback, PLRCallback
     from plr_gym.evaluation import HeldOutEvalCallback, summarize
     from plr_gym.sampler import LevelSampler
-    from plr_gym.wrappers.sb3 import PrioritizedLevelReplay
 
     family = env_family(args.env_id)
-    algo_cls = _algorithm_class(args.algo)
+    _algorithm_class(args.algo)  # refused before the run directory is touched
     if args.num_levels > MAX_LEVELS:
         raise CLIError(f"--num-levels {args.num_levels} exceeds the supported maximum {MAX_LEVELS}")
     train_levels = list(range(args.level_start, args.level_start + args.num_levels))
@@ -479,40 +402,36 @@ def train(args: argparse.Namespace) -> Path:
             tensorboard_log = str(out / "tb")
         else:
             print("note: TensorBoard logs skipped (pip install tensorboard to get them)", file=sys.stderr)
-    venv = make_level_venv(args.env_id, args.n_envs, args.seed, env_kwargs, subproc=args.subproc)
     try:
-        venv = PrioritizedLevelReplay(venv, sampler=sampler)
-    except (ValueError, TypeError) as exc:
-        venv.close()
-        raise CLIError(str(exc)) from None
-    eval_venv = make_level_venv(args.env_id, args.n_envs, args.seed + 1, env_kwargs)
-    policy, policy_kwargs = _policy_for(venv.observation_space, recurrent=args.algo == "recurrentppo")
-    hyper: dict[str, Any] = {
-        "n_steps": args.n_steps,
-        "learning_rate": args.learning_rate,
-        "ent_coef": args.ent_coef,
-        "gamma": args.gamma,
-        "gae_lambda": args.gae_lambda,
-    }
-    if args.algo != "a2c":
-        hyper.update(batch_size=args.batch_size, n_epochs=args.n_epochs)
-    if resume is None:
-        model = algo_cls(
-            policy,
-            venv,
+        run = training.build_run(
+            args.env_id,
+            sampler,
+            algo=args.algo,
+            n_envs=args.n_envs,
             seed=args.seed,
-            policy_kwargs=policy_kwargs,
-            tensorboard_log=tensorboard_log,
-            verbose=0,
+            env_seed=args.seed,
+            eval_seed=args.seed + 1,
+            env_kwargs=env_kwargs,
+            subproc=args.subproc,
+            hyperparameters=training.Hyperparameters(
+                n_steps=args.n_steps,
+                batch_size=args.batch_size,
+                n_epochs=args.n_epochs,
+                learning_rate=args.learning_rate,
+                ent_coef=args.ent_coef,
+                gamma=args.gamma,
+                gae_lambda=args.gae_lambda,
+            ),
             device=device,
-            **hyper,
+            tensorboard_log=tensorboard_log,
+            load_path=None if resume is None else out / "model.zip",
         )
-    else:
-        model = algo_cls.load(out / "model.zip", env=venv, device=device, tensorboard_log=tensorboard_log)
+    except SetupError as exc:
+        raise CLIError(str(exc)) from None
+    eval_venv, model = run.eval_venv, run.model
     steps = args.timesteps - int(model.num_timesteps)
     if steps < 1:
-        venv.close()
-        eval_venv.close()
+        run.close()
         raise CLIError(
             f"--resume {out}: the run has {model.num_timesteps} steps already, --timesteps is "
             f"{args.timesteps}; give a larger --timesteps (the total)"
@@ -570,21 +489,19 @@ def train(args: argparse.Namespace) -> Path:
             f"{out / 'plr'}; continue with the same command and --resume {out}"
         ) from None
     finally:
-        venv.close()
-        eval_venv.close()
+        run.close()
     _plot_curriculum(out, curriculum, _level_difficulty(args.env_id, env_kwargs, train_levels), args)
     returns = eval_callback.last_returns["test"]  # the evaluation at the end of training
     result = {
         "env_id": args.env_id,
         "levels": eval_levels,
-        "returns": {str(k): v for k, v in returns.items()},
+        "returns": training.returns_to_json(returns),
         "summary": summarize(returns),
         "train_seconds": round(time.perf_counter() - start, 1),
         "timesteps": int(model.num_timesteps),
     }
-    (out / "evaluation.json").write_text(json.dumps(result, indent=2) + "\n")
-    with atomic_open(out / "config.json") as f:  # last: only a finished run has a config.json
-        f.write((json.dumps(config, indent=2, default=str) + "\n").encode())
+    training.write_json(out / training.EVALUATION_FILE, result)
+    training.write_json(out / "config.json", config, default=str)  # last: only a finished run has one
     if not args.quiet:
         s = result["summary"]
         print(
@@ -633,16 +550,13 @@ def _save_interrupted(
 ) -> None:
     """Ctrl-C: save what resuming needs (the interrupted rollout's episodes are not scored); config.json,
     written last, records the step (``interrupted_at``)."""
-    from plr_gym.checkpoint import atomic_open
-
     model.save(out / "model.zip")
     if plr_callback.wrapper is not None:
         plr_callback.save(out / "plr")
     if curriculum.wrapper is not None:
         curriculum.save()
-    with atomic_open(out / "config.json") as f:
-        marked = {**config, "interrupted_at": int(model.num_timesteps)}
-        f.write((json.dumps(marked, indent=2, default=str) + "\n").encode())
+    marked = {**config, "interrupted_at": int(model.num_timesteps)}
+    training.write_json(out / "config.json", marked, default=str)
     print(f"\ninterrupted: saved {out / 'model.zip'} and {out / 'plr'}", file=sys.stderr, flush=True)
 
 
@@ -731,20 +645,15 @@ def evaluate_model(args: argparse.Namespace) -> dict[str, Any]:
         "model": str(model_path),
         "env_id": env_id,
         "levels": list(args.levels),
-        "returns": {str(k): v for k, v in returns.items()},
+        "returns": training.returns_to_json(returns),
         "summary": summary,
     }
     out = Path(args.out)
     csv_out = out.with_suffix(".csv")
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n")
-        with csv_out.open("w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["level", "episode", "return"])
-            for level, values in returns.items():
-                for k, value in enumerate(values):
-                    writer.writerow([level, k, value])
+        training.write_json(out, result)
+        rows = ([level, k, value] for level, values in returns.items() for k, value in enumerate(values))
+        training.write_csv(csv_out, ["level", "episode", "return"], rows)
     except OSError as exc:
         raise CLIError(f"cannot write --out {args.out}: {exc}") from None
     print(
@@ -779,10 +688,7 @@ def compare_runs(run_dirs: Sequence[Path], out: Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
     table, rows = results_table(runs)
     (out / "comparison.md").write_text(table + "\n")
-    with (out / "comparison.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    training.write_csv(out / "comparison.csv", list(rows[0]), rows)
     if _has_modules("matplotlib"):
         plot_comparison(runs, out / "comparison.png")
     else:
@@ -805,7 +711,7 @@ def compare_command(args: argparse.Namespace) -> list[Path]:
             for sampler in SAMPLERS:
                 ns = argparse.Namespace(**vars(args))
                 ns.sampler, ns.seed = sampler, seed
-                ns.out = str(out / (sampler if args.seeds is None else f"{sampler}-seed{seed}"))
+                ns.out = str(out / training.run_dir_name(sampler, None if args.seeds is None else seed))
                 run_dirs.append(train(ns))
     if len(run_dirs) < 1:
         raise CLIError("compare needs run directories (written by plr-gym train), or --run")

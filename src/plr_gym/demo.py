@@ -21,13 +21,12 @@ levels: better, worse, or no significant difference.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from plr_gym import cli
+from plr_gym import cli, training
 
 __all__ = ["DEMO_SETTINGS", "QUICK_SETTINGS", "demo_argv", "main"]
 
@@ -58,7 +57,17 @@ QUICK_SETTINGS: dict[str, str] = {
 
 
 def demo_argv(quick: bool, out: str, seed: int, timesteps: int | None = None, n_seeds: int = 3) -> list[str]:
-    """The ``plr-gym`` command line the demo runs: ``n_seeds`` seeds from ``seed`` per sampler."""
+    """The ``plr-gym`` command line the demo runs: ``n_seeds`` seeds from ``seed`` per sampler.
+
+    The runs land in ``out/plr-seed<k>`` and ``out/uniform-seed<k>`` (:func:`plr_gym.training.run_dir_name`).
+
+    Example:
+        >>> argv = demo_argv(quick=False, out="runs/demo", seed=0)
+        >>> argv[:9]
+        ['compare', '--run', '--env', 'MiniGrid-DoorKey-5x5-v0', '--out', 'runs/demo', '--seeds', '0', '1']
+        >>> argv[argv.index("--timesteps") + 1]
+        '50000'
+    """
     settings = dict(DEMO_SETTINGS)
     if quick:
         settings.update(QUICK_SETTINGS)
@@ -80,11 +89,10 @@ def _final_matrix(out: Path, sampler: str, seeds: list[int]) -> tuple[list[int],
 
     per_seed = []
     for seed in seeds:
-        path = out / f"{sampler}-seed{seed}" / "evaluation.json"
-        if not path.is_file():
+        returns = training.load_final_returns(out / training.run_dir_name(sampler, seed))
+        if returns is None:
             return None
-        returns = json.loads(path.read_text())["returns"]
-        per_seed.append({int(k): float(np.mean(v)) for k, v in returns.items() if len(v)})
+        per_seed.append({level: float(np.mean(v)) for level, v in returns.items() if len(v)})
     levels = sorted(set.intersection(*(set(r) for r in per_seed)))
     if not levels:
         return None

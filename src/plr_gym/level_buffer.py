@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from plr_gym._levels import _decode, _encode, level_key, load_values, save_values
+from plr_gym._levels import _decode, _encode, level_key
 from plr_gym._structures import LinearStalenessTree
 from plr_gym.checkpoint import load_npz, save_npz
 from plr_gym.sampler import (
@@ -40,7 +40,7 @@ from plr_gym.sampler import (
 )
 from plr_gym.transforms import TRANSFORMS, OrderedTransform, transform_names
 
-__all__ = ["LevelBuffer", "buffer_transforms", "load_values", "save_values"]
+__all__ = ["LevelBuffer", "buffer_transforms"]
 
 FloatArray = npt.NDArray[np.float64]
 _STATE_VERSION = 1

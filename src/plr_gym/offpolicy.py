@@ -28,9 +28,10 @@ Design
 - **Episodes already running** when tracking starts (``learn(..., reset_num_timesteps=False)`` with a
   new callback) are not scored: their first steps were never seen.
 
-TD error (``γ`` = the algorithm's ``gamma``, one step regardless of a buffer's ``n_steps``;
-``d`` = terminated, i.e. ``done`` and not a time-limit truncation; observations and rewards normalised by
-the algorithm's ``VecNormalize`` as in training):
+TD error: one definition, :mod:`plr_gym.replay.td_error`, shared with the PER algorithms' priorities
+(``γ`` = the algorithm's ``gamma``, one step regardless of a buffer's ``n_steps``; ``d`` = terminated,
+i.e. ``done`` and not a time-limit truncation; observations and rewards normalised by the algorithm's
+``VecNormalize`` as in training; ``deterministic=True``):
 
 - DQN (and ``PERDQN``): ``|r + γ(1−d)·max_a' Q_target(s', a') − Q(s, a)|``.
 - QR-DQN: the same with ``Q`` = mean of the quantiles.
@@ -39,7 +40,8 @@ the algorithm's ``VecNormalize`` as in training):
 - TD3 / DDPG: the same with ``μ = actor_target`` without target-policy smoothing noise.
 
 For SAC/TD3 this is the PER priority of :class:`~plr_gym.replay.PERSAC`/``PERTD3`` (mean over critics of
-``|TD error|``) without the random parts. Other algorithms can pass ``td_error_fn``.
+``|TD error|``, same function) without the random parts (``deterministic=True``); for DQN and QR-DQN it
+is the PER priority itself on one-step transitions. Other algorithms can pass ``td_error_fn``.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.type_aliases import TensorDict
 
 from plr_gym.callbacks import find_plr_wrapper
+from plr_gym.replay.td_error import td_errors
+from plr_gym.scoring import STRATEGY_SPECS
 
 _QRDQN: Optional[type[OffPolicyAlgorithm]]
 try:
@@ -73,8 +77,7 @@ __all__ = [
 ]
 
 #: Sampler strategies the off-policy path accepts: TD-error scoring, or none at all.
-OFF_POLICY_STRATEGIES = ("one_step_td_error", "random", "sequential")
-_SCORELESS = ("random", "sequential")
+OFF_POLICY_STRATEGIES = tuple(name for name, spec in STRATEGY_SPECS.items() if spec.off_policy)
 
 
 class TransitionBatch(NamedTuple):
@@ -98,7 +101,9 @@ TDErrorFn = Callable[[OffPolicyAlgorithm, TransitionBatch], th.Tensor]
 
 
 def one_step_td_errors(model: OffPolicyAlgorithm, batch: TransitionBatch) -> th.Tensor:
-    """``|one-step TD error|`` of each transition under ``model``'s current critic (see the module doc).
+    """``|one-step TD error|`` of each transition under ``model``'s current critic (see the module doc):
+    :func:`plr_gym.replay.td_error.td_errors` with ``γ`` = the model's ``gamma`` and
+    ``deterministic=True``, the definition PER's priorities use too.
 
     Call it under ``th.no_grad()``.
 
@@ -107,34 +112,7 @@ def one_step_td_errors(model: OffPolicyAlgorithm, batch: TransitionBatch) -> th.
     :return: shape ``(batch,)``
     :raises TypeError: for other algorithms
     """
-    gamma = float(model.gamma)
-    r, d = batch.rewards, batch.dones
-    if isinstance(model, DQN):
-        q = model.q_net(batch.observations).gather(1, batch.actions.long())
-        next_q = model.q_net_target(batch.next_observations).max(dim=1).values.reshape(-1, 1)
-        dqn_errors: th.Tensor = (r + gamma * (1.0 - d) * next_q - q).abs().reshape(-1)
-        return dqn_errors
-    if _QRDQN is not None and isinstance(model, _QRDQN):
-        qr: Any = model
-        q_all = qr.quantile_net(batch.observations).mean(dim=1)
-        q = q_all.gather(1, batch.actions.long())
-        next_q = qr.quantile_net_target(batch.next_observations).mean(dim=1).max(dim=1).values
-        errors: th.Tensor = (r + gamma * (1.0 - d) * next_q.reshape(-1, 1) - q).abs().reshape(-1)
-        return errors
-    if isinstance(model, (SAC, TD3)):
-        if isinstance(model, SAC):
-            next_actions = model.actor(batch.next_observations, deterministic=True)
-        else:
-            next_actions = model.actor_target(batch.next_observations)
-        next_q = th.cat(model.critic_target(batch.next_observations, next_actions), dim=1)
-        target = r + gamma * (1.0 - d) * next_q.min(dim=1, keepdim=True).values
-        current = th.cat(model.critic(batch.observations, batch.actions), dim=1)
-        return (current - target).abs().mean(dim=1)
-    raise TypeError(
-        f"one-step TD errors are implemented for DQN, QRDQN, SAC, TD3 (and subclasses such as PERDQN, "
-        f"PERSAC, PERTD3, PERQRDQN, DDPG), got {type(model).__name__}; pass td_error_fn= to "
-        "OffPolicyPLRCallback for other algorithms"
-    )
+    return td_errors(model, batch, float(model.gamma), deterministic=True)
 
 
 def _take(arr: Any, rows: NDArray[np.int64], envs: NDArray[np.int64]) -> Any:
@@ -234,6 +212,11 @@ class OffPolicyPLRCallback(BaseCallback):
         assert isinstance(self.model, OffPolicyAlgorithm)
         return self.model
 
+    @property
+    def source(self) -> Any:
+        """The training env's level source (:class:`~plr_gym.source.LevelSource`)."""
+        return self.wrapper.source
+
     # ------------------------------------------------------------------ SB3 hooks
     def _init_callback(self) -> None:
         if not isinstance(self.model, OffPolicyAlgorithm):
@@ -242,22 +225,23 @@ class OffPolicyPLRCallback(BaseCallback):
                 f"PER classes), got {type(self.model).__name__}; for on-policy algorithms use PLRCallback"
             )
         self.wrapper = find_plr_wrapper(self.model.get_env())
-        if self.wrapper.sampler is None:  # buffer mode: levels are planned per rollout, not per episode
+        source = self.source
+        if source.plans_rollouts:  # Robust PLR: levels are planned per rollout, not per episode
             raise ValueError(
                 "OffPolicyPLRCallback supports PrioritizedLevelReplay over a finite level set "
                 "(levels=... or sampler=LevelSampler(...)), not buffer mode (buffer=LevelBuffer(...), Robust "
                 "PLR / ACCEL), whose per-rollout plans need on-policy rollouts: use PLRCallback with PPO/A2C"
             )
         self.wrapper._score_watch.attached = True  # episodes will be scored
-        strategy = self.wrapper.sampler.strategy
-        if not isinstance(strategy, str) or strategy not in OFF_POLICY_STRATEGIES:
+        strategy = source.strategy
+        if not isinstance(strategy, str) or not source.strategy_info.off_policy:
             name = getattr(strategy, "__name__", strategy)
             raise ValueError(
                 "OffPolicyPLRCallback scores episodes by their one-step TD error only; the sampler's "
                 f"strategy is {name!r}. Accepted strategies: {', '.join(map(repr, OFF_POLICY_STRATEGIES))} "
                 "(the others need on-policy rollout data: use PLRCallback with PPO/A2C)"
             )
-        self.scoring = strategy not in _SCORELESS
+        self.scoring = source.strategy_info.uses_scores
         if self.scoring and self.td_error_fn is one_step_td_errors:
             _check_supported(self.model)
         if not isinstance(self.model.replay_buffer, ReplayBuffer):
@@ -324,12 +308,8 @@ class OffPolicyPLRCallback(BaseCallback):
         scored = self.flush()
         self.logger.record("plr/episodes_scored", scored)
         self.logger.record("plr/steps_overwritten", self.steps_overwritten)
-        sampler = self.wrapper.sampler
-        self.logger.record("plr/num_seen", sampler.num_seen)
-        if sampler.num_seen:
-            scores = sampler.scores[sampler.seen]
-            self.logger.record("plr/score_mean", float(scores.mean()))
-            self.logger.record("plr/score_max", float(scores.max()))
+        for key, value in self.source.rollout_stats(full=False).items():
+            self.logger.record(f"plr/{key}", value)
 
     # ------------------------------------------------------------------ scoring
     def flush(self) -> int:
@@ -367,7 +347,7 @@ class OffPolicyPLRCallback(BaseCallback):
         counts = np.bincount(episode, minlength=len(pending))
         sums = np.bincount(episode, weights=td, minlength=len(pending))
         has = counts > 0
-        self.wrapper.sampler.update_batch(level_e[has], sums[has] / counts[has])
+        self.source.update_batch(level_e[has], sums[has] / counts[has])
         return int(has.sum())
 
     def td_errors(self, rows: NDArray[np.int64], envs: NDArray[np.int64]) -> NDArray[np.float64]:

@@ -56,6 +56,7 @@ Differences from the reference code, all deliberate:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -69,7 +70,8 @@ import numpy.typing as npt
 
 from plr_gym._structures import LinearStalenessTree, OrderedKeys, SumTree
 from plr_gym.checkpoint import load_npz, save_npz
-from plr_gym.scoring import OUTCOME_STRATEGIES, SCORE_FUNCTIONS
+from plr_gym.scoring import STRATEGY_SPECS, strategy_spec
+from plr_gym.scoring import Strategy as StrategyInfo
 from plr_gym.transforms import (
     TRANSFORMS,
     ExponentialTransform,
@@ -90,7 +92,7 @@ __all__ = [
 ]
 
 #: Strategies understood by :class:`LevelSampler` (``random`` and ``sequential`` ignore scores).
-STRATEGIES: tuple[str, ...] = (*SCORE_FUNCTIONS.keys(), "random", "sequential")
+STRATEGIES: tuple[str, ...] = tuple(STRATEGY_SPECS)
 #: The transform parameters a :class:`LevelSampler` passes (see :mod:`plr_gym.transforms`).
 _TRANSFORM_PARAMS = ("temperature", "eps")
 #: Score transforms ``h`` for ``P_S``: the names in :data:`plr_gym.transforms.TRANSFORMS` that
@@ -468,12 +470,17 @@ class LevelSampler:
     @property
     def uses_scores(self) -> bool:
         """False for the ``random`` and ``sequential`` baselines, which ignore scores."""
-        return self.strategy not in ("random", "sequential")
+        return self.strategy_info.uses_scores
+
+    @functools.cached_property
+    def strategy_info(self) -> StrategyInfo:
+        """What the strategy needs (:class:`plr_gym.scoring.Strategy`, from the one registry)."""
+        return strategy_spec(self.strategy)
 
     @property
     def learns_outcomes(self) -> bool:
         """True for ``strategy="learnability"``: updates are episode outcomes, scores are ``p·(1 − p)``."""
-        return isinstance(self.strategy, str) and self.strategy in OUTCOME_STRATEGIES
+        return self.strategy_info.outcome
 
     @property
     def success_rate(self) -> FloatArray:
@@ -1056,6 +1063,80 @@ class LevelSampler:
     def load_from(self, path: str | os.PathLike[str]) -> None:
         """Restore this sampler's state from a file written by :meth:`save`."""
         self.load_state_dict(_read_state(path))
+
+    # The level-source protocol (:class:`plr_gym.source.LevelSource`), through which the wrappers and
+    # callbacks use a sampler: a level per episode, no rollout plan.
+    level_dtype: np.dtype[Any] = np.dtype(np.int64)
+    plans_rollouts = False
+    rollout_mode = "none"
+    last_rollout_mode = "none"
+
+    @property
+    def has_scores(self) -> bool:
+        """True once a score has been recorded (a level is seen)."""
+        return self._n_seen > 0
+
+    def begin_rollout(self) -> bool:
+        """Level source: start a rollout (remembers the sample counters for ``replay_fraction``).
+
+        :return: ``False``: levels are drawn per episode, the envs never need to restart.
+        """
+        self._rollout_counts = (self._num_replay, self._num_explore)
+        return False
+
+    def next_levels(self, envs: npt.NDArray[np.int64]) -> IntArray:
+        """Level source: one freshly sampled level per env of ``envs``, as an ``int64`` array."""
+        n = int(np.asarray(envs).size)
+        levels = np.asarray(self.sample(n))
+        if levels.shape != (n,):  # a subclass overriding sample()
+            raise ValueError(
+                f"sampler.sample({n}) must return {n} level ids, got an array of shape {levels.shape}"
+            )
+        try:
+            self._index.indices(levels)
+        except (KeyError, TypeError) as exc:
+            msg = exc.args[0] if exc.args else str(exc)
+            raise ValueError(f"the sampler returned a level it does not hold: {msg}") from exc
+        return levels.astype(np.int64, copy=False)
+
+    def end_rollout(self) -> None:
+        """Level source: nothing to close (levels are drawn per episode)."""
+
+    def discard_unplayed(self) -> None:
+        """Level source: nothing to forget (each level is drawn when its episode starts)."""
+
+    def retained_levels(self) -> None:
+        """Level source: ``None``, a sampler keeps every level."""
+        return None
+
+    def refused(self, exc: BaseException, levels: list[Any]) -> Exception | None:
+        """Level source: an env refusing a level id is the env's error, re-raised as it is."""
+        return None
+
+    def rollout_stats(self, full: bool) -> dict[str, Any]:
+        """Level source: ``replay_fraction`` (of the episodes started since :meth:`begin_rollout`),
+        ``num_seen``, ``score_mean``, ``score_max`` and, with ``full`` (``O(N log N)``),
+        ``weight_entropy`` of the replay distribution and the ``scores`` of the seen levels."""
+        replay0, explore0 = getattr(self, "_rollout_counts", (self._num_replay, self._num_explore))
+        replays = self._num_replay - replay0
+        started = replays + self._num_explore - explore0
+        stats: dict[str, Any] = {"num_seen": self.num_seen}
+        if started:
+            stats["replay_fraction"] = replays / started
+        if self.num_seen:
+            scores = self.scores[self.seen]
+            stats["score_mean"] = float(scores.mean())
+            stats["score_max"] = float(scores.max())
+            if full:
+                w = self.sample_weights()
+                w = w[w > 0]
+                stats["weight_entropy"] = float(-(w * np.log(w)).sum())
+                stats["scores"] = scores
+        return stats
+
+    def checkpoint_files(self) -> dict[str, tuple[Callable[[Any], None], Callable[[Any], None]]]:
+        """Level source: ``plr_sampler.npz`` in a checkpoint directory."""
+        return {"plr_sampler.npz": (self.save, self.load_from)}
 
 
 def _read_state(path: str | os.PathLike[str]) -> dict[str, Any]:

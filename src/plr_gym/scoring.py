@@ -61,8 +61,10 @@ __all__ = [
     "OUTCOME_STRATEGIES",
     "PARTIAL_EPISODES",
     "SCORE_FUNCTIONS",
+    "STRATEGY_SPECS",
     "EpisodeData",
     "EpisodeScorer",
+    "Strategy",
     "episode_success",
     "gae",
     "get_score_function",
@@ -73,6 +75,7 @@ __all__ = [
     "one_step_td_error",
     "policy_entropy",
     "positive_value_loss",
+    "strategy_spec",
     "value_l1",
 ]
 
@@ -227,23 +230,84 @@ def episode_success(info: Any, success_fn: Optional[Callable[[Any], Any]] = None
     return None
 
 
-#: Built-in scoring strategies by name.
-SCORE_FUNCTIONS: dict[str, Callable[[EpisodeData], float]] = {
-    "value_l1": value_l1,
-    "positive_value_loss": positive_value_loss,
-    "gae": gae,
-    "max_mc": max_mc,
-    "policy_entropy": policy_entropy,
-    "least_confidence": least_confidence,
-    "min_margin": min_margin,
-    "one_step_td_error": one_step_td_error,
-    "learnability": learnability,
+@dataclass(frozen=True)
+class Strategy:
+    """What a level-scoring strategy is and what it needs: one entry of :data:`STRATEGY_SPECS`.
+
+    Every check of "does this strategy need scores / the policy / discrete actions / outcomes, and which
+    front ends can compute it" reads these fields; adding a strategy is one new entry (and its tests).
+
+    :param name: the ``strategy=`` string.
+    :param score_fn: ``fn(EpisodeData) -> float`` (``None``: the strategy ignores scores).
+    :param needs_policy: needs the policy's action distribution (``log_policy`` or ``entropies``).
+    :param discrete_only: needs a ``Discrete`` action space (``log_policy`` over all actions).
+    :param outcome: the per-episode value is a binary outcome that the sampler aggregates per level into a
+        success rate (``learnability``); needs whole episodes and a finite level set.
+    :param off_policy: :class:`~plr_gym.OffPolicyPLRCallback` can compute it from a replay buffer.
+    :param level_buffer: a :class:`~plr_gym.LevelBuffer` (Robust PLR / ACCEL) can be scored with it.
+    """
+
+    name: str
+    score_fn: Optional[Callable[[EpisodeData], float]]
+    needs_policy: bool = False
+    discrete_only: bool = False
+    outcome: bool = False
+    off_policy: bool = False
+    level_buffer: bool = True
+
+    @property
+    def uses_scores(self) -> bool:
+        """False for the ``random`` and ``sequential`` baselines, which never look at a score."""
+        return self.score_fn is not None
+
+
+#: Every built-in strategy, by name (the only list of strategies; the tuples below derive from it).
+STRATEGY_SPECS: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        Strategy("value_l1", value_l1),
+        Strategy("positive_value_loss", positive_value_loss),
+        Strategy("gae", gae),
+        Strategy("max_mc", max_mc),
+        Strategy("policy_entropy", policy_entropy, needs_policy=True),
+        Strategy("least_confidence", least_confidence, needs_policy=True, discrete_only=True),
+        Strategy("min_margin", min_margin, needs_policy=True, discrete_only=True),
+        Strategy("one_step_td_error", one_step_td_error, off_policy=True),
+        Strategy("learnability", learnability, outcome=True, level_buffer=False),
+        Strategy("random", None, off_policy=True, level_buffer=False),
+        Strategy("sequential", None, off_policy=True, level_buffer=False),
+    )
 }
 
+
+def strategy_spec(strategy: str | Callable[[EpisodeData], float]) -> Strategy:
+    """The :class:`Strategy` of a name, or of a user's callable ``fn(EpisodeData) -> float``.
+
+    A callable scores episodes from values/advantages/returns (no policy, no outcome); it works with
+    every on-policy front end and with a :class:`~plr_gym.LevelBuffer`.
+
+    >>> strategy_spec("learnability").outcome, strategy_spec("random").uses_scores
+    (True, False)
+    """
+    if callable(strategy):
+        return Strategy(getattr(strategy, "__name__", "callable"), strategy)
+    try:
+        return STRATEGY_SPECS[strategy]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"strategy={strategy!r} is not a strategy; choose one of {', '.join(STRATEGY_SPECS)} "
+            "or a callable fn(EpisodeData) -> float"
+        ) from None
+
+
+#: Built-in scoring strategies by name (those that compute a score).
+SCORE_FUNCTIONS: dict[str, Callable[[EpisodeData], float]] = {
+    name: s.score_fn for name, s in STRATEGY_SPECS.items() if s.score_fn is not None
+}
 #: Strategies that need a discrete action distribution (``log_policy``).
-DISCRETE_ONLY: frozenset[str] = frozenset({"least_confidence", "min_margin"})
+DISCRETE_ONLY: frozenset[str] = frozenset(n for n, s in STRATEGY_SPECS.items() if s.discrete_only)
 #: Strategies whose per-episode value is an outcome (success) that the sampler aggregates per level.
-OUTCOME_STRATEGIES: frozenset[str] = frozenset({"learnability"})
+OUTCOME_STRATEGIES: frozenset[str] = frozenset(n for n, s in STRATEGY_SPECS.items() if s.outcome)
 
 
 def get_score_function(strategy: str | Callable[[EpisodeData], float]) -> Callable[[EpisodeData], float]:
@@ -382,7 +446,7 @@ class EpisodeScorer:
     @property
     def needs_policy(self) -> bool:
         """True if the strategy needs the action distribution (``log_policy`` or ``entropies``)."""
-        return self.strategy in ("policy_entropy", "least_confidence", "min_margin")
+        return strategy_spec(self.strategy).needs_policy
 
     def process_rollout(
         self,

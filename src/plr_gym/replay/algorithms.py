@@ -1,10 +1,13 @@
 """SB3 off-policy algorithms that train with prioritized experience replay.
 
 Each class is the SB3 (or sb3-contrib) algorithm with one mixin, :class:`PrioritizedReplayMixin`, and a
-``train()`` copied from upstream with three marked changes (``# PER:``): β is annealed from training
-progress, the per-sample loss is multiplied by the importance weights, and ``|TD error|`` is written
-back with ``update_priorities``. Supported upstream versions: :data:`SUPPORTED_SB3`; the test suite
-checks :data:`UPSTREAM_TRAIN_SHA256` against the installed upstream ``train()`` sources.
+``train()`` copied from upstream with four marked changes (``# PER:``): β is annealed from training
+progress, the TD target and current estimates come from :mod:`plr_gym.replay.td_error` (upstream's
+code, moved there so that :class:`~plr_gym.OffPolicyPLRCallback` uses the same definition), the
+per-sample loss is multiplied by the importance weights, and ``|TD error|``
+(:func:`~plr_gym.replay.td_error.absolute_td_error`) is written back with ``update_priorities``.
+Supported upstream versions: :data:`SUPPORTED_SB3`; the test suite checks :data:`UPSTREAM_TRAIN_SHA256`
+against the installed upstream ``train()`` sources.
 """
 
 from __future__ import annotations
@@ -26,6 +29,13 @@ from plr_gym.replay.buffers import (
     PrioritizedReplayBuffer,
     _PrioritizedBufferBase,
 )
+from plr_gym.replay.td_error import (
+    absolute_td_error,
+    dqn_td_terms,
+    qrdqn_td_terms,
+    sac_td_terms,
+    td3_td_terms,
+)
 
 try:
     from sb3_contrib import QRDQN
@@ -37,9 +47,13 @@ except ImportError:  # pragma: no cover - sb3-contrib is optional
 
 __all__ = ["PERDQN", "PERSAC", "PERTD3", "SUPPORTED_SB3", "UPSTREAM_TRAIN_SHA256", "PrioritizedReplayMixin"]
 
-#: SB3 versions whose ``train()`` the overrides below mirror (major.minor).
-SUPPORTED_SB3 = ("2.9",)
-#: sha256 of ``inspect.getsource(cls.train)`` for the upstream methods copied here (SB3 / sb3-contrib 2.9.2).
+#: SB3 versions whose ``train()`` the overrides below mirror (major.minor): upstream's ``train()`` sources
+#: hash to :data:`UPSTREAM_TRAIN_SHA256` in every release from 2.7.0 (n-step ``discounts``, which the
+#: copies consume, and the ``n_steps`` argument the mixin forwards) to 2.9.2. pyproject.toml pins
+#: ``stable-baselines3>=2.7,<2.10`` to match; add a minor here only after checking its ``train()``.
+SUPPORTED_SB3 = ("2.7", "2.8", "2.9")
+#: sha256 of ``inspect.getsource(cls.train)`` for the upstream methods copied here (SB3 / sb3-contrib
+#: 2.7.0 to 2.9.2: the same source in each).
 UPSTREAM_TRAIN_SHA256 = {
     "stable_baselines3.DQN": "696507cb4053336a892a34781e07fc6884c8d43673ea5cc7cb463f64e086c17e",
     "stable_baselines3.SAC": "0ac7abe1c18ba7fe1b8a5bbf2b301b6fff4f4573aa02c4342187a953600ce50c",
@@ -160,21 +174,9 @@ class PERDQN(PrioritizedReplayMixin, DQN):
             # For n-step replay, discount factor is gamma**n_steps (when no early termination)
             discounts = replay_data.discounts if replay_data.discounts is not None else self.gamma
 
-            with th.no_grad():
-                # Compute the next Q-values using the target network
-                next_q_values = self.q_net_target(replay_data.next_observations)
-                # Follow greedy policy: use the one with the highest value
-                next_q_values, _ = next_q_values.max(dim=1)
-                # Avoid potential broadcast issue
-                next_q_values = next_q_values.reshape(-1, 1)
-                # 1-step TD target
-                target_q_values = replay_data.rewards + (1 - replay_data.dones) * discounts * next_q_values
-
-            # Get current Q-values estimates
-            current_q_values = self.q_net(replay_data.observations)
-
-            # Retrieve the q-values for the actions from the replay buffer
-            current_q_values = th.gather(current_q_values, dim=1, index=replay_data.actions.long())
+            # PER: the TD target (no grad) and current Q-values, upstream's code moved to
+            # plr_gym.replay.td_error so that OffPolicyPLRCallback scores levels with the same definition
+            current_q_values, target_q_values = dqn_td_terms(self, replay_data, discounts)
 
             # Compute Huber loss (less sensitive to outliers)
             # PER: per-sample loss weighted by the importance weights
@@ -192,7 +194,7 @@ class PERDQN(PrioritizedReplayMixin, DQN):
 
             # PER: new priorities are the absolute TD errors
             replay_buffer.update_priorities(
-                replay_data.indices, (target_q_values - current_q_values).abs().detach()
+                replay_data.indices, absolute_td_error(current_q_values, target_q_values)
             )
 
         # Increase update counter
@@ -200,13 +202,6 @@ class PERDQN(PrioritizedReplayMixin, DQN):
 
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         self.logger.record("train/loss", np.mean(losses))
-
-
-def _critics_td_error(current_q_values: tuple[th.Tensor, ...], target_q_values: th.Tensor) -> th.Tensor:
-    """Mean over critics of ``|Q_k - target|``, shape ``(batch, 1)``."""
-    return (
-        th.stack([(current_q - target_q_values).abs() for current_q in current_q_values]).mean(dim=0).detach()
-    )
 
 
 class PERSAC(PrioritizedReplayMixin, SAC):
@@ -276,20 +271,11 @@ class PERSAC(PrioritizedReplayMixin, SAC):
                 ent_coef_loss.backward()  # type: ignore[no-untyped-call]
                 self.ent_coef_optimizer.step()
 
-            with th.no_grad():
-                # Select action according to policy
-                next_actions, next_log_prob = self.actor.action_log_prob(replay_data.next_observations)
-                # Compute the next Q values: min over all critics targets
-                next_q_values = th.cat(self.critic_target(replay_data.next_observations, next_actions), dim=1)
-                next_q_values, _ = th.min(next_q_values, dim=1, keepdim=True)
-                # add entropy term
-                next_q_values = next_q_values - ent_coef * next_log_prob.reshape(-1, 1)
-                # td error + entropy term
-                target_q_values = replay_data.rewards + (1 - replay_data.dones) * discounts * next_q_values
-
-            # Get current Q-values estimates for each critic network
-            # using action from the replay buffer
-            current_q_values = self.critic(replay_data.observations, replay_data.actions)
+            # PER: the soft TD target (sampled next action, entropy term; no grad) and each critic's
+            # Q-values, upstream's code moved to plr_gym.replay.td_error (shared with OffPolicyPLRCallback)
+            current_q_values, target_q_values = sac_td_terms(
+                self, replay_data, discounts, deterministic=False, ent_coef=ent_coef
+            )
 
             # Compute critic loss
             # PER: per-sample squared errors weighted by the importance weights
@@ -307,7 +293,7 @@ class PERSAC(PrioritizedReplayMixin, SAC):
 
             # PER: new priorities are the absolute TD errors, averaged over critics
             replay_buffer.update_priorities(
-                replay_data.indices, _critics_td_error(current_q_values, target_q_values)
+                replay_data.indices, absolute_td_error(current_q_values, target_q_values)
             )
 
             # Compute actor loss
@@ -371,19 +357,11 @@ class PERTD3(PrioritizedReplayMixin, TD3):
             # For n-step replay, discount factor is gamma**n_steps (when no early termination)
             discounts = replay_data.discounts if replay_data.discounts is not None else self.gamma
 
-            with th.no_grad():
-                # Select action according to policy and add clipped noise
-                noise = replay_data.actions.clone().data.normal_(0, self.target_policy_noise)
-                noise = noise.clamp(-self.target_noise_clip, self.target_noise_clip)
-                next_actions = (self.actor_target(replay_data.next_observations) + noise).clamp(-1, 1)
-
-                # Compute the next Q-values: min over all critics targets
-                next_q_values = th.cat(self.critic_target(replay_data.next_observations, next_actions), dim=1)
-                next_q_values, _ = th.min(next_q_values, dim=1, keepdim=True)
-                target_q_values = replay_data.rewards + (1 - replay_data.dones) * discounts * next_q_values
-
-            # Get current Q-values estimates for each critic network
-            current_q_values = self.critic(replay_data.observations, replay_data.actions)
+            # PER: the TD target (clipped target-policy noise; no grad) and each critic's Q-values,
+            # upstream's code moved to plr_gym.replay.td_error (shared with OffPolicyPLRCallback)
+            current_q_values, target_q_values = td3_td_terms(
+                self, replay_data, discounts, deterministic=False
+            )
 
             # Compute critic loss
             # PER: per-sample squared errors weighted by the importance weights
@@ -401,7 +379,7 @@ class PERTD3(PrioritizedReplayMixin, TD3):
 
             # PER: new priorities are the absolute TD errors, averaged over critics
             replay_buffer.update_priorities(
-                replay_data.indices, _critics_td_error(current_q_values, target_q_values)
+                replay_data.indices, absolute_td_error(current_q_values, target_q_values)
             )
 
             # Delayed policy updates
@@ -471,27 +449,9 @@ if _HAS_SB3_CONTRIB:
                 # For n-step replay, discount factor is gamma**n_steps (when no early termination)
                 discounts = replay_data.discounts if replay_data.discounts is not None else self.gamma
 
-                with th.no_grad():
-                    # Compute the quantiles of next observation
-                    next_quantiles = self.quantile_net_target(replay_data.next_observations)
-                    # Compute the greedy actions which maximize the next Q values
-                    next_greedy_actions = next_quantiles.mean(dim=1, keepdim=True).argmax(dim=2, keepdim=True)
-                    # Make "n_quantiles" copies of actions, and reshape to (batch_size, n_quantiles, 1)
-                    next_greedy_actions = next_greedy_actions.expand(batch_size, self.n_quantiles, 1)
-                    # Follow greedy policy: use the one with the highest Q values
-                    next_quantiles = next_quantiles.gather(dim=2, index=next_greedy_actions).squeeze(dim=2)
-                    # 1-step TD target
-                    target_quantiles = (
-                        replay_data.rewards + (1 - replay_data.dones) * discounts * next_quantiles
-                    )
-
-                # Get current quantile estimates
-                current_quantiles = self.quantile_net(replay_data.observations)
-
-                # Make "n_quantiles" copies of actions, and reshape to (batch_size, n_quantiles, 1).
-                actions = replay_data.actions[..., None].long().expand(batch_size, self.n_quantiles, 1)
-                # Retrieve the quantiles for the actions from the replay buffer
-                current_quantiles = th.gather(current_quantiles, dim=2, index=actions).squeeze(dim=2)
+                # PER: the target quantiles (no grad) and current quantiles, upstream's code moved to
+                # plr_gym.replay.td_error (shared with OffPolicyPLRCallback)
+                current_quantiles, target_quantiles = qrdqn_td_terms(self, replay_data, discounts)
 
                 # Compute Quantile Huber loss, summing over a quantile dimension as in the paper.
                 # PER: per-sample loss weighted by the importance weights
@@ -509,8 +469,9 @@ if _HAS_SB3_CONTRIB:
                 self.policy.optimizer.step()
 
                 # PER: new priorities are the absolute TD errors of the Q-values (quantile means)
-                td_errors = (target_quantiles.mean(dim=1) - current_quantiles.mean(dim=1)).abs().detach()
-                replay_buffer.update_priorities(replay_data.indices, td_errors)
+                replay_buffer.update_priorities(
+                    replay_data.indices, absolute_td_error(current_quantiles, target_quantiles)
+                )
 
             # Increase update counter
             self._n_updates += gradient_steps

@@ -1,4 +1,10 @@
-"""Prioritized experience replay (Schaul et al., 2015) as drop-in Stable-Baselines3 replay buffers."""
+"""Prioritized experience replay (Schaul et al., 2015) as drop-in Stable-Baselines3 replay buffers.
+
+The buffers here adapt SB3's storage (``ReplayBuffer``/``DictReplayBuffer`` arrays, tensors, VecNormalize)
+to the torch-free cores: :class:`~plr_gym.replay.priorities.ReplayPriorities` keeps the priorities and
+draws the slots, :mod:`plr_gym.replay.sequences` picks the slots of sequences. What remains here is
+storing transitions, gathering a batch's data (n-step returns included) and checkpoints.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +22,9 @@ from stable_baselines3.common.type_aliases import TensorDict
 from stable_baselines3.common.vec_env import VecNormalize
 
 from plr_gym.checkpoint import load_npz, save_npz
+from plr_gym.replay.priorities import PRIORITIZATIONS as PRIORITIZATIONS  # re-exported
+from plr_gym.replay.priorities import ReplayPriorities, check_fraction, is_int
+from plr_gym.replay.sequences import RewardRebalancedEnds, SequenceSamples, check_length, sequence_slots
 from plr_gym.replay.sum_tree import SumTree
 
 __all__ = [
@@ -26,9 +35,6 @@ __all__ = [
     "SequenceSamples",
 ]
 
-PRIORITIZATIONS = ("proportional", "rank")
-# Defaults from Schaul et al. (2015), Table 3: (alpha, beta0) per prioritization variant.
-_DEFAULT_ALPHA_BETA = {"proportional": (0.6, 0.4), "rank": (0.7, 0.5)}
 _FORMAT_VERSION = 2  # 2: per-transition levels
 
 
@@ -89,59 +95,23 @@ class PrioritizedDictReplayBufferSamples(NamedTuple):
     levels: Optional[NDArray[np.int64]] = None
 
 
-class SequenceSamples(NamedTuple):
-    """
-    A batch of contiguous sequences of one env's steps, all fields shaped ``(batch, length, ...)``.
-
-    Steps outside the sampled episode (past its end, before its start, or past the newest data) are
-    padding: they repeat the nearest step of the episode, with ``mask``, ``rewards``, ``dones`` and
-    ``timeouts`` set to 0, so no data from another episode appears in a sequence.
-
-    :param observations: shape ``(batch, length, *obs_shape)`` (a dict of such for ``Dict`` spaces)
-    :param actions: shape ``(batch, length, action_dim)``
-    :param next_observations: shape ``(batch, length, *obs_shape)``
-    :param rewards: one-step rewards, shape ``(batch, length)``
-    :param dones: 1 where the episode truly terminated at that step, shape ``(batch, length)``
-    :param timeouts: 1 where the episode was truncated at that step, shape ``(batch, length)``
-    :param mask: 1 for real steps, 0 for padding, shape ``(batch, length)``
-    :param weights: importance-sampling weights of the anchor step, shape ``(batch, 1)``
-    :param indices: flat slot index of each anchor step, shape ``(batch,)``
-
-    Example:
-        >>> SequenceSamples._fields[-3:]
-        ('mask', 'weights', 'indices')
-    """
-
-    observations: Union[th.Tensor, TensorDict]
-    actions: th.Tensor
-    next_observations: Union[th.Tensor, TensorDict]
-    rewards: th.Tensor
-    dones: th.Tensor
-    timeouts: th.Tensor
-    mask: th.Tensor
-    weights: th.Tensor
-    indices: NDArray[np.int64]
-
-
-def _check_fraction(name: str, value: float) -> float:
-    if (
-        isinstance(value, (bool, np.bool_))
-        or not isinstance(value, (int, float, np.integer, np.floating))
-        or not 0.0 <= float(value) <= 1.0
-    ):
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
-    return float(value)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
 _INT64_MAX = int(np.iinfo(np.int64).max)
+# Settings that live in the priority core (ReplayPriorities); the buffer exposes them read-only.
+_CORE_SETTINGS = (
+    "prioritization",
+    "alpha",
+    "beta0",
+    "eps",
+    "replacement",
+    "recent_data_ratio",
+    "recent_data_steps",
+    "rank_refresh_interval",
+)
 
 
 class _PrioritizedBufferBase(ReplayBuffer):
-    """Prioritized sampling shared by the array and ``Dict`` observation buffers."""
+    """Prioritized sampling shared by the array and ``Dict`` observation buffers: SB3's storage, with
+    the priorities and the choice of slots delegated to :attr:`replay_priorities`."""
 
     def __init__(
         self,
@@ -171,41 +141,27 @@ class _PrioritizedBufferBase(ReplayBuffer):
                 "observations separately to gather n-step targets and sequences); pass "
                 "optimize_memory_usage=False."
             )
-        if prioritization not in PRIORITIZATIONS:
-            raise ValueError(f"prioritization must be one of {PRIORITIZATIONS}, got {prioritization!r}")
-        default_alpha, default_beta = _DEFAULT_ALPHA_BETA[prioritization]
-        alpha = default_alpha if alpha is None else alpha
-        beta = default_beta if beta is None else beta
-        if (
-            isinstance(alpha, (bool, np.bool_))
-            or not isinstance(alpha, (int, float, np.integer, np.floating))
-            or not np.isfinite(alpha)
-            or alpha < 0
-        ):
-            raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
-        if (
-            isinstance(eps, (bool, np.bool_))
-            or not isinstance(eps, (int, float, np.integer, np.floating))
-            or not np.isfinite(eps)
-            or eps < 0
-        ):
-            raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
-        if not _is_int(n_steps) or n_steps < 1:
+        if not is_int(n_steps) or n_steps < 1:
             raise ValueError(f"n_steps must be an int >= 1, got {n_steps!r}")
-        _check_fraction("gamma", gamma)
-        ratio = _check_fraction("recent_data_ratio", recent_data_ratio)
-        if ratio > 0 and (
-            recent_data_steps is None or not _is_int(recent_data_steps) or recent_data_steps < 1
-        ):
-            raise ValueError(
-                "recent_data_ratio > 0 needs recent_data_steps, the number of most recent steps (per env) "
-                f"to draw that share from, as an int >= 1; got recent_data_steps={recent_data_steps!r}"
-            )
-        if not _is_int(rank_refresh_interval) or rank_refresh_interval < 1:
-            raise ValueError(f"rank_refresh_interval must be an int >= 1, got {rank_refresh_interval!r}")
-        if seed is not None and (not _is_int(seed) or seed < 0):
-            raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
-
+        check_fraction("gamma", gamma)
+        if not is_int(n_envs) or n_envs < 1:
+            raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
+        if not is_int(buffer_size) or buffer_size < 1:
+            raise ValueError(f"buffer_size must be an int >= 1, got {buffer_size!r}")
+        # Checks every priority setting before SB3 allocates the storage.
+        priorities = ReplayPriorities(
+            max(int(buffer_size) // int(n_envs), 1),  # SB3's rows per env
+            int(n_envs),
+            prioritization=prioritization,
+            alpha=alpha,
+            beta=beta,
+            eps=eps,
+            replacement=replacement,
+            recent_data_ratio=recent_data_ratio,
+            recent_data_steps=recent_data_steps,
+            rank_refresh_interval=rank_refresh_interval,
+            seed=seed,
+        )
         super().__init__(
             buffer_size,
             observation_space,
@@ -215,47 +171,67 @@ class _PrioritizedBufferBase(ReplayBuffer):
             optimize_memory_usage=False,
             handle_timeout_termination=handle_timeout_termination,
         )
-        self.prioritization = prioritization
-        self.alpha = float(alpha)
-        self.beta0 = _check_fraction("beta", beta)
-        self._beta = self.beta0
-        self.eps = float(eps)
+        assert priorities.capacity == self.buffer_size * self.n_envs
+        #: The torch-free priority core: raw priorities, sum tree, sampling and importance weights.
+        self.replay_priorities = priorities
         self.n_steps = int(n_steps)
         self.gamma = float(gamma)
-        self.replacement = bool(replacement)
-        self.recent_data_ratio = ratio
-        self.recent_data_steps = None if recent_data_steps is None else int(recent_data_steps)
-        self.rank_refresh_interval = int(rank_refresh_interval)
-
         self.capacity = self.buffer_size * self.n_envs
-        self._tree = SumTree(self.capacity)
-        # Raw priority p_i = |delta_i| + eps of every slot (0 for empty slots); leaves hold p_i**alpha
-        # (proportional) or rank_i**-alpha (rank).
-        self._priorities = np.zeros(self.capacity, dtype=np.float64)
         # Level id of each transition's episode (infos[i]["level"] at add time), -1 when unknown.
         self.levels: NDArray[np.int64] = np.full((self.buffer_size, self.n_envs), -1, dtype=np.int64)
-        self._max_priority = 1.0
-        self._rank_snapshot = np.zeros(0, dtype=np.float64)  # ascending raw priorities at last sort
-        self._samples_since_refresh = 0
-        self._size_at_refresh = 0
-        self._reward_trees: Optional[tuple[SumTree, SumTree]] = None
-        self._samples_since_update = 0
+        self._reward_ends: Optional[RewardRebalancedEnds] = None  # built by the first reward-sequence draw
         self._warned_no_update = False
-        if seed is None:
-            # Follow numpy's global RNG, which SB3 seeds from the algorithm's `seed=`.
-            seed = int(np.random.randint(0, 2**31 - 1))  # noqa: NPY002
-        self._rng = np.random.default_rng(seed)
 
     # ------------------------------------------------------------------ state and hyper-parameters
 
     @property
+    def prioritization(self) -> str:
+        """``"proportional"`` or ``"rank"``."""
+        return self.replay_priorities.prioritization
+
+    @property
+    def alpha(self) -> float:
+        """Priority exponent (0 = uniform)."""
+        return self.replay_priorities.alpha
+
+    @property
+    def beta0(self) -> float:
+        """Initial importance-sampling exponent."""
+        return self.replay_priorities.beta0
+
+    @property
+    def eps(self) -> float:
+        """Added to ``|TD error|`` so that no transition gets probability 0."""
+        return self.replay_priorities.eps
+
+    @property
+    def replacement(self) -> bool:
+        """Whether a batch may hold one transition several times."""
+        return self.replay_priorities.replacement
+
+    @property
+    def recent_data_ratio(self) -> float:
+        """Share of each batch drawn uniformly from the newest steps."""
+        return self.replay_priorities.recent_data_ratio
+
+    @property
+    def recent_data_steps(self) -> Optional[int]:
+        """Number of newest steps (per env) for that share."""
+        return self.replay_priorities.recent_data_steps
+
+    @property
+    def rank_refresh_interval(self) -> int:
+        """Rank mode: samples between full re-sorts."""
+        return self.replay_priorities.rank_refresh_interval
+
+    @property
     def beta(self) -> float:
         """Current importance-sampling exponent (annealed from ``beta0`` to 1 by :meth:`anneal_beta`)."""
-        return self._beta
+        return self.replay_priorities.beta
 
     @beta.setter
     def beta(self, value: float) -> None:
-        self._beta = _check_fraction("beta", value)
+        self.replay_priorities.beta = value
 
     def anneal_beta(self, progress: float) -> None:
         """
@@ -263,8 +239,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
 
         :param progress: fraction of training done, in ``[0, 1]``
         """
-        progress = _check_fraction("progress", progress)
-        self._beta = self.beta0 + progress * (1.0 - self.beta0)
+        self.replay_priorities.anneal_beta(progress)
 
     @property
     def n_transitions(self) -> int:
@@ -274,39 +249,49 @@ class _PrioritizedBufferBase(ReplayBuffer):
     @property
     def priorities(self) -> NDArray[np.float64]:
         """Copy of the raw priorities ``|delta| + eps`` (0 when empty), shape ``(buffer_size, n_envs)``."""
-        return self._priorities.reshape(self.buffer_size, self.n_envs).copy()
+        return self.replay_priorities.raw.reshape(self.buffer_size, self.n_envs).copy()
 
     @property
     def max_priority(self) -> float:
         """Largest raw priority seen so far (at least 1); new transitions enter with it."""
-        return self._max_priority
+        return self.replay_priorities.max_priority
+
+    @property
+    def _tree(self) -> SumTree:
+        return self.replay_priorities.tree
+
+    @property
+    def _rng(self) -> np.random.Generator:
+        return self.replay_priorities.rng
+
+    @property
+    def _priorities(self) -> NDArray[np.float64]:
+        return self.replay_priorities.raw
 
     def sampling_probabilities(self) -> NDArray[np.float64]:
         """
         :return: the probability ``P(i)`` that one prioritized draw picks each slot,
             shape ``(buffer_size, n_envs)`` (ignores ``recent_data_ratio``)
         """
-        leaves = np.asarray(self._tree.leaves, dtype=np.float64)
-        total = self._tree.total
-        return (leaves / total if total > 0 else np.zeros_like(leaves)).reshape(self.buffer_size, self.n_envs)
+        return self.replay_priorities.probabilities().reshape(self.buffer_size, self.n_envs)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        # Buffers pickled before per-transition levels existed load with every level unknown (-1).
+        # Buffers pickled before per-transition levels existed load with every level unknown (-1), and
+        # buffers pickled before the priority core existed get one built from their fields.
+        state = dict(state)
+        if "replay_priorities" not in state and "_tree" in state:
+            state["replay_priorities"] = _core_from_old_state(state)
+        state.pop("_reward_trees", None)
+        state.setdefault("_reward_ends", None)
         self.__dict__.update(state)
         if "levels" not in state:
             self.levels = np.full((self.buffer_size, self.n_envs), -1, dtype=np.int64)
 
     def reset(self) -> None:
         super().reset()
-        self._tree = SumTree(self.capacity)
-        self._priorities[:] = 0.0
+        self.replay_priorities.reset()
         self.levels[:] = -1
-        self._max_priority = 1.0
-        self._rank_snapshot = np.zeros(0, dtype=np.float64)
-        self._samples_since_refresh = 0
-        self._size_at_refresh = 0
-        self._reward_trees = None
-        self._samples_since_update = 0
+        self._reward_ends = None
 
     # ------------------------------------------------------------------ adding and priorities
 
@@ -363,7 +348,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
         out = np.full(self.n_envs, -1, dtype=np.int64)
         for i, info in enumerate(infos):
             level: Any = info.get("level") if isinstance(info, dict) else None
-            if _is_int(level):
+            if is_int(level):
                 if not -1 <= int(level) <= _INT64_MAX:
                     raise ValueError(
                         f'infos[{i}]["level"]={level!r} is not a level id this buffer can store: int level '
@@ -385,17 +370,9 @@ class _PrioritizedBufferBase(ReplayBuffer):
         (``infos[i]["level"]``, ``-1`` if absent or not an int). Subclasses may also store per-env data
         taken from ``infos`` here (one entry per env)."""
         self.levels[row] = self._levels_of(infos)
-        slots = row * self.n_envs + np.arange(self.n_envs)
-        self._priorities[slots] = self._max_priority
-        if self.prioritization == "rank":
-            leaf = 1.0  # the largest priority ranks first: 1 ** -alpha
-        else:
-            leaf = self._max_priority**self.alpha
-        self._tree.update(slots, np.full(self.n_envs, leaf))
-        if self._reward_trees is not None:
-            nonzero = (self.rewards[row] != 0).astype(np.float64)
-            self._reward_trees[0].update(slots, nonzero)
-            self._reward_trees[1].update(slots, 1.0 - nonzero)
+        slots = self.replay_priorities.add(row)
+        if self._reward_ends is not None:
+            self._reward_ends.add(slots, self.rewards[row])
 
     def update_priorities(
         self, indices: Union[ArrayLike, th.Tensor], priorities: Union[ArrayLike, th.Tensor]
@@ -415,42 +392,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
             indices = indices.detach().cpu().numpy()
         if isinstance(priorities, th.Tensor):
             priorities = priorities.detach().cpu().numpy()
-        idx = np.asarray(indices).reshape(-1)
-        prio = np.asarray(priorities, dtype=np.float64).reshape(-1)
-        if idx.shape != prio.shape:
-            raise ValueError(
-                f"indices and priorities must have the same length, got {idx.size} and {prio.size}"
-            )
-        if idx.size and not np.issubdtype(idx.dtype, np.integer):
-            raise ValueError(f"indices must be integers, got dtype {idx.dtype}")
-        if not np.all(np.isfinite(prio)):
-            raise ValueError(
-                f"priorities must be finite, got NaN or inf at positions {np.flatnonzero(~np.isfinite(prio))}"
-            )
-        if np.any(prio < 0):
-            raise ValueError(
-                f"priorities must be >= 0, got negative values at positions {np.flatnonzero(prio < 0)}"
-            )
-        n_valid = self.n_transitions
-        if idx.size and (idx.min() < 0 or idx.max() >= n_valid):
-            raise ValueError(
-                f"indices must point at stored transitions, in [0, {n_valid}); "
-                f"got range [{idx.min()}, {idx.max()}]"
-            )
-        raw = prio + self.eps
-        self._priorities[idx] = raw
-        if raw.size:
-            self._max_priority = max(self._max_priority, float(raw.max()))
-        self._tree.update(idx, self._leaf_values(raw))
-        self._samples_since_update = 0
-
-    def _leaf_values(self, raw: NDArray[np.float64]) -> NDArray[np.float64]:
-        if self.prioritization == "proportional":
-            return np.asarray(raw**self.alpha, dtype=np.float64)
-        # Rank among the last sorted snapshot: 1 + number of snapshot priorities strictly above.
-        snapshot = self._rank_snapshot
-        ranks = 1 + snapshot.size - np.searchsorted(snapshot, raw, side="right")
-        return np.asarray(ranks.astype(np.float64) ** -self.alpha, dtype=np.float64)
+        self.replay_priorities.update(indices, priorities, rows=self.size())
 
     def refresh_ranks(self) -> None:
         """
@@ -458,17 +400,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
         ``rank ** -alpha`` (rank 1 = largest priority, ties broken by slot order). Called automatically
         every ``rank_refresh_interval`` samples and whenever the buffer has doubled since the last sort.
         """
-        n = self.n_transitions  # stored slots are exactly [0, n): rows fill from 0 before wrapping
-        raw = self._priorities[:n]
-        order = np.argsort(-raw, kind="stable")
-        ranks = np.empty(n, dtype=np.float64)
-        ranks[order] = np.arange(1, n + 1, dtype=np.float64)
-        leaves = np.zeros(self.capacity, dtype=np.float64)
-        leaves[:n] = ranks**-self.alpha
-        self._tree.build(leaves)
-        self._rank_snapshot = np.sort(raw)
-        self._samples_since_refresh = 0
-        self._size_at_refresh = n
+        self.replay_priorities.refresh_ranks(self.size())
 
     # ------------------------------------------------------------------ sampling
 
@@ -485,17 +417,8 @@ class _PrioritizedBufferBase(ReplayBuffer):
         :return: flat slot indices, shape ``(batch_size,)``, and importance weights
             ``(N · P(i)) ** -beta / max_j (N · P(j)) ** -beta``, shape ``(batch_size,)``
         """
-        if not _is_int(batch_size) or batch_size < 1:
-            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-        n = self.n_transitions
-        if n == 0:
-            raise ValueError("cannot sample from an empty buffer: add transitions first")
-        if not self.replacement and batch_size > n:
-            raise ValueError(
-                f"replacement=False needs batch_size <= stored transitions ({n}), got {batch_size}"
-            )
-        self._samples_since_update += 1
-        if self._samples_since_update == 2 and not self._warned_no_update:
+        indices, weights = self.replay_priorities.sample(batch_size, rows=self.size(), pos=self.pos)
+        if self.replay_priorities.samples_since_update == 2 and not self._warned_no_update:
             self._warned_no_update = True
             warnings.warn(
                 f"{type(self).__name__}.sample() was called twice without update_priorities(): priorities "
@@ -505,81 +428,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
                 UserWarning,
                 stacklevel=2,
             )
-        if self.prioritization == "rank":
-            self._samples_since_refresh += 1
-            if self._samples_since_refresh > self.rank_refresh_interval or n > 2 * self._size_at_refresh:
-                self.refresh_ranks()
-
-        n_recent = round(self.recent_data_ratio * batch_size) if self.recent_data_ratio > 0 else 0
-        recent_slots = self._recent_slot_count()
-        if not self.replacement:
-            n_recent = min(n_recent, recent_slots)
-        recent = np.zeros(0, dtype=np.int64)
-        if n_recent > 0:
-            picks = self._rng.choice(recent_slots, size=n_recent, replace=self.replacement)
-            recent = self._recent_slot(picks)
-        if n_recent == batch_size:  # the whole batch comes from the recent window (weights 1)
-            prioritized = np.zeros(0, dtype=np.int64)
-        elif self.replacement:
-            prioritized = self._tree.find(self._stratified(batch_size - n_recent, self._tree.total))
-        else:
-            prioritized = self._sample_distinct(batch_size - n_recent, exclude=recent)
-        indices = np.concatenate([recent, prioritized]).astype(np.int64)
-        return indices, self._weights(indices, n_recent / batch_size, recent_slots)
-
-    def _stratified(self, count: int, total: float) -> NDArray[np.float64]:
-        segment = total / count
-        return (np.arange(count) + self._rng.random(count)) * segment
-
-    def _sample_distinct(self, count: int, exclude: NDArray[np.int64]) -> NDArray[np.int64]:
-        """Stratified draws, redrawing duplicates from the mass that is left until ``count`` are distinct."""
-        taken = np.unique(exclude)
-        saved_idx = [taken]
-        saved_val = [self._tree.get(taken)]
-        self._tree.update(taken, np.zeros(taken.size))
-        chosen: list[NDArray[np.int64]] = []
-        try:
-            while count > 0:
-                if not self._tree.total > 0.0:
-                    raise ValueError(
-                        "replacement=False: fewer transitions with positive priority than batch_size"
-                    )
-                draw = self._tree.find(self._stratified(count, self._tree.total))
-                _, first = np.unique(draw, return_index=True)
-                new = draw[np.sort(first)]  # keep draw order
-                saved_idx.append(new)
-                saved_val.append(self._tree.get(new))
-                self._tree.update(new, np.zeros(new.size))
-                chosen.append(new)
-                count -= new.size
-        finally:
-            self._tree.update(np.concatenate(saved_idx), np.concatenate(saved_val))
-        return np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
-
-    def _recent_slot_count(self) -> int:
-        if self.recent_data_steps is None:
-            return 0
-        return min(self.recent_data_steps, self.size()) * self.n_envs
-
-    def _recent_slot(self, picks: NDArray[np.int64]) -> NDArray[np.int64]:
-        age, env = np.divmod(picks, self.n_envs)  # age 0 = newest row
-        rows = (self.pos - 1 - age) % self.buffer_size
-        return np.asarray(rows * self.n_envs + env, dtype=np.int64)
-
-    def _weights(
-        self, indices: NDArray[np.int64], recent_share: float, recent_slots: int
-    ) -> NDArray[np.float64]:
-        total, min_leaf = self._tree.total, self._tree.min
-        if recent_share >= 1.0:
-            return np.ones(indices.size, dtype=np.float64)
-        prob = (1.0 - recent_share) * self._tree.get(indices) / total
-        if recent_share > 0.0:
-            # Mixture probability; the normaliser (1 - r) * p_min / total lower-bounds min_j P(j), so the
-            # largest weight is at most 1 (exactly 1 unless the lowest-priority slot is also recent).
-            age = (self.pos - 1 - indices // self.n_envs) % self.buffer_size
-            prob = prob + recent_share * (age < recent_slots // self.n_envs) / recent_slots
-        p_min = (1.0 - recent_share) * min_leaf / total
-        return np.asarray(np.minimum((p_min / prob) ** self._beta, 1.0), dtype=np.float64)
+        return indices, weights
 
     def sample(  # type: ignore[override]
         self, batch_size: int, env: Optional[VecNormalize] = None
@@ -643,7 +492,6 @@ class _PrioritizedBufferBase(ReplayBuffer):
         return PrioritizedReplayBufferSamples(**fields)
 
     # ------------------------------------------------------------------ sequences
-
     def sample_sequences(
         self,
         batch_size: int,
@@ -657,7 +505,8 @@ class _PrioritizedBufferBase(ReplayBuffer):
         The first step of each sequence is drawn exactly as :meth:`sample_indices` draws transitions
         (priorities, stratification, recent share), and ``weights``/``indices`` refer to it. A sequence
         runs ``batch_length`` steps forward from there; steps after its episode ended (or after the
-        newest step) are padding, see :class:`SequenceSamples`.
+        newest step) are padding, see :class:`SequenceSamples` and
+        :func:`~plr_gym.replay.sequences.sequence_slots`.
 
         :param batch_size: number of sequences
         :param batch_length: steps per sequence
@@ -666,7 +515,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
             ``dones``/``timeouts`` to reset recurrent state); the newest step still ends a sequence
         :return: fields shaped ``(batch_size, batch_length, ...)``
         """
-        length = self._check_length(batch_length)
+        length = check_length(batch_length)
         indices, weights = self.sample_indices(batch_size)
         return self._gather_sequences(indices, weights, length, False, allow_episode_crossing, env)
 
@@ -680,7 +529,8 @@ class _PrioritizedBufferBase(ReplayBuffer):
         """
         Reward-rebalanced sequences (UNREAL's reward prediction): each sequence ends at a step whose
         reward is non-zero with probability ``nonzero_reward_prob``, and at a zero-reward step
-        otherwise; within each group the last step is uniform. Steps before the episode start are
+        otherwise; within each group the last step is uniform
+        (:class:`~plr_gym.replay.sequences.RewardRebalancedEnds`). Steps before the episode start are
         padding. Priorities are not used and ``weights`` are all 1. If one group is empty, every
         sequence comes from the other.
 
@@ -690,40 +540,17 @@ class _PrioritizedBufferBase(ReplayBuffer):
         :param env: VecNormalize to normalise observations and rewards with
         :return: fields shaped ``(batch_size, batch_length, ...)``; ``indices`` are the last steps
         """
-        length = self._check_length(batch_length)
-        prob = _check_fraction("nonzero_reward_prob", nonzero_reward_prob)
-        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        length = check_length(batch_length)
+        prob = check_fraction("nonzero_reward_prob", nonzero_reward_prob)
+        if not is_int(batch_size) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
         if self.n_transitions == 0:
             raise ValueError("cannot sample from an empty buffer: add transitions first")
-        if self._reward_trees is None:
-            n = self.n_transitions
-            nonzero = np.zeros(self.capacity)
-            nonzero[:n] = self.rewards.reshape(-1)[:n] != 0
-            zero = np.zeros(self.capacity)
-            zero[:n] = 1.0 - nonzero[:n]
-            self._reward_trees = (SumTree(self.capacity), SumTree(self.capacity))
-            self._reward_trees[0].build(nonzero)
-            self._reward_trees[1].build(zero)
-        rewarding, plain = self._reward_trees
-        n_rewarding = int(self._rng.binomial(batch_size, prob))
-        if rewarding.total == 0:
-            n_rewarding = 0
-        elif plain.total == 0:
-            n_rewarding = batch_size
-        ends = [
-            tree.find(self._rng.random(count) * tree.total)
-            for tree, count in ((rewarding, n_rewarding), (plain, batch_size - n_rewarding))
-            if count > 0
-        ]
-        indices = np.concatenate(ends).astype(np.int64)
+        if self._reward_ends is None:
+            self._reward_ends = RewardRebalancedEnds(self.capacity)
+            self._reward_ends.build(self.rewards.reshape(-1), self.n_transitions)
+        indices = self._reward_ends.draw(batch_size, prob, self.replay_priorities.rng)
         return self._gather_sequences(indices, np.ones(batch_size), length, True, False, env)
-
-    @staticmethod
-    def _check_length(batch_length: int) -> int:
-        if not isinstance(batch_length, (int, np.integer)) or batch_length < 1:
-            raise ValueError(f"batch_length must be an int >= 1, got {batch_length!r}")
-        return int(batch_length)
 
     def _gather_sequences(
         self,
@@ -734,28 +561,16 @@ class _PrioritizedBufferBase(ReplayBuffer):
         allow_episode_crossing: bool,
         env: Optional[VecNormalize],
     ) -> SequenceSamples:
-        rows, envs = np.divmod(anchors, self.n_envs)
-        offsets = np.arange(length) - (length - 1 if anchor_at_end else 0)
-        t = (rows[:, None] + offsets) % self.buffer_size
-        slots = t * self.n_envs + envs[:, None]  # (batch, length)
-        # breaks[:, j]: step j + 1 does not follow step j in the same stream (or episode).
-        last_rows = t[:, :-1]
-        breaks = last_rows == (self.pos - 1) % self.buffer_size
-        if not self.full:
-            breaks |= last_rows == self.buffer_size - 1
-        if not allow_episode_crossing:
-            breaks |= self.dones.reshape(-1)[slots[:, :-1]] > 0
-        cut = np.zeros((anchors.size, length), dtype=bool)
-        if anchor_at_end:  # step j is valid when no break lies in [j, length - 1)
-            cut[:, :-1] = np.cumsum(breaks[:, ::-1], axis=1)[:, ::-1] > 0
-            first_valid = cut.sum(axis=1)  # cut is True on a prefix
-            source_col = np.maximum(np.arange(length), first_valid[:, None])
-        else:  # step j is valid when no break lies in [0, j)
-            cut[:, 1:] = np.cumsum(breaks, axis=1) > 0
-            last_valid = (~cut).sum(axis=1) - 1
-            source_col = np.minimum(np.arange(length), last_valid[:, None])
-        slots = np.take_along_axis(slots, source_col, axis=1)
-        mask = (~cut).astype(np.float32)
+        slots, mask = sequence_slots(
+            anchors,
+            length,
+            n_rows=self.buffer_size,
+            n_envs=self.n_envs,
+            pos=self.pos,
+            full=self.full,
+            dones=None if allow_episode_crossing else self.dones.reshape(-1),
+            anchor_at_end=anchor_at_end,
+        )
         rewards = self._normalize_reward(self.rewards.reshape(-1)[slots], env) * mask
         dones_raw = self.dones.reshape(-1)[slots]
         timeouts_raw = self.timeouts.reshape(-1)[slots]
@@ -780,16 +595,9 @@ class _PrioritizedBufferBase(ReplayBuffer):
             "n_envs": self.n_envs,
             "action_dim": self.action_dim,
             "handle_timeout_termination": self.handle_timeout_termination,
-            "prioritization": self.prioritization,
-            "alpha": self.alpha,
-            "beta0": self.beta0,
-            "eps": self.eps,
             "n_steps": self.n_steps,
             "gamma": self.gamma,
-            "replacement": self.replacement,
-            "recent_data_ratio": self.recent_data_ratio,
-            "recent_data_steps": self.recent_data_steps,
-            "rank_refresh_interval": self.rank_refresh_interval,
+            **self.replay_priorities.config(),
         }
 
     def _obs_arrays(self) -> dict[str, NDArray[Any]]:
@@ -808,15 +616,10 @@ class _PrioritizedBufferBase(ReplayBuffer):
         arrays: dict[str, Any] = {
             "config": np.array(json.dumps(self._config(), sort_keys=True)),
             "format_version": np.array(_FORMAT_VERSION),
-            "rng_state": np.array(json.dumps(self._rng.bit_generator.state)),
+            "rng_state": np.array(json.dumps(self.replay_priorities.rng.bit_generator.state)),
             "pos": np.array(self.pos),
             "full": np.array(self.full),
-            "beta": np.array(self._beta),
-            "max_priority": np.array(self._max_priority),
-            "priorities": self._priorities,
-            "leaves": np.asarray(self._tree.leaves),
-            "rank_snapshot": self._rank_snapshot,
-            "rank_counters": np.array([self._samples_since_refresh, self._size_at_refresh]),
+            **self.replay_priorities.state_arrays(),
             "actions": self.actions,
             "rewards": self.rewards,
             "dones": self.dones,
@@ -848,14 +651,9 @@ class _PrioritizedBufferBase(ReplayBuffer):
             targets[key][...] = value
         self.pos = checked["pos"]
         self.full = checked["full"]
-        self._beta = checked["beta"]
-        self._max_priority = checked["max_priority"]
-        self._tree.build(checked["leaves"])
-        self._rank_snapshot = checked["rank_snapshot"]
-        self._samples_since_refresh, self._size_at_refresh = checked["rank_counters"]
-        self._rng = checked["rng"]
-        self._reward_trees = None
-        self._samples_since_update = 0
+        self.replay_priorities.set_state(checked["priorities"])
+        self.replay_priorities.rng = checked["rng"]
+        self._reward_ends = None
 
     def _validated_file(self, data: dict[str, NDArray[Any]], name: str) -> dict[str, Any]:
         """Check a saved buffer's arrays against this buffer; return the values to assign."""
@@ -872,7 +670,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
 
         try:
             version = scalar("format_version")
-            if not _is_int(version) or version not in (1, _FORMAT_VERSION):
+            if not is_int(version) or version not in (1, _FORMAT_VERSION):
                 raise ValueError(
                     f"unsupported buffer file format {version!r} (expected 1 or {_FORMAT_VERSION})"
                 )
@@ -904,75 +702,48 @@ class _PrioritizedBufferBase(ReplayBuffer):
         if (arrays["levels"] < -1).any():
             raise ValueError(f"cannot load {name!r}: 'levels' holds ids below -1 (-1 marks unknown)")
         pos, full = scalar("pos"), scalar("full")
-        if not _is_int(pos) or not 0 <= pos < self.buffer_size:
+        if not is_int(pos) or not 0 <= pos < self.buffer_size:
             raise ValueError(f"cannot load {name!r}: pos={pos!r} must be an int in [0, {self.buffer_size})")
         if not isinstance(full, (bool, np.bool_)):
             raise ValueError(f"cannot load {name!r}: full={full!r} must be a bool")
-        prio = np.asarray(arrays["priorities"], dtype=np.float64)
-        if not np.isfinite(prio).all() or (prio < 0).any():
-            raise ValueError(f"cannot load {name!r}: priorities must be finite and >= 0")
-        leaves = data.get("leaves")
-        if leaves is None or leaves.shape != (self.capacity,) or leaves.dtype.kind not in "iuf":
-            raise ValueError(f"cannot load {name!r}: 'leaves' must be {self.capacity} floats")
-        leaves = np.asarray(leaves, dtype=np.float64)
-        if not np.isfinite(leaves).all() or (leaves < 0).any():
-            raise ValueError(f"cannot load {name!r}: tree leaves must be finite and >= 0")
-        stored = self.capacity if full else int(pos) * self.n_envs
-        if (prio[stored:] != 0).any() or (leaves[stored:] != 0).any():
-            raise ValueError(
-                f"cannot load {name!r}: priorities (or leaves) of slots beyond the stored data are not 0"
-            )
-        if ((leaves[:stored] > 0) != (prio[:stored] > 0)).any():
-            raise ValueError(
-                f"cannot load {name!r}: tree leaves and priorities disagree on which slots are empty"
-            )
-        beta, max_priority = scalar("beta"), scalar("max_priority")
-        if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0.0 <= beta <= 1.0:
-            raise ValueError(f"cannot load {name!r}: beta={beta!r} must be in [0, 1]")
-        if (
-            isinstance(max_priority, bool)
-            or not isinstance(max_priority, (int, float))
-            or not (
-                np.isfinite(max_priority) and max_priority >= 1.0 and max_priority >= prio.max(initial=0.0)
-            )
-        ):
-            raise ValueError(
-                f"cannot load {name!r}: max_priority={max_priority!r} must be finite, >= 1 and >= every "
-                "priority"
-            )
-        snapshot = np.asarray(data.get("rank_snapshot", np.zeros(0)))
-        if snapshot.ndim != 1 or snapshot.dtype.kind not in "iuf" or not np.isfinite(snapshot).all():
-            raise ValueError(f"cannot load {name!r}: 'rank_snapshot' must be a 1-D array of finite floats")
-        counters = np.asarray(data.get("rank_counters", np.zeros(0)))
-        if counters.shape != (2,) or counters.dtype.kind not in "iu" or (counters < 0).any():
-            raise ValueError(f"cannot load {name!r}: 'rank_counters' must be two ints >= 0")
         try:
+            priorities = self.replay_priorities.checked_state(data, self.buffer_size if full else int(pos))
             rng = _state_rng(rng_state)
         except ValueError as exc:
             raise ValueError(f"cannot load {name!r}: {exc}") from exc
-        return {
-            "arrays": arrays,
-            "pos": int(pos),
-            "full": bool(full),
-            "beta": float(beta),
-            "max_priority": float(max_priority),
-            "leaves": leaves,
-            "rank_snapshot": np.array(snapshot, dtype=np.float64),
-            "rank_counters": (int(counters[0]), int(counters[1])),
-            "rng": rng,
-        }
+        return {"arrays": arrays, "pos": int(pos), "full": bool(full), "priorities": priorities, "rng": rng}
 
     def _load_targets(self) -> dict[str, NDArray[Any]]:
-        """The arrays :meth:`load` fills in place, by their name in the file."""
+        """The arrays :meth:`load` fills in place, by their name in the file (the priorities are the
+        core's: :meth:`ReplayPriorities.checked_state`)."""
         return {
             "actions": self.actions,
             "rewards": self.rewards,
             "dones": self.dones,
             "timeouts": self.timeouts,
-            "priorities": self._priorities,
             "levels": self.levels,
             **self._obs_arrays(),
         }
+
+
+def _core_from_old_state(state: dict[str, Any]) -> ReplayPriorities:
+    """The priority core of a buffer pickled before :class:`ReplayPriorities` existed (its fields were
+    the buffer's own attributes)."""
+    core = ReplayPriorities.__new__(ReplayPriorities)
+    n_rows, n_envs = int(state["buffer_size"]), int(state["n_envs"])
+    core.n_rows, core.n_envs, core.capacity = n_rows, n_envs, n_rows * n_envs
+    for name in _CORE_SETTINGS:
+        setattr(core, name, state.pop(name))
+    core._beta = state.pop("_beta")
+    core.rng = state.pop("_rng")
+    core.tree = state.pop("_tree")
+    core.raw = state.pop("_priorities")
+    core.max_priority = state.pop("_max_priority")
+    core.rank_snapshot = state.pop("_rank_snapshot")
+    core.samples_since_refresh = state.pop("_samples_since_refresh")
+    core.size_at_refresh = state.pop("_size_at_refresh")
+    core.samples_since_update = state.pop("_samples_since_update")
+    return core
 
 
 class PrioritizedReplayBuffer(_PrioritizedBufferBase):
@@ -1007,7 +778,7 @@ class PrioritizedReplayBuffer(_PrioritizedBufferBase):
       classes). ``rewards`` is the discounted sum of up to ``n_steps`` rewards, cut at the episode's end
       (termination or timeout) and at the newest step; ``next_observations`` is the observation after the
       last step summed; ``dones`` is true termination; ``discounts = gamma ** k`` for the ``k`` steps
-      summed, which SB3 2.9's DQN/SAC/TD3 ``train()`` use in place of ``gamma``. Same semantics as SB3's
+      summed, which SB3's (>= 2.7) DQN/SAC/TD3 ``train()`` use in place of ``gamma``. Same semantics as SB3's
       ``NStepReplayBuffer``. ``gamma`` must match the algorithm's.
     - ``replacement=False``: a batch holds distinct transitions (for small buffers or large batches where
       repeats waste compute). Duplicates of a stratified draw are redrawn from the remaining priority mass

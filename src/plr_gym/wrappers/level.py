@@ -16,9 +16,8 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
-import numpy.typing as npt
 
-from plr_gym.sampler import LevelSampler
+from plr_gym.source import NoScoresWarning, ScoreWatch
 
 __all__ = [
     "LevelWrapper",
@@ -259,93 +258,4 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
                 "draw the layout from self.np_random). This warning is shown once per env.",
                 NondeterministicLevelWarning,
                 stacklevel=2,
-            )
-
-
-# --------------------------------------------------------------------------------------------------
-# helpers shared by the vectorized wrappers (plr_gym.wrappers.sb3, plr_gym.wrappers.vector)
-# --------------------------------------------------------------------------------------------------
-def build_sampler(sampler: LevelSampler | None, sampler_kwargs: dict[str, Any], owner: str) -> LevelSampler:
-    """A vectorized wrapper's ``sampler``, or a :class:`LevelSampler` built from ``sampler_kwargs``."""
-    if sampler is not None:
-        if sampler_kwargs:
-            raise ValueError(
-                f"{owner}: pass either sampler=LevelSampler(...) or the LevelSampler keyword arguments "
-                f"(got both sampler= and {', '.join(sorted(sampler_kwargs))}=)"
-            )
-        if not isinstance(sampler, LevelSampler):
-            raise TypeError(f"{owner}: sampler must be a plr_gym.LevelSampler, got {type(sampler).__name__}")
-        return sampler
-    if "levels" not in sampler_kwargs:
-        raise ValueError(
-            f"{owner}: pass sampler=LevelSampler(levels=..., ...) or the LevelSampler keyword arguments, "
-            "at least levels=... (e.g. levels=range(200))"
-        )
-    try:
-        return LevelSampler(**sampler_kwargs)
-    except TypeError as exc:
-        if "unexpected keyword argument" in str(exc):
-            raise TypeError(
-                f"{owner}: {exc} (keyword arguments other than the env go to LevelSampler)"
-            ) from exc
-        raise
-
-
-def sample_levels(sampler: LevelSampler, n: int) -> npt.NDArray[np.int64]:
-    """Draw ``n`` levels (``int64`` array) and check that each is one of the sampler's levels."""
-    levels = np.asarray(sampler.sample(n))
-    if levels.shape != (n,):
-        raise ValueError(
-            f"sampler.sample({n}) must return {n} level ids, got an array of shape {levels.shape}"
-        )
-    try:
-        sampler._index.indices(levels)
-    except (KeyError, TypeError) as exc:
-        msg = exc.args[0] if exc.args else str(exc)
-        raise ValueError(f"the sampler returned a level it does not hold: {msg}") from exc
-    return levels.astype(np.int64, copy=False)
-
-
-class NoScoresWarning(UserWarning):
-    """Episodes complete but no score reaches the level sampler (the scoring side is not wired up)."""
-
-
-class ScoreWatch:
-    """Warns once when a wrapper has stepped ``NO_SCORE_STEPS`` times, episodes have completed and the
-    sampler has not received a single score, unless a scorer (``PLRCallback``, ``report_rollout``) is
-    attached: sampling then stays uniform forever, which is almost always a forgotten callback.
-
-    :param owner: the wrapper's name, for the message.
-    :param hint: what to do, for the message.
-    """
-
-    #: vector steps before the check: three rollouts of SB3 PPO's default ``n_steps=2048``
-    NO_SCORE_STEPS = 3 * 2048
-
-    def __init__(self, owner: str, hint: str) -> None:
-        self.owner = owner
-        self.hint = hint
-        self.attached = False
-        self.steps = 0
-        self.episodes = 0
-        self.done = False
-
-    def step(self, n_ended: int, sampler: LevelSampler) -> None:
-        """Count one vector step in which ``n_ended`` episodes ended; warn if the check fails."""
-        if self.done:
-            return
-        self.steps += 1
-        self.episodes += n_ended
-        if self.attached or sampler.strategy in ("random", "sequential"):
-            self.done = True
-            return
-        if self.steps < self.NO_SCORE_STEPS or self.episodes == 0:
-            return
-        self.done = True
-        if sampler.num_seen == 0:
-            warnings.warn(
-                f"{self.owner}: {self.episodes} episodes completed in {self.steps} steps but no score has "
-                f"reached the level sampler, so levels are drawn uniformly. {self.hint}",
-                NoScoresWarning,
-                stacklevel=4,
             )

@@ -19,8 +19,8 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepR
 from plr_gym._levels import level_key
 from plr_gym.level_buffer import LevelBuffer
 from plr_gym.sampler import LevelSampler
-from plr_gym.wrappers.level import LevelWrapper, ScoreWatch, sample_levels
-from plr_gym.wrappers.rollout_plan import RolloutPlan, level_source
+from plr_gym.source import LevelSource, ScoreWatch, make_level_source
+from plr_gym.wrappers.level import LevelWrapper
 
 __all__ = ["PrioritizedLevelReplay"]
 
@@ -55,7 +55,7 @@ class PrioritizedLevelReplay(VecEnvWrapper):
     **A forgotten callback.** Scores reach the sampler through :class:`~plr_gym.PLRCallback` (or
     ``OffPolicyPLRCallback``). Without it, sampling stays uniform forever; after
     ``ScoreWatch.NO_SCORE_STEPS`` (6,144) steps with completed episodes and no score, the wrapper warns
-    once with :class:`~plr_gym.wrappers.level.NoScoresWarning` ("Did you add PLRCallback?").
+    once with :class:`~plr_gym.source.NoScoresWarning` ("Did you add PLRCallback?").
 
     **Errors.** If a sub-environment raises (or a ``SubprocVecEnv`` worker dies), the exception reaches the
     caller and the sampler stays consistent (a level drawn for an episode that never ran is harmless);
@@ -63,8 +63,9 @@ class PrioritizedLevelReplay(VecEnvWrapper):
     worker processes behind after a worker died.
 
     :param venv: the vectorized environment; its sub-environments wrapped in ``LevelWrapper``.
-    :param sampler: the level sampler. Alternatively pass :class:`~plr_gym.LevelSampler`'s keyword arguments
-        (at least ``levels=``) and the wrapper builds its own; not both.
+    :param sampler: the level sampler (or any :class:`~plr_gym.source.LevelSource`). Alternatively pass
+        :class:`~plr_gym.LevelSampler`'s keyword arguments (at least ``levels=``) and the wrapper builds its
+        own; not both. The wrapper talks to it as :attr:`source`.
     :param sampler_kwargs: keyword arguments for :class:`~plr_gym.LevelSampler` when ``sampler`` is ``None``.
     :param buffer: a :class:`~plr_gym.LevelBuffer`: Robust PLR over an open-ended ``generator`` instead of a
         finite level set. At each rollout start (:meth:`begin_rollout`, called by
@@ -116,14 +117,9 @@ class PrioritizedLevelReplay(VecEnvWrapper):
             )
         if not isinstance(venv, VecEnv):
             raise TypeError(f"{owner} wraps a stable_baselines3 VecEnv, got {type(venv).__name__}")
-        self.sampler: LevelSampler
-        self.plan: RolloutPlan | None
-        self.sampler, self.plan = level_source(
+        self.source: LevelSource = make_level_source(
             owner, venv.num_envs, sampler, sampler_kwargs, buffer, generator, mutator, n_mutations
         )
-        if self.plan is not None:
-            self.strategy = self.plan.strategy
-            self.score_target = self.plan
         wrapped = venv.env_is_wrapped(LevelWrapper)
         if not all(wrapped):
             missing = [i for i, w in enumerate(wrapped) if not w]
@@ -136,7 +132,7 @@ class PrioritizedLevelReplay(VecEnvWrapper):
             )
         super().__init__(venv)
         n = self.num_envs
-        dtype = np.int64 if buffer is None else object
+        dtype = self.source.level_dtype
         self._current: npt.NDArray[Any] = np.zeros(n, dtype=dtype)
         self._next: npt.NDArray[Any] = np.zeros(n, dtype=dtype)
         self._step_levels: npt.NDArray[Any] = np.zeros(n, dtype=dtype)
@@ -218,13 +214,9 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         """
         n = self.num_envs
         self._needs_reset = True
-        first: list[Any]
-        if self.plan is None:
-            levels = sample_levels(self.sampler, 2 * n)
-            first, queued = levels[:n].tolist(), levels[n:].tolist()
-        else:  # every episode of the rollout replays the env's assigned level
-            self.plan.begin()
-            first = queued = list(self.plan.assigned)
+        everyone = np.arange(n)
+        first = list(self.source.next_levels(everyone))
+        queued = self.source.next_levels(everyone)
         self.venv.set_options([{**o, "level": lvl} for o, lvl in zip(self._user_options, first)])
         self._user_options = [{} for _ in range(n)]
         try:
@@ -236,12 +228,9 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         except _WORKER_DEATH as exc:
             raise _worker_died("reset") from exc
         except Exception as exc:
-            if self.plan is not None and self.plan.mode != "replay":
-                source = "mutator" if self.rollout_mode == "mutate" else "generator"
-                raise ValueError(
-                    f"an env refused a level made by the {source} ({type(exc).__name__}: {exc}); "
-                    f"the levels were {first!r}"
-                ) from exc
+            explained = self.source.refused(exc, first)
+            if explained is not None:
+                raise explained from exc
             raise
         self.reset_infos = self.venv.reset_infos
         self._needs_reset = False
@@ -267,18 +256,12 @@ class PrioritizedLevelReplay(VecEnvWrapper):
             self._step_levels[:] = self._current
             self.steps_since_reset += 1
             done = np.flatnonzero(dones)
-            if self.plan is None:
-                self._score_watch.step(done.size, self.sampler)
-            if self.plan is not None and self.plan.steps >= 0:
-                self.plan.steps += 1
+            self._score_watch.step(done.size, self.source)
             if done.size:
                 # Autoreset envs started the episode queued for them; queue the one after.
                 self._current[done] = self._next[done]
                 self._check_reset_levels(done)
-                if self.plan is None:
-                    self._queue(done, sample_levels(self.sampler, done.size))
-                else:
-                    self._queue(done, [self.plan.assigned[i] for i in done.tolist()])
+                self._queue(done, self.source.next_levels(done))
         except _WORKER_DEATH as exc:
             raise _worker_died("step") from exc
         self.reset_infos = self.venv.reset_infos
@@ -295,46 +278,55 @@ class PrioritizedLevelReplay(VecEnvWrapper):
             return
         venv.close()
 
-    # ------------------------------------------------------------------ buffer mode (Robust PLR, ACCEL)
+    # ------------------------------------------------------------------ the level source
+    @property
+    def sampler(self) -> LevelSampler | None:
+        """The :class:`~plr_gym.LevelSampler` when the level source is one, else ``None`` (buffer mode)."""
+        return self.source if isinstance(self.source, LevelSampler) else None
+
+    @sampler.setter
+    def sampler(self, sampler: LevelSampler) -> None:
+        if not isinstance(sampler, LevelSampler) or not isinstance(self.source, LevelSampler):
+            raise TypeError("sampler can only be replaced by a LevelSampler, on a wrapper built with one")
+        self.source = sampler
+
     @property
     def buffer(self) -> LevelBuffer | None:
         """Buffer mode: the :class:`~plr_gym.LevelBuffer` (settable, e.g. to swap in a restored one)."""
-        return None if self.plan is None else self.plan.buffer
+        return getattr(self.source, "buffer", None)
 
     @buffer.setter
     def buffer(self, buffer: LevelBuffer) -> None:
-        if self.plan is None or not isinstance(buffer, LevelBuffer):
+        if not hasattr(self.source, "buffer") or not isinstance(buffer, LevelBuffer):
             raise TypeError("buffer can only be replaced by a LevelBuffer, on a wrapper built with buffer=")
-        self.plan.buffer = buffer
+        self.source.buffer = buffer
 
     @property
     def rollout_mode(self) -> str:
         """Buffer mode: ``"replay"``, ``"new"`` or ``"mutate"`` for the current rollout (else ``"none"``)."""
-        return "none" if self.plan is None else self.plan.mode
+        return self.source.rollout_mode
 
     @property
     def last_rollout_mode(self) -> str:
         """Buffer mode: the mode of the rollout closed by the last :meth:`end_rollout`."""
-        return "none" if self.plan is None else self.plan.last_mode
+        return self.source.last_rollout_mode
 
     def begin_rollout(self) -> str:
-        """Buffer mode: decide what the next rollout plays and assign one level per env.
+        """Start a rollout of the level source; returns its :attr:`rollout_mode`.
 
-        Returns the rollout mode: ``"replay"`` (levels drawn from the buffer), ``"new"`` (levels from the
-        generator) or ``"mutate"`` (ACCEL: mutated copies of the levels replayed in the previous rollout).
-        Every episode of an env during the rollout plays its assigned level; call :meth:`reset` afterwards
-        so the envs start on them (:class:`~plr_gym.PLRCallback` does both).
+        Buffer mode: decide what the next rollout plays (``"replay"``: levels drawn from the buffer,
+        ``"new"``: levels from the generator, ``"mutate"``: ACCEL's mutated copies of the levels replayed in
+        the previous rollout) and assign one level per env; every episode of an env during the rollout
+        plays its assigned level. Call :meth:`reset` afterwards so the envs start on them
+        (:class:`~plr_gym.PLRCallback` does both). With a :class:`~plr_gym.LevelSampler` levels are drawn
+        per episode and the mode is ``"none"``.
         """
-        if self.plan is None:
-            raise RuntimeError(
-                "begin_rollout() is for buffer mode (PrioritizedLevelReplay(venv, buffer=...))"
-            )
-        return self.plan.begin()
+        self.source.begin_rollout()
+        return self.source.rollout_mode
 
     def end_rollout(self) -> None:
-        """Buffer mode: close the current rollout (ACCEL: mutate the levels it replayed)."""
-        if self.plan is not None:
-            self.plan.end()
+        """Close the level source's rollout (buffer mode, ACCEL: mutate the levels it replayed)."""
+        self.source.end_rollout()
 
 
 def _worker_died(call: str) -> RuntimeError:

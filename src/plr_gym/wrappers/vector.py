@@ -19,8 +19,7 @@ from plr_gym._levels import level_key
 from plr_gym.level_buffer import LevelBuffer
 from plr_gym.sampler import LevelSampler
 from plr_gym.scoring import EpisodeScorer, _check_gamma, episode_success
-from plr_gym.wrappers.level import ScoreWatch, sample_levels
-from plr_gym.wrappers.rollout_plan import RolloutPlan, level_source
+from plr_gym.source import LevelSource, ScoreWatch, make_level_source
 
 __all__ = ["PrioritizedLevelReplay"]
 
@@ -70,12 +69,13 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
     only if :attr:`last_rollout_mode` is ``"replay"`` for Robust PLR's replay-only gradient updates.
 
     Scores reach the sampler through :meth:`report_rollout`; if it is never called, the wrapper warns once
-    (:class:`~plr_gym.wrappers.level.NoScoresWarning`) after ``ScoreWatch.NO_SCORE_STEPS`` (6,144) steps
+    (:class:`~plr_gym.source.NoScoresWarning`) after ``ScoreWatch.NO_SCORE_STEPS`` (6,144) steps
     with completed episodes and no score.
 
     :param env: the vector environment; its sub-environments wrapped in ``LevelWrapper``.
-    :param sampler: the level sampler. Alternatively pass :class:`~plr_gym.LevelSampler`'s keyword arguments
-        (at least ``levels=``) and the wrapper builds its own; not both.
+    :param sampler: the level sampler (or any :class:`~plr_gym.source.LevelSource`). Alternatively pass
+        :class:`~plr_gym.LevelSampler`'s keyword arguments (at least ``levels=``) and the wrapper builds its
+        own; not both. The wrapper talks to it as :attr:`source`.
     :param sampler_kwargs: keyword arguments for :class:`~plr_gym.LevelSampler` when ``sampler`` is ``None``.
     :param buffer: a :class:`~plr_gym.LevelBuffer` for open-ended generators (buffer mode).
     :param generator: buffer mode: ``generator(rng) -> level``.
@@ -111,13 +111,11 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
     ) -> None:
         super().__init__(env)
         owner = f"plr_gym.vector.{type(self).__name__}"
-        self.sampler: LevelSampler
-        self.plan: RolloutPlan | None
-        self.sampler, self.plan = level_source(
+        self.source: LevelSource = make_level_source(
             owner, env.num_envs, sampler, sampler_kwargs, buffer, generator, mutator, n_mutations
         )
         # episode outcomes are read from the infos only for strategies that score them (learnability)
-        self._reads_outcomes = self.plan is None and self.sampler.learns_outcomes
+        self._reads_outcomes = self.source.strategy_info.outcome
         mode = env.metadata.get("autoreset_mode")
         if mode is None:
             warnings.warn(
@@ -143,7 +141,7 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
                 "SyncVectorEnv([lambda: LevelWrapper(gym.make(env_id)), ...])"
             )
         n = self.num_envs
-        dtype = np.int64 if buffer is None else object
+        dtype = self.source.level_dtype
         self._current: npt.NDArray[Any] = np.zeros(n, dtype=dtype)
         self._next: npt.NDArray[Any] = np.zeros(n, dtype=dtype)  # SAME_STEP only: queued in each LevelWrapper
         self._autoreset = np.zeros(n, dtype=bool)  # NEXT_STEP only: envs that reset on the next step
@@ -184,10 +182,9 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
         self._base.set_attr("next_level", values)
 
     def _draw(self, indices: npt.NDArray[np.int64]) -> list[Any]:
-        """Levels for new episodes of the envs ``indices``: from the sampler, or each env's assigned level."""
-        if self.plan is None:
-            return sample_levels(self.sampler, indices.size).tolist()  # type: ignore[no-any-return]
-        return [self.plan.assigned[i] for i in indices.tolist()]
+        """Levels of the new episodes of the envs ``indices``, from the level source."""
+        levels = self.source.next_levels(indices)
+        return levels.tolist() if isinstance(levels, np.ndarray) else list(levels)
 
     def _set_current(self, indices: npt.NDArray[np.int64], levels: Sequence[Any]) -> None:
         for i, level in zip(indices.tolist(), levels):
@@ -234,22 +231,15 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
                 )
         indices = np.flatnonzero(mask)
         self._needs_reset = True
-        if self.plan is not None and self.plan.steps < 0:
-            self.plan.begin()
         levels = self._draw(indices)
-        if self.plan is None:  # int levels go in as the reset seeds
-            seeds: list[Any] = [None] * n
-            for i, level in zip(indices.tolist(), levels):
-                seeds[i] = level
-            obs, info = self.env.reset(seed=seeds, options=opts)  # type: ignore[arg-type]
-        else:  # any level: queue it in each LevelWrapper, which the reset consumes
-            queued: list[Any] = (
-                self._next.tolist() if self.autoreset_mode == AutoresetMode.SAME_STEP else [None] * n
-            )
-            for i, level in zip(indices.tolist(), levels):
-                queued[i] = level
-            self._base.set_attr("next_level", queued)
-            obs, info = self.env.reset(options=opts)
+        # each reset env's LevelWrapper consumes the level queued in it (ids and level objects alike)
+        queued: list[Any] = (
+            self._next.tolist() if self.autoreset_mode == AutoresetMode.SAME_STEP else [None] * n
+        )
+        for i, level in zip(indices.tolist(), levels):
+            queued[i] = level
+        self._base.set_attr("next_level", queued)
+        obs, info = self.env.reset(options=opts)
         self._set_current(indices, levels)
         self._autoreset[indices] = False
         self._start[indices] = True
@@ -269,8 +259,6 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             )
         self._needs_reset = True
         mode = self.autoreset_mode
-        if self.plan is not None and self.plan.steps >= 0:
-            self.plan.steps += 1
         if mode == AutoresetMode.NEXT_STEP:
             starting = np.flatnonzero(self._autoreset)
             if starting.size:
@@ -321,8 +309,7 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
                     self._set_current(done, [self._next[i] for i in done.tolist()])
                     self._check_reported(info, done)
                     self._set_next_levels(done, self._draw(done))
-        if self.plan is None:
-            self._score_watch.step(int(ended.sum()), self.sampler)
+        self._score_watch.step(int(ended.sum()), self.source)
         info["level"] = levels
         info["_level"] = np.ones(self.num_envs, dtype=bool)
         self._needs_reset = False
@@ -383,7 +370,7 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             discarded and :meth:`reset` must be called before the next :meth:`step`.
         """
         self._score_watch.attached = True
-        if self.plan is None and not self.sampler.uses_scores:
+        if not self.source.strategy_info.uses_scores:
             self._log.clear()
             self._log_dropped = 0
             return []
@@ -409,12 +396,7 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             )
         gamma = _check_gamma(gamma)
         if self.scorer is None:
-            if self.plan is None:
-                self.scorer = EpisodeScorer(
-                    self.sampler, n_envs=self.num_envs, strategy=self.sampler.strategy
-                )
-            else:
-                self.scorer = EpisodeScorer(self.plan, n_envs=self.num_envs, strategy=self.plan.strategy)
+            self.scorer = EpisodeScorer(self.source, n_envs=self.num_envs, strategy=self.source.strategy)
         steps = list(self._log)
         levels, starts, valid, ended, truncated, outcomes = (
             np.stack([row[k] for row in steps]) for k in range(6)
@@ -446,9 +428,10 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             self.scorer.gamma = old_gamma
             raise
         self._log.clear()  # only once the report was accepted: a refused one can be retried
-        if self.plan is not None:
-            self.plan.end()
-            self.scorer.prune_max_returns(self.plan.buffer.levels)
+        self.source.end_rollout()
+        kept = self.source.retained_levels()
+        if kept is not None:  # levels the source forgot: forget their best returns too
+            self.scorer.prune_max_returns(kept)
         return reported
 
     def _process(
@@ -482,16 +465,27 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
             successes=outcomes,
         )
 
-    # ------------------------------------------------------------------ buffer mode (Robust PLR, ACCEL)
+    # ------------------------------------------------------------------ the level source
+    @property
+    def sampler(self) -> LevelSampler | None:
+        """The :class:`~plr_gym.LevelSampler` when the level source is one, else ``None`` (buffer mode)."""
+        return self.source if isinstance(self.source, LevelSampler) else None
+
+    @sampler.setter
+    def sampler(self, sampler: LevelSampler) -> None:
+        if not isinstance(sampler, LevelSampler) or not isinstance(self.source, LevelSampler):
+            raise TypeError("sampler can only be replaced by a LevelSampler, on a wrapper built with one")
+        self.source = sampler
+
     @property
     def buffer(self) -> LevelBuffer | None:
         """Buffer mode: the :class:`~plr_gym.LevelBuffer`."""
-        return None if self.plan is None else self.plan.buffer
+        return getattr(self.source, "buffer", None)
 
     @property
     def rollout_mode(self) -> str:
         """Buffer mode: ``"replay"``, ``"new"`` or ``"mutate"`` for the current rollout (else ``"none"``)."""
-        return "none" if self.plan is None else self.plan.mode
+        return self.source.rollout_mode
 
     @property
     def last_rollout_mode(self) -> str:
@@ -500,20 +494,19 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
         With Robust PLR's "no exploratory gradient updates", train on a rollout only if this is
         ``"replay"`` after reporting it.
         """
-        return "none" if self.plan is None else self.plan.last_mode
+        return self.source.last_rollout_mode
 
     def begin_rollout(self) -> str:
-        """Buffer mode: decide the next rollout (replay, new or mutate) and assign one level per env.
+        """Start a rollout of the level source; returns its :attr:`rollout_mode`.
 
-        Then call :meth:`reset`: every env plays its assigned level in every episode of the rollout.
+        Buffer mode: decide the next rollout (replay, new or mutate) and assign one level per env, then
+        call :meth:`reset`: every env plays its assigned level in every episode of the rollout.
         :meth:`report_rollout` closes the rollout (and, with a mutator, makes the children of the
-        replayed levels, played by the next rollout).
+        replayed levels, played by the next rollout). With a :class:`~plr_gym.LevelSampler` levels are
+        drawn per episode and the mode is ``"none"``.
         """
-        if self.plan is None:
-            raise RuntimeError(
-                "begin_rollout() is for buffer mode (PrioritizedLevelReplay(envs, buffer=...))"
-            )
-        return self.plan.begin()
+        self.source.begin_rollout()
+        return self.source.rollout_mode
 
 
 def _env_info(info: dict[str, Any], e: int) -> dict[str, Any]:

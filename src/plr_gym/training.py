@@ -1,0 +1,546 @@
+"""Set-up of an SB3 training run with PLR, shared by ``plr-gym train``, the demo and the learning study.
+
+One place for what every training script of plr_gym builds before ``model.learn`` and writes after it:
+
+- the environments: :func:`env_family` and :func:`make_level_venv` (a VecEnv of
+  :class:`~plr_gym.LevelWrapper` sub-envs; MiniGrid gets its image observation, optionally the fully
+  observed grid);
+- the model: :func:`policy_for` (a CNN for frames, an MLP for MiniGrid's grid codes),
+  :func:`algorithm_class` and :class:`Hyperparameters`;
+- the whole run: :func:`build_run` gives a :class:`TrainingRun` (the training env wrapped in
+  :class:`~plr_gym.PrioritizedLevelReplay`, a separate evaluation env, the model);
+- the result files: :func:`write_json` and :func:`write_csv` (atomic), :func:`returns_to_json` /
+  :func:`returns_from_json` for per-level returns, :func:`run_dir_name` and :func:`load_final_returns`
+  for the run directories of ``plr-gym compare --run``.
+
+Importing this module imports neither torch nor Stable-Baselines3; the functions that need them import
+them when called. Setup errors a user can fix (an unknown env id, env options the env does not take, a
+sampler that does not fit the env) raise :class:`SetupError`, a ``ValueError``.
+
+Example:
+    >>> from plr_gym import LevelSampler
+    >>> from plr_gym.training import Hyperparameters, build_run
+    >>> run = build_run("MiniGrid-Empty-5x5-v0", LevelSampler(levels=range(5), seed=0), n_envs=2,
+    ...                 seed=0, env_seed=0, eval_seed=1, env_kwargs={"max_steps": 20},
+    ...                 hyperparameters=Hyperparameters(n_steps=32, batch_size=64, n_epochs=1))
+    >>> run.model = run.model.learn(64)
+    >>> run.model.num_timesteps
+    64
+    >>> run.close()
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import importlib.util
+import io
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ALGORITHMS",
+    "ENV_FAMILIES",
+    "EVALUATION_FILE",
+    "Hyperparameters",
+    "SetupError",
+    "TrainingRun",
+    "algorithm_class",
+    "build_run",
+    "env_family",
+    "level_env_wrapper",
+    "load_final_returns",
+    "make_level_venv",
+    "policy_for",
+    "read_json",
+    "register_envs",
+    "returns_from_json",
+    "returns_to_json",
+    "run_dir_name",
+    "set_torch_threads",
+    "write_csv",
+    "write_json",
+]
+
+#: Algorithms :func:`algorithm_class` knows (``recurrentppo`` needs sb3-contrib).
+ALGORITHMS: tuple[str, ...] = ("ppo", "a2c", "recurrentppo")
+#: What :func:`env_family` returns.
+ENV_FAMILIES: tuple[str, ...] = ("minigrid", "procgen", "other")
+#: A run directory's final held-out evaluation (written by ``plr-gym train``).
+EVALUATION_FILE = "evaluation.json"
+
+
+class SetupError(ValueError):
+    """A run cannot be set up as asked (unknown env id, env options, sampler); the message says why."""
+
+
+# --------------------------------------------------------------------------------------------------
+# environments
+# --------------------------------------------------------------------------------------------------
+def register_envs() -> None:
+    """Register MiniGrid's ids (when minigrid is installed) and plr_gym's envs with Gymnasium.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> register_envs()
+        >>> "plr_gym/procgen-bigfish-v0" in gym.registry
+        True
+    """
+    if importlib.util.find_spec("minigrid") is not None:
+        import minigrid  # noqa: F401  (registers MiniGrid-* ids)
+    import plr_gym.envs  # noqa: F401  (registers plr_gym/procgen-*-v0 and the DoorKey gamut)
+
+
+def env_family(env_id: str) -> str:
+    """``"minigrid"``, ``"procgen"`` or ``"other"`` (see :data:`ENV_FAMILIES`), from a registered id.
+
+    :raises SetupError: ``env_id`` is not registered (with close matches as a hint).
+
+    Example:
+        >>> env_family("MiniGrid-DoorKey-5x5-v0"), env_family("plr_gym/procgen-bigfish-v0")
+        ('minigrid', 'procgen')
+        >>> env_family("CartPole-v1")
+        'other'
+    """
+    import gymnasium as gym
+
+    register_envs()
+    if env_id not in gym.registry:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise SetupError(
+            f"unknown environment {env_id!r}{hint} (MiniGrid ids such as MiniGrid-DoorKey-5x5-v0 need the "
+            "minigrid extra; Procgen games are plr_gym/procgen-<game>-v0)"
+        )
+    if env_id.split("/")[-1].startswith("MiniGrid-"):  # also plr_gym/MiniGrid-DoorKeyGamut-v0
+        return "minigrid"
+    if env_id.startswith("plr_gym/procgen-"):
+        return "procgen"
+    return "other"
+
+
+def level_env_wrapper(family: str, full_obs: bool = False) -> Callable[[Any], Any]:
+    """``make_vec_env``'s ``wrapper_class`` for an env family: observation wrappers, then ``LevelWrapper``.
+
+    MiniGrid envs get ``ImgObsWrapper`` (the egocentric 7x7x3 grid codes), or with ``full_obs`` the whole
+    grid (``ImgObsWrapper(FullyObsWrapper(env))``); other envs keep their observations.
+
+    :param family: one of :data:`ENV_FAMILIES`.
+    :param full_obs: MiniGrid only: observe the whole grid instead of the egocentric view.
+    :raises ValueError: an unknown family, or ``full_obs`` outside MiniGrid.
+    """
+    from plr_gym.wrappers.level import LevelWrapper
+
+    if family not in ENV_FAMILIES:
+        raise ValueError(f"family must be one of {', '.join(ENV_FAMILIES)}, got {family!r}")
+    if full_obs and family != "minigrid":
+        raise ValueError(f"full_obs=True is for MiniGrid envs only, got family {family!r}")
+    if family == "minigrid":
+        from minigrid.wrappers import FullyObsWrapper, ImgObsWrapper
+
+        if full_obs:
+            return lambda env: LevelWrapper(ImgObsWrapper(FullyObsWrapper(env)))  # type: ignore[no-untyped-call]
+        return lambda env: LevelWrapper(ImgObsWrapper(env))  # type: ignore[no-untyped-call]
+    return lambda env: LevelWrapper(env)
+
+
+def make_level_venv(
+    env_id: str,
+    n_envs: int,
+    seed: int | None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    subproc: bool = False,
+    full_obs: bool = False,
+) -> Any:
+    """An SB3 VecEnv of ``n_envs`` :class:`~plr_gym.LevelWrapper` sub-envs (see :func:`level_env_wrapper`).
+
+    Episode returns are recorded by SB3's ``Monitor`` (``infos[i]["episode"]``), which ``make_vec_env`` adds.
+
+    :param env_id: a Gymnasium id (MiniGrid, ``plr_gym/procgen-<game>-v0``, or any registered env whose
+        ``reset(seed=s)`` selects level ``s``).
+    :param n_envs: number of sub-envs.
+    :param seed: ``make_vec_env``'s seed; ``None`` leaves the VecEnv unseeded.
+    :param env_kwargs: keyword arguments of ``gym.make``.
+    :param subproc: ``SubprocVecEnv`` (one process per sub-env) instead of ``DummyVecEnv``.
+    :param full_obs: MiniGrid only: the whole grid as observation.
+    :raises SetupError: an unknown ``env_id``, or ``env_kwargs`` the env does not take.
+
+    Example:
+        >>> venv = make_level_venv("MiniGrid-Empty-5x5-v0", n_envs=2, seed=0)
+        >>> venv.num_envs, venv.observation_space.shape
+        (2, (7, 7, 3))
+        >>> venv.close()
+    """
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    family = env_family(env_id)
+    wrapper = level_env_wrapper(family, full_obs=full_obs)
+    try:
+        return make_vec_env(
+            env_id,
+            n_envs=n_envs,
+            seed=seed,
+            env_kwargs=None if env_kwargs is None else dict(env_kwargs),
+            wrapper_class=wrapper,
+            vec_env_cls=SubprocVecEnv if subproc else DummyVecEnv,
+        )
+    except (TypeError, ValueError) as exc:  # e.g. a keyword the env does not take
+        raise SetupError(f"cannot build {env_id} with options {dict(env_kwargs or {})}: {exc}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# model
+# --------------------------------------------------------------------------------------------------
+def policy_for(
+    obs_space: Any, recurrent: bool = False, cnn_features_dim: int | None = None
+) -> tuple[str, dict[str, Any]]:
+    """SB3 policy name and ``policy_kwargs`` for an observation space.
+
+    A CNN (``CnnPolicy``) for ``uint8`` frames of 32x32 pixels or more (Procgen's 64x64x3), an MLP
+    otherwise; small ``uint8`` grids (MiniGrid's 7x7x3 codes) go to the MLP unscaled
+    (``normalize_images=False``).
+
+    :param obs_space: the env's observation space.
+    :param recurrent: the LSTM variant (``CnnLstmPolicy``/``MlpLstmPolicy``, for sb3-contrib's RecurrentPPO).
+    :param cnn_features_dim: the CNN's feature size (``features_extractor_kwargs``); ``None``: SB3's default.
+
+    Example:
+        >>> import numpy as np
+        >>> from gymnasium import spaces
+        >>> policy_for(spaces.Box(0, 255, (7, 7, 3), np.uint8))
+        ('MlpPolicy', {'normalize_images': False})
+        >>> policy_for(spaces.Box(0, 255, (64, 64, 3), np.uint8), cnn_features_dim=256)
+        ('CnnPolicy', {'features_extractor_kwargs': {'features_dim': 256}})
+    """
+    import numpy as np
+    from gymnasium import spaces
+
+    kwargs: dict[str, Any] = {}
+    image = isinstance(obs_space, spaces.Box) and len(obs_space.shape) == 3 and obs_space.dtype == np.uint8
+    if image and min(obs_space.shape[:2]) >= 32:
+        name = "CnnPolicy"
+        if cnn_features_dim is not None:
+            kwargs["features_extractor_kwargs"] = {"features_dim": cnn_features_dim}
+    else:
+        name = "MlpPolicy"
+        if image:
+            kwargs["normalize_images"] = False
+    if recurrent:
+        name = name.replace("Policy", "LstmPolicy")
+    return name, kwargs
+
+
+def algorithm_class(algo: str) -> Any:
+    """The SB3 class of ``algo`` (one of :data:`ALGORITHMS`).
+
+    :raises SetupError: an unknown name, or ``recurrentppo`` without sb3-contrib installed.
+
+    Example:
+        >>> algorithm_class("a2c").__name__
+        'A2C'
+    """
+    if algo == "ppo":
+        from stable_baselines3 import PPO
+
+        return PPO
+    if algo == "a2c":
+        from stable_baselines3 import A2C
+
+        return A2C
+    if algo == "recurrentppo":
+        if importlib.util.find_spec("sb3_contrib") is None:
+            raise SetupError("--algo recurrentppo needs sb3-contrib: pip install 'plr-gym[contrib]'")
+        from sb3_contrib import RecurrentPPO
+
+        return RecurrentPPO
+    raise SetupError(f"unknown algorithm {algo!r}; choose from {', '.join(ALGORITHMS)}")
+
+
+@dataclass(frozen=True)
+class Hyperparameters:
+    """On-policy hyperparameters of a run (the defaults are ``plr-gym train``'s).
+
+    :param n_steps: rollout length per env.
+    :param batch_size: minibatch size (PPO; A2C does not take it).
+    :param n_epochs: epochs per rollout (PPO; A2C does not take it).
+    :param learning_rate: optimizer step size.
+    :param ent_coef: entropy bonus.
+    :param gamma: discount.
+    :param gae_lambda: GAE lambda.
+
+    Example:
+        >>> Hyperparameters(n_steps=128).for_algorithm("a2c")
+        {'n_steps': 128, 'learning_rate': 0.0005, 'ent_coef': 0.01, 'gamma': 0.99, 'gae_lambda': 0.95}
+    """
+
+    n_steps: int = 256
+    batch_size: int = 256
+    n_epochs: int = 4
+    learning_rate: float = 5e-4
+    ent_coef: float = 0.01
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+
+    def __post_init__(self) -> None:
+        for name in ("n_steps", "batch_size", "n_epochs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+        for name in ("gamma", "gae_lambda"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+
+    def for_algorithm(self, algo: str) -> dict[str, Any]:
+        """Keyword arguments of the ``algo`` constructor (A2C takes no ``batch_size``/``n_epochs``)."""
+        kwargs = {
+            "n_steps": self.n_steps,
+            "learning_rate": self.learning_rate,
+            "ent_coef": self.ent_coef,
+            "gamma": self.gamma,
+            "gae_lambda": self.gae_lambda,
+        }
+        if algo != "a2c":
+            kwargs.update(batch_size=self.batch_size, n_epochs=self.n_epochs)
+        return kwargs
+
+    def as_dict(self) -> dict[str, Any]:
+        """All fields, in declaration order."""
+        return asdict(self)
+
+
+def set_torch_threads(n: int | None) -> None:
+    """``torch.set_num_threads(n)``; ``None`` leaves torch's default."""
+    if n is None:
+        return
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int or None, got {n!r}")
+    import torch
+
+    torch.set_num_threads(n)
+
+
+@dataclass
+class TrainingRun:
+    """What :func:`build_run` builds: train on :attr:`venv`, evaluate on :attr:`eval_venv`.
+
+    :param venv: the training env, wrapped in :class:`~plr_gym.PrioritizedLevelReplay`
+        (its sampler is ``venv.sampler``).
+    :param eval_venv: a separate VecEnv of ``LevelWrapper`` sub-envs for held-out evaluation
+        (:func:`~plr_gym.evaluation.evaluate_levels`, :class:`~plr_gym.HeldOutEvalCallback`).
+    :param model: the SB3 model, built on ``venv``.
+    """
+
+    venv: Any
+    eval_venv: Any
+    model: Any
+
+    @property
+    def sampler(self) -> Any:
+        """The training env's level sampler."""
+        return self.venv.sampler
+
+    def close(self) -> None:
+        """Close both envs."""
+        self.venv.close()
+        self.eval_venv.close()
+
+
+def build_run(
+    env_id: str,
+    sampler: Any,
+    *,
+    seed: int,
+    env_seed: int | None,
+    eval_seed: int | None,
+    algo: str = "ppo",
+    n_envs: int = 8,
+    eval_n_envs: int | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    full_obs: bool = False,
+    subproc: bool = False,
+    hyperparameters: Hyperparameters | None = None,
+    device: str = "cpu",
+    tensorboard_log: str | None = None,
+    cnn_features_dim: int | None = None,
+    load_path: str | os.PathLike[str] | None = None,
+) -> TrainingRun:
+    """Build the training env (with PLR), the evaluation env and the model of one run, in this order.
+
+    :param env_id: Gymnasium id (see :func:`make_level_venv`).
+    :param sampler: the level source of the training env (a :class:`~plr_gym.LevelSampler`, ...).
+    :param seed: the model's seed.
+    :param env_seed: the training VecEnv's seed (``None``: unseeded).
+    :param eval_seed: the evaluation VecEnv's seed (``None``: unseeded).
+    :param algo: one of :data:`ALGORITHMS`.
+    :param n_envs: training sub-envs.
+    :param eval_n_envs: evaluation sub-envs (default ``n_envs``).
+    :param env_kwargs: keyword arguments of ``gym.make`` (both envs).
+    :param full_obs: MiniGrid only: observe the whole grid.
+    :param subproc: ``SubprocVecEnv`` for the training env (the evaluation env is always in-process).
+    :param hyperparameters: default :class:`Hyperparameters()`.
+    :param device: torch device of the model.
+    :param tensorboard_log: TensorBoard directory (``None``: no TensorBoard).
+    :param cnn_features_dim: CNN feature size for image observations (see :func:`policy_for`).
+    :param load_path: continue a saved model (``algo``'s ``load``) instead of building a new one; the
+        hyperparameters are the saved model's.
+    :raises SetupError: an unknown env or algorithm, env options the env does not take, or a sampler that
+        does not fit the env. The envs built so far are closed on any error.
+    """
+    from plr_gym.wrappers.sb3 import PrioritizedLevelReplay
+
+    algo_cls = algorithm_class(algo)
+    hyper = Hyperparameters() if hyperparameters is None else hyperparameters
+    base = make_level_venv(env_id, n_envs, env_seed, env_kwargs, subproc=subproc, full_obs=full_obs)
+    try:
+        venv = PrioritizedLevelReplay(base, sampler=sampler)
+    except (ValueError, TypeError) as exc:
+        base.close()
+        raise SetupError(str(exc)) from None
+    try:
+        eval_venv = make_level_venv(env_id, eval_n_envs or n_envs, eval_seed, env_kwargs, full_obs=full_obs)
+    except BaseException:
+        venv.close()
+        raise
+    try:
+        if load_path is not None:
+            model = algo_cls.load(load_path, env=venv, device=device, tensorboard_log=tensorboard_log)
+        else:
+            policy, policy_kwargs = policy_for(
+                venv.observation_space, recurrent=algo == "recurrentppo", cnn_features_dim=cnn_features_dim
+            )
+            model = algo_cls(
+                policy,
+                venv,
+                seed=seed,
+                policy_kwargs=policy_kwargs,
+                tensorboard_log=tensorboard_log,
+                verbose=0,
+                device=device,
+                **hyper.for_algorithm(algo),
+            )
+    except BaseException:
+        venv.close()
+        eval_venv.close()
+        raise
+    return TrainingRun(venv=venv, eval_venv=eval_venv, model=model)
+
+
+# --------------------------------------------------------------------------------------------------
+# result files
+# --------------------------------------------------------------------------------------------------
+def write_json(
+    path: str | os.PathLike[str],
+    data: Any,
+    indent: int | None = 2,
+    default: Callable[[Any], Any] | None = None,
+    newline: bool = True,
+) -> Path:
+    """Write ``data`` as JSON at ``path``, atomically (a reader never sees a half-written file).
+
+    :param path: the file; its directory is created if missing.
+    :param data: anything ``json.dumps`` takes (with ``default`` for the rest, e.g. ``default=str``).
+    :param indent: ``json.dumps``'s indent (``None``: one line).
+    :param newline: end the file with a newline.
+    :return: ``path``.
+
+    Example:
+        >>> import tempfile
+        >>> path = write_json(Path(tempfile.mkdtemp()) / "run" / "result.json", {"steps": 64})
+        >>> read_json(path)
+        {'steps': 64}
+    """
+    from plr_gym.checkpoint import atomic_open
+
+    target = Path(path)
+    text = json.dumps(data, indent=indent, default=default) + ("\n" if newline else "")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_open(target) as f:
+        f.write(text.encode())
+    return target
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """The JSON value in the file ``path``."""
+    return json.loads(Path(path).read_text())
+
+
+def write_csv(
+    path: str | os.PathLike[str],
+    header: Sequence[str],
+    rows: Iterable[Sequence[Any] | Mapping[str, Any]],
+) -> Path:
+    """Write a CSV file (``header``, then ``rows``) at ``path``, atomically.
+
+    :param header: the column names.
+    :param rows: one sequence of values per row, or one mapping (column -> value; a missing column is
+        written empty).
+    :raises ValueError: a mapping row with a key that is not in ``header``.
+    :return: ``path``.
+
+    Example:
+        >>> import tempfile
+        >>> rows = [[3, 0.5], {"level": 4}]
+        >>> path = write_csv(Path(tempfile.mkdtemp()) / "r.csv", ["level", "return"], rows)
+        >>> path.read_text().splitlines()
+        ['level,return', '3,0.5', '4,']
+    """
+    from plr_gym.checkpoint import atomic_open
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(header)
+    for row in rows:
+        if isinstance(row, Mapping):
+            extra = [key for key in row if key not in header]
+            if extra:
+                raise ValueError(f"rows: keys {extra} are not in header {list(header)}")
+            writer.writerow([row.get(key, "") for key in header])
+        else:
+            writer.writerow(row)
+    target = Path(path)
+    with atomic_open(target) as f:
+        f.write(buffer.getvalue().encode("utf-8"))
+    return target
+
+
+def returns_to_json(returns: Mapping[int, Sequence[float]]) -> dict[str, list[float]]:
+    """Per-level returns as a JSON object: level ids become strings (JSON keys), returns floats.
+
+    Example:
+        >>> returns_to_json({10000: [0.5, 1.0]})
+        {'10000': [0.5, 1.0]}
+        >>> returns_from_json(returns_to_json({10000: [0.5, 1.0]}))
+        {10000: [0.5, 1.0]}
+    """
+    return {str(level): [float(r) for r in values] for level, values in returns.items()}
+
+
+def returns_from_json(record: Mapping[str, Sequence[float]]) -> dict[int, list[float]]:
+    """The inverse of :func:`returns_to_json`: level id (int) -> list of returns."""
+    return {int(level): [float(r) for r in values] for level, values in record.items()}
+
+
+def run_dir_name(sampler: str, seed: int | None = None) -> str:
+    """Name of a run directory of ``plr-gym compare --run``: ``"plr"``, or ``"plr-seed1"`` with a seed.
+
+    Example:
+        >>> run_dir_name("uniform"), run_dir_name("plr", 1)
+        ('uniform', 'plr-seed1')
+    """
+    return sampler if seed is None else f"{sampler}-seed{seed}"
+
+
+def load_final_returns(run_dir: str | os.PathLike[str]) -> dict[int, list[float]] | None:
+    """Held-out returns of a run's final evaluation (``run_dir/evaluation.json``); ``None`` if absent."""
+    path = Path(run_dir) / EVALUATION_FILE
+    if not path.is_file():
+        return None
+    return returns_from_json(read_json(path)["returns"])
