@@ -47,7 +47,7 @@ is the PER priority itself on one-step transitions. Other algorithms can pass ``
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, NamedTuple, Optional, Union
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import torch as th
@@ -62,7 +62,7 @@ from plr_gym.callbacks import find_plr_wrapper
 from plr_gym.replay.td_error import td_errors
 from plr_gym.scoring import STRATEGY_SPECS
 
-_QRDQN: Optional[type[OffPolicyAlgorithm]]
+_QRDQN: type[OffPolicyAlgorithm] | None
 try:
     from sb3_contrib import QRDQN as _QRDQN
 except ImportError:  # pragma: no cover - sb3-contrib is optional
@@ -90,9 +90,9 @@ class TransitionBatch(NamedTuple):
     :param dones: ``(batch, 1)``, 1 where the episode terminated (time-limit truncations excluded)
     """
 
-    observations: Union[th.Tensor, TensorDict]
+    observations: th.Tensor | TensorDict
     actions: th.Tensor
-    next_observations: Union[th.Tensor, TensorDict]
+    next_observations: th.Tensor | TensorDict
     rewards: th.Tensor
     dones: th.Tensor
 
@@ -187,7 +187,7 @@ class OffPolicyPLRCallback(BaseCallback):
     """
 
     def __init__(
-        self, td_error_fn: Optional[TDErrorFn] = None, batch_size: int = 4096, verbose: int = 0
+        self, td_error_fn: TDErrorFn | None = None, batch_size: int = 4096, verbose: int = 0
     ) -> None:
         super().__init__(verbose)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -196,9 +196,9 @@ class OffPolicyPLRCallback(BaseCallback):
         self.batch_size = batch_size
         self.wrapper: Any = None
         self.scoring = False
-        self._model_id: Optional[int] = None
+        self._model_id: int | None = None
         self._count = 0  # steps tracked so far (= rows added to the buffer while tracking)
-        self._last_row: Optional[int] = None
+        self._last_row: int | None = None
         # Per env: step count of the current episode's first step (-1: unknown, not scored).
         self._start_count = np.zeros(0, dtype=np.int64)
         self._start_row = np.zeros(0, dtype=np.int64)  # per env: buffer row of the episode's first step
