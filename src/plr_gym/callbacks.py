@@ -244,6 +244,9 @@ class PLRCallback(BaseCallback):
     def _on_rollout_start(self) -> None:
         self._bootstrap = None
         self._step = 0
+        total = int(getattr(self.model, "_total_timesteps", 0))
+        if total > 0:  # the share of the budget done, for scheduled sources (temperature_end=...)
+            self.source.set_progress(min(1.0, self.num_timesteps / total))
         if self.source.begin_rollout():
             # the source assigned this rollout's levels (Robust PLR): start every env on them
             self._restart_envs()

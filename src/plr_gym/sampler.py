@@ -285,6 +285,10 @@ class LevelSampler:
         episodes so far: the plain mean of the first ``1/success_rate_alpha`` outcomes, then an
         exponentially weighted one). The level's score is ``p·(1 − p)``. Default 0.1.
     :param seed: seed of the sampler's own ``numpy.random.Generator``; same seed, same draws.
+    :param temperature_end: anneal ``β`` linearly from ``temperature`` (at the start of training) to this
+        value (at its end), following :meth:`set_progress`, which :class:`~plr_gym.PLRCallback` calls at
+        every rollout with the share of ``total_timesteps`` done (your own loop calls it yourself).
+        ``None`` (default): ``β`` stays ``temperature``. The current ``β`` is :attr:`temperature`.
 
     **Defaults** were chosen by the pre-registered rule of the evidence study (``docs/study.md``):
     ``value_l1``, ``rank`` with ``β = 1``, ``ρ = 0.3``, ``uniform_mass = 0.5``, proportionate schedule,
@@ -337,6 +341,7 @@ class LevelSampler:
         uniform_mass: float = 0.5,
         success_rate_alpha: float = 0.1,
         seed: int | None = None,
+        temperature_end: float | None = None,
     ) -> None:
         if callable(strategy):
             self.strategy: Strategy = strategy
@@ -347,6 +352,11 @@ class LevelSampler:
         self.staleness_transform = _check_choice("staleness_transform", staleness_transform, choices)
         self.replay_schedule = _check_choice("replay_schedule", replay_schedule, REPLAY_SCHEDULES)
         self.temperature = _check_positive("temperature", temperature)
+        self.temperature_start = self.temperature
+        self.temperature_end = (
+            None if temperature_end is None else _check_positive("temperature_end", temperature_end)
+        )
+        self._progress = 0.0
         self.staleness_temperature = _check_positive("staleness_temperature", staleness_temperature)
         self.staleness_coef = _check_unit("staleness_coef", staleness_coef)
         self.replay_prob = _check_unit("replay_prob", replay_prob)
@@ -868,7 +878,8 @@ class LevelSampler:
         return {
             "strategy": strategy,
             "score_transform": self.score_transform,
-            "temperature": self.temperature,
+            "temperature": self.temperature_start,
+            "temperature_end": self.temperature_end,
             "staleness_coef": self.staleness_coef,
             "staleness_transform": self.staleness_transform,
             "staleness_temperature": self.staleness_temperature,
@@ -901,6 +912,7 @@ class LevelSampler:
             "num_explore": self._num_explore,
             "softmax_shift": self._softmax_shift,
             "rng": self._rng.bit_generator.state,
+            "progress": self._progress,
         }
         if self._success_rate is not None and self._outcomes is not None:
             state["success_rate"] = self._success_rate.copy()
@@ -929,6 +941,7 @@ class LevelSampler:
         self._softmax_shift = checked["softmax_shift"]
         if checked["success_rate"] is not None:
             self._success_rate, self._outcomes = checked["success_rate"], checked["outcomes"]
+        self._apply_progress(checked["progress"])  # β of a schedule (rebuilds if it changed)
         self._build_structures()
 
     def _validated_state(self, state: Any) -> dict[str, Any]:
@@ -951,6 +964,7 @@ class LevelSampler:
         # state was written take their (behaviour-preserving) defaults
         theirs.setdefault("uniform_mass", 0.0)
         theirs.setdefault("success_rate_alpha", 0.1)
+        theirs.setdefault("temperature_end", None)
         diff = sorted(k for k in mine if k != "seed" and mine[k] != theirs.get(k))
         if diff:
             details = ", ".join(f"{k}: state has {theirs.get(k)!r}, sampler has {mine[k]!r}" for k in diff)
@@ -982,6 +996,13 @@ class LevelSampler:
         shift = state["softmax_shift"]
         if isinstance(shift, bool) or not isinstance(shift, numbers.Real) or not math.isfinite(float(shift)):
             raise ValueError(f"state 'softmax_shift' must be a finite float, got {shift!r}")
+        progress = state.get("progress", 0.0)  # states written before schedules existed: the start
+        if (
+            isinstance(progress, (bool, np.bool_))
+            or not isinstance(progress, (numbers.Real, np.floating))
+            or not 0.0 <= float(progress) <= 1.0
+        ):
+            raise ValueError(f"state 'progress' must be a number in [0, 1], got {progress!r}")
         rate = outcomes = None
         if self.learns_outcomes:
             if "success_rate" not in state or "outcomes" not in state:
@@ -1002,6 +1023,7 @@ class LevelSampler:
         pos = np.empty(n, dtype=np.int64)
         pos[order] = np.arange(n)
         return {
+            "progress": float(progress),
             "success_rate": None if rate is None else rate.copy(),
             "outcomes": None if outcomes is None else outcomes.copy(),
             "seed": None if seed is None else int(seed),
@@ -1063,6 +1085,43 @@ class LevelSampler:
     def load_from(self, path: str | os.PathLike[str]) -> None:
         """Restore this sampler's state from a file written by :meth:`save`."""
         self.load_state_dict(_read_state(path))
+
+    def set_progress(self, progress: float) -> None:
+        """Tell the sampler how far training is, ``progress`` in ``[0, 1]`` (share of the budget done).
+
+        With ``temperature_end``, ``β`` becomes ``temperature + (temperature_end − temperature)·progress``
+        and the sampling structures are rebuilt (``O(N log N)``, once per call: call it per rollout, not
+        per episode). Without it, only the progress is recorded. Part of the level-source protocol;
+        saved in :meth:`state_dict`.
+
+        Example:
+            >>> s = LevelSampler(range(4), temperature=1.0, temperature_end=0.1)
+            >>> s.set_progress(0.5)
+            >>> round(s.temperature, 2)
+            0.55
+        """
+        if (
+            isinstance(progress, (bool, np.bool_))
+            or not isinstance(progress, (numbers.Real, np.floating))
+            or not 0.0 <= float(progress) <= 1.0
+        ):
+            raise ValueError(f"progress must be a number in [0, 1], got {progress!r}")
+        self._apply_progress(float(progress))
+
+    def _apply_progress(self, progress: float) -> None:
+        self._progress = progress
+        if self.temperature_end is None:
+            return
+        temperature = self.temperature_start + (self.temperature_end - self.temperature_start) * progress
+        if temperature != self.temperature:
+            self.temperature = temperature
+            self._h = TRANSFORMS[self.score_transform](temperature=temperature, eps=self.eps)
+            self._build_structures()
+
+    @property
+    def progress(self) -> float:
+        """The last :meth:`set_progress` value (0 before any)."""
+        return self._progress
 
     # The level-source protocol (:class:`plr_gym.source.LevelSource`), through which the wrappers and
     # callbacks use a sampler: a level per episode, no rollout plan.

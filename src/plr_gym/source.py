@@ -113,6 +113,10 @@ class LevelSource(Protocol):
         """Close the rollout."""
         ...
 
+    def set_progress(self, progress: float) -> None:
+        """How far training is, in ``[0, 1]`` (front ends call it per rollout; schedules follow it)."""
+        ...
+
     def discard_unplayed(self) -> None:
         """Forget levels handed out for a rollout no env has played yet (after restoring a checkpoint)."""
         ...
@@ -309,6 +313,11 @@ class BufferLevelSource:
             self.children = children
         if self._open:
             self._last_mode, self._open = self._mode, False
+
+    def set_progress(self, progress: float) -> None:
+        """Nothing is scheduled in Robust PLR's plan: accepted and ignored (checked to lie in ``[0, 1]``)."""
+        if isinstance(progress, bool) or not isinstance(progress, (int, float)) or not 0 <= progress <= 1:
+            raise ValueError(f"progress must be a number in [0, 1], got {progress!r}")
 
     def discard_unplayed(self) -> None:
         """Forget the open plan without closing it (its levels were never played): the next
