@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,7 +27,13 @@ __all__ = ["PrioritizedLevelReplay"]
 _MAX_LOGGED_STEPS = 1 << 16
 
 
-class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
+if TYPE_CHECKING:
+    _VectorWrapper = VectorWrapper[Any, Any, Any, Any, Any]
+else:  # Gymnasium < 1.3's VectorWrapper takes no type parameters (RLlib pins gymnasium 1.2)
+    _VectorWrapper = VectorWrapper
+
+
+class PrioritizedLevelReplay(_VectorWrapper):
     """Play the levels a :class:`~plr_gym.LevelSampler` chooses, in ``SyncVectorEnv``/``AsyncVectorEnv``.
 
     Each sub-environment must be wrapped in :class:`~plr_gym.wrappers.LevelWrapper`, e.g.
