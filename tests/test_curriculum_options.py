@@ -485,3 +485,50 @@ def test_plr_callback_anneals_with_the_share_of_total_timesteps() -> None:
     for timesteps, beta in seen:
         assert beta == pytest.approx(1.0 - 0.8 * timesteps / 256)
     venv.close()
+
+
+def test_annealing_to_a_low_beta_re_anchors_and_never_overflows() -> None:
+    """softmax: exp((g − shift)/β) at a 100× lower β needs a re-anchored shift (it overflowed before)."""
+    rng = np.random.default_rng(0)
+    s = LevelSampler(range(200), score_transform="softmax", temperature=1.0, temperature_end=0.01, seed=0)
+    for k in range(1, 11):
+        s.update_batch(rng.integers(0, 200, size=8), rng.uniform(0.0, 10.0, size=8))
+        s.set_progress(k / 10)
+    assert s.temperature == pytest.approx(0.01)
+    w = s.sample_weights()
+    assert np.isfinite(w).all() and w.sum() == pytest.approx(1.0)
+    fixed = LevelSampler(range(200), score_transform="softmax", temperature=0.01, seed=0)
+    fixed.load_state_dict(
+        {
+            **s.state_dict(),
+            "config": {**s.state_dict()["config"], "temperature_end": None, "temperature": 0.01},
+            "progress": 0.0,
+        }
+    )
+    np.testing.assert_allclose(w, fixed.sample_weights(), rtol=1e-9)
+
+
+def test_chunked_learning_follows_the_run_budget_and_off_policy_anneals_too() -> None:
+    from plr_gym import OffPolicyPLRCallback
+    from plr_gym.replay import PERDQN
+
+    def venv_with(sampler: LevelSampler) -> PrioritizedLevelReplay:
+        venv = make_vec_env(
+            "MiniGrid-Empty-5x5-v0", n_envs=2, wrapper_class=lambda e: LevelWrapper(FlatObsWrapper(e))
+        )
+        return PrioritizedLevelReplay(venv, sampler=sampler)
+
+    sampler = LevelSampler(range(6), temperature=1.0, temperature_end=0.2, seed=0)
+    model = PPO("MlpPolicy", venv_with(sampler), n_steps=32, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    callback = PLRCallback(total_timesteps=512)
+    for _ in range(2):  # two chunks of a 512-step run
+        model.learn(128, callback=callback, reset_num_timesteps=False)
+    assert sampler.progress == pytest.approx(192 / 512)  # the last rollout started at 192 of 512 steps
+    assert sampler.temperature == pytest.approx(1.0 - 0.8 * 192 / 512)
+    with pytest.raises(ValueError, match="total_timesteps"):
+        PLRCallback(total_timesteps=0)
+
+    off = LevelSampler(range(6), strategy="one_step_td_error", temperature=1.0, temperature_end=0.5, seed=0)
+    dqn = PERDQN("MlpPolicy", venv_with(off), learning_starts=50, buffer_size=500, seed=0, device="cpu")
+    dqn.learn(200, callback=OffPolicyPLRCallback())
+    assert 0.5 < off.progress < 1.0 and off.temperature == pytest.approx(1.0 - 0.5 * off.progress)

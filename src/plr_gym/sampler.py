@@ -1109,14 +1109,19 @@ class LevelSampler:
         self._apply_progress(float(progress))
 
     def _apply_progress(self, progress: float) -> None:
+        if self.temperature_end is not None:
+            temperature = self.temperature_start + (self.temperature_end - self.temperature_start) * progress
+            if temperature != self.temperature:
+                old = (self.temperature, self._h, self._softmax_shift)
+                self.temperature = temperature
+                self._h = TRANSFORMS[self.score_transform](temperature=temperature, eps=self.eps)
+                try:  # re-anchored: exp((g − shift)/β) must stay finite at the new, lower β
+                    self._build_structures(reanchor=True)
+                except BaseException:
+                    self.temperature, self._h, self._softmax_shift = old
+                    self._build_structures()
+                    raise
         self._progress = progress
-        if self.temperature_end is None:
-            return
-        temperature = self.temperature_start + (self.temperature_end - self.temperature_start) * progress
-        if temperature != self.temperature:
-            self.temperature = temperature
-            self._h = TRANSFORMS[self.score_transform](temperature=temperature, eps=self.eps)
-            self._build_structures()
 
     @property
     def progress(self) -> float:

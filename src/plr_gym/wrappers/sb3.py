@@ -215,6 +215,7 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         n = self.num_envs
         self._needs_reset = True
         everyone = np.arange(n)
+        self.source.begin_rollout()  # a plan-making source plans one if none is open (else: a no-op)
         drawn = self.source.next_levels(everyone)
         first: list[Any] = drawn.tolist() if isinstance(drawn, np.ndarray) else list(drawn)
         queued = self.source.next_levels(everyone)

@@ -37,9 +37,9 @@ class PrioritizedLevelReplay(_VectorWrapper):
     """Play the levels a :class:`~plr_gym.LevelSampler` chooses, in ``SyncVectorEnv``/``AsyncVectorEnv``.
 
     Each sub-environment must be wrapped in :class:`~plr_gym.wrappers.LevelWrapper`, e.g.
-    ``gym.make_vec(env_id, num_envs, wrappers=[LevelWrapper])``. Levels reach the sub-environments as their
-    reset seeds (:meth:`reset`) or through ``set_attr("next_level", ...)`` before an autoreset; only level ids
-    cross process boundaries and the sampler stays in the main process.
+    ``gym.make_vec(env_id, num_envs, wrappers=[LevelWrapper])``. Levels reach the sub-environments through
+    ``set_attr("next_level", ...)``, consumed by their next reset or autoreset; only level ids (or level
+    objects) cross process boundaries and the level source stays in the main process.
 
     Info keys, on every :meth:`reset` and :meth:`step` (Gymnasium's vector convention):
 
@@ -237,6 +237,7 @@ class PrioritizedLevelReplay(_VectorWrapper):
                 )
         indices = np.flatnonzero(mask)
         self._needs_reset = True
+        self.source.begin_rollout()  # a plan-making source plans one if none is open (else: a no-op)
         levels = self._draw(indices)
         # each reset env's LevelWrapper consumes the level queued in it (ids and level objects alike)
         queued: list[Any] = (
