@@ -101,6 +101,10 @@ def test_client_is_a_level_source_with_the_hosted_attributes(local_ray: None) ->
     assert client.strategy_info.uses_scores
     assert client.begin_rollout() is False and client.rollout_mode == "none"
     assert client.retained_levels() is None and client.has_scores is False
+    client.set_progress(0.25)
+    assert client.call("progress") == 0.25
+    with pytest.raises(ValueError, match="progress must be a number in"):
+        client.set_progress(1.5)
     assert client.next_levels(np.arange(0)).shape == (0,)
 
 

@@ -249,6 +249,9 @@ class LevelSourceActor:
     def discard_unplayed(self) -> None:
         self.source.discard_unplayed()
 
+    def set_progress(self, progress: float) -> None:
+        self.source.set_progress(progress)
+
     # ------------------------------------------------------------------ scores
     def push(self, client: str, seq: int, batches: Any) -> dict[str, Any]:
         """Apply a client's score batches, each with the source's all-or-nothing ``update_batch``.
@@ -628,6 +631,7 @@ class RemoteLevelSource:
         self._log: dict[int, list[tuple[Any, Any]]] = {}
         self._errors: list[BaseException] = []
         self._scored = False
+        self._progress: float | None = None  # the last progress sent
         self.levels_requested = 0  # levels this client asked the actor to draw (queue included)
         self.blocking_calls = 0  # next_levels calls that had to wait for the actor
 
@@ -883,6 +887,18 @@ class RemoteLevelSource:
         else:
             self.actor.end_rollout.remote()
         self._check_pushes(block=False)
+
+    def set_progress(self, progress: float) -> None:
+        """Tell the hosted source how far training is (``progress`` in ``[0, 1]``; schedules such as
+        ``LevelSampler(temperature_end=...)`` follow it). Sent without waiting, and only when it changed;
+        the last client to send it wins."""
+        if isinstance(progress, (bool, np.bool_)) or not isinstance(progress, (int, float, np.floating)):
+            raise ValueError(f"progress must be a number in [0, 1], got {progress!r}")
+        if not 0.0 <= float(progress) <= 1.0:
+            raise ValueError(f"progress must be a number in [0, 1], got {progress!r}")
+        if float(progress) != self._progress:
+            self._progress = float(progress)
+            self.actor.set_progress.remote(self._progress)
 
     def discard_unplayed(self) -> None:
         """Forget the queued levels (drawn before a restore) and, for a planning source, the open plan."""
