@@ -311,11 +311,7 @@ def test_gymnasium_vector_wrapper_with_a_remote_source(local_ray: None) -> None:
     from minigrid.wrappers import ImgObsWrapper
 
     from plr_gym import LevelWrapper
-
-    try:
-        from plr_gym.vector import PrioritizedLevelReplay as VectorPLR
-    except TypeError as exc:  # gymnasium < 1.3 (RLlib's pin): VectorWrapper is not generic there
-        pytest.skip(f"plr_gym.vector does not import with gymnasium {gym.__version__}: {exc}")
+    from plr_gym.vector import PrioritizedLevelReplay as VectorPLR
 
     client = RemoteLevelSource(host_level_source(sampler(n=12)), prefetch=1)
     envs = gym.make_vec(
