@@ -1,0 +1,249 @@
+"""RLlib integration (plr_gym.rllib): PPO with 2 env runners on a local Ray, levels from a shared source.
+
+The end-to-end test checks, against records kept outside the code under test:
+(1) the scores stored in the source equal the scores recomputed from the train batch (value targets minus
+    an independent value forward pass = RLlib's raw GAE advantages, which standardised must give the
+    batch's advantages), episode by episode, chunks of one episode stitched;
+(2) every episode's level is one the source handed out to that env;
+(3) the plr/* metrics are in the result dict.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("ray.rllib")
+pytest.importorskip("minigrid")
+
+import gymnasium as gym  # noqa: E402
+from ray.rllib.algorithms.ppo import PPOConfig  # noqa: E402
+from ray.rllib.connectors.connector_v2 import ConnectorV2  # noqa: E402
+from ray.rllib.core import DEFAULT_MODULE_ID  # noqa: E402
+from ray.rllib.core.columns import Columns  # noqa: E402
+from ray.rllib.evaluation.postprocessing import Postprocessing  # noqa: E402
+
+from plr_gym import LevelSampler  # noqa: E402
+from plr_gym.rllib import PLREnv, PLREnvCreator, PLRPPOTorchLearner, add_plr, plr_metrics  # noqa: E402
+
+# ------------------------------------------------------------------------------------------------ records
+FRONT: list[list[dict]] = []  # per update: the chunks as the learner received them (before RLlib's pieces)
+BACK: list[dict] = []  # per update: the train batch after GAE (and PLR scoring)
+
+
+class _Front(ConnectorV2):
+    def __call__(self, *, rl_module, batch, episodes, **kwargs):
+        FRONT.append(
+            [
+                {
+                    "id": e.id_,
+                    "t_started": int(e.t_started),
+                    "len": len(e),
+                    "done": bool(e.is_done),
+                    "level": e.get_infos(-1)["level"],
+                    "levels": {info["level"] for info in e.get_infos()},
+                    "env": e.get_infos(-1)["plr_env"],
+                }
+                for e in episodes
+            ]
+        )
+        return batch
+
+
+class _Back(ConnectorV2):
+    def __call__(self, *, rl_module, batch, episodes, **kwargs):
+        import torch
+
+        module_batch = batch[DEFAULT_MODULE_ID]
+        with torch.no_grad():
+            values = rl_module[DEFAULT_MODULE_ID].compute_values(module_batch)
+        BACK.append(
+            {
+                "values": values.numpy().astype(np.float64),
+                "targets": module_batch[Postprocessing.VALUE_TARGETS].numpy().astype(np.float64),
+                "advantages": module_batch[Postprocessing.ADVANTAGES].numpy().astype(np.float64),
+                "mask": module_batch[Columns.LOSS_MASK].numpy(),
+            }
+        )
+        return batch
+
+
+class RecordingLearner(PLRPPOTorchLearner):
+    def build(self) -> None:
+        super().build()
+        names = [type(c).__name__ for c in self._learner_connector.connectors]
+        # RLlib's GAE replaced by PLR's (runs once), the episode marks before RLlib's one-step extension
+        assert "GeneralAdvantageEstimation" not in names and names.count("PLRGeneralAdvantageEstimation") == 1
+        assert names.index("_EpisodeMarks") < names.index("AddOneTsToEpisodesAndTruncate")
+        self._learner_connector.prepend(_Front())
+        self._learner_connector.append(_Back())
+
+
+# -------------------------------------------------------------------------------------------- source stand-in
+@ray.remote(num_cpus=0)
+class _Host:
+    """Hosts a LevelSampler and records every hand-out and every score batch."""
+
+    def __init__(self, kwargs):
+        self.source = LevelSampler(**kwargs)  # built here: arrays shipped to an actor are read-only
+        self.handed: list[tuple[int, int]] = []
+        self.updates: list[tuple[list, list]] = []
+
+    def call(self, name, *args, **kwargs):
+        out = getattr(self.source, name)(*args, **kwargs)
+        if name == "next_levels":
+            self.handed.extend(zip(np.asarray(args[0]).tolist(), [int(x) for x in out]))
+        elif name == "update_batch":
+            self.updates.append(([int(x) for x in args[0]], [float(x) for x in args[1]]))
+        return out
+
+    def attr(self, name):
+        return getattr(self.source, name)
+
+    def records(self):
+        return self.handed, self.updates
+
+
+class _Client:
+    plans_rollouts = False
+
+    def __init__(self, actor):
+        self.actor = actor
+        self.strategy = ray.get(actor.attr.remote("strategy"))
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: ray.get(self.actor.call.remote(name, *args, **kwargs))
+
+
+def make_doorkey(env_config):
+    import minigrid  # noqa: F401  (registers the envs in the env runner's process)
+    from gymnasium.wrappers import DtypeObservation, FlattenObservation
+    from minigrid.wrappers import ImgObsWrapper
+
+    env = FlattenObservation(ImgObsWrapper(gym.make("MiniGrid-DoorKey-5x5-v0", max_steps=40)))
+    return DtypeObservation(env, np.float32)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    import sys
+
+    from ray import cloudpickle
+
+    # the env runners cannot import this test module: ship its classes and functions by value
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+# ------------------------------------------------------------------------------------------------ tests
+@pytest.mark.slow
+def test_ppo_two_env_runners_scores_levels_and_metrics(local_ray) -> None:
+    FRONT.clear()
+    BACK.clear()
+    host = _Host.remote({"levels": range(30), "strategy": "value_l1", "seed": 0})
+    source = _Client(host)
+    config = (
+        PPOConfig()
+        .env_runners(num_env_runners=2, num_envs_per_env_runner=2, rollout_fragment_length=50)
+        .training(train_batch_size=400, minibatch_size=200, num_epochs=1, lr=3e-4)
+        .learners(num_learners=0)
+        .debugging(seed=0)
+    )
+    add_plr(config, source, make_doorkey, learner_class=RecordingLearner)
+    algo = config.build_algo()
+    try:
+        results = [algo.train() for _ in range(2)]
+    finally:
+        algo.stop()
+    handed, updates = ray.get(host.records.remote())
+
+    # (1) stored scores == scores recomputed from the train batches
+    assert len(FRONT) == len(BACK) == 2
+    expected: list[tuple[int, float]] = []
+    open_eps: dict[str, list[np.ndarray]] = {}
+    stitched = 0
+    for chunks, back in zip(FRONT, BACK):
+        raw = back["targets"] - back["values"]  # RLlib's GAE advantages before standardisation
+        std = (raw - raw.mean()) / max(1e-4, raw.std())
+        np.testing.assert_allclose(std, back["advantages"], atol=1e-4)
+        lens = [c["len"] + 1 for c in chunks]
+        assert sum(lens) == raw.shape[0]
+        ends = np.cumsum(lens) - 1
+        assert not back["mask"][ends].any() and back["mask"].sum() == raw.shape[0] - len(chunks)
+        offset = 0
+        for chunk in chunks:
+            adv = raw[offset : offset + chunk["len"]]
+            offset += chunk["len"] + 1
+            parts = open_eps.pop(chunk["id"], None)
+            if chunk["t_started"] == 0:
+                parts = []
+            elif parts is None:
+                continue
+            parts.append(adv)
+            if chunk["done"]:
+                stitched += len(parts) > 1
+                expected.append((chunk["level"], float(np.abs(np.concatenate(parts)).mean())))
+            else:
+                open_eps[chunk["id"]] = parts
+    stored = [(level, score) for levels, scores in updates for level, score in zip(levels, scores)]
+    assert len(expected) >= 4, "too few completed episodes to check"
+    assert stitched >= 1, "no episode spanned two chunks: stitching was not exercised"
+    assert [level for level, _ in stored] == [level for level, _ in expected]
+    np.testing.assert_allclose([s for _, s in stored], [s for _, s in expected], rtol=1e-5, atol=1e-6)
+
+    # (2) every episode's level was handed out to its env
+    per_env: dict[int, list[int]] = {}
+    for env, level in handed:
+        per_env.setdefault(env, []).append(level)
+    assert sorted(per_env) == [2, 3, 4, 5]  # env runners 1 and 2, two sub-envs each
+    for chunks in FRONT:
+        for chunk in chunks:
+            assert chunk["levels"] == {chunk["level"]}, "one level per episode chunk"
+            assert chunk["level"] in per_env[chunk["env"]]
+    started = [(c["env"], c["level"]) for chunks in FRONT for c in chunks if c["t_started"] == 0]
+    for env, level in set(started):
+        assert started.count((env, level)) <= per_env[env].count(level)
+
+    # (3) plr/* metrics
+    for result in results:
+        metrics = plr_metrics(result)
+        for key in ("plr/episodes_scored", "plr/num_seen", "plr/replay_fraction"):
+            assert key in metrics, (key, metrics)
+    assert sum(plr_metrics(r)["plr/episodes_scored"] for r in results) == len(stored)
+    assert plr_metrics(results[-1])["plr/num_seen"] == ray.get(host.attr.remote("num_seen"))
+
+
+def test_plr_env_plays_the_sources_levels_and_reports_outcomes() -> None:
+    sampler = LevelSampler(range(5), strategy="learnability", seed=0)
+    env = PLREnv(make_doorkey({}), sampler, env_index=3)
+    _, info = env.reset(seed=999)
+    assert info["level"] in range(5) and info["plr_env"] == 3 and env.level == info["level"]
+    assert sampler.num_seen == 0
+    done = False
+    while not done:
+        _, _, terminated, truncated, info = env.step(env.action_space.sample())
+        assert info["level"] == env.level and info["plr_env"] == 3
+        done = terminated or truncated
+    assert sampler.has_scores  # the outcome reached the source from the env side
+
+
+def test_bad_input_names_the_argument() -> None:
+    sampler = LevelSampler(range(5), seed=0)
+    with pytest.raises(ValueError, match="env_index"):
+        PLREnv(make_doorkey({}), sampler, env_index=-1)
+    with pytest.raises(TypeError, match="source"):
+        PLREnv(make_doorkey({}), object())
+    with pytest.raises(ValueError, match="policy"):
+        PLREnv(make_doorkey({}), LevelSampler(range(5), strategy="policy_entropy"))
+    with pytest.raises(TypeError, match="make_env"):
+        PLREnvCreator(42, sampler)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="config"):
+        add_plr(object(), sampler, make_doorkey)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="make_env"):
+        add_plr(PPOConfig(), sampler)
