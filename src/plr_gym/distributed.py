@@ -1,0 +1,987 @@
+"""One level source for many processes and machines: a Ray actor hosting it, and a client for each process.
+
+A :class:`~plr_gym.source.LevelSource` (a :class:`~plr_gym.LevelSampler`, a
+:class:`~plr_gym.source.BufferLevelSource`, your own) lives in one process. To share it between the env
+processes of a cluster, host it in a Ray actor with :func:`host_level_source` and give every process a
+:class:`RemoteLevelSource`, a client that implements the same protocol, so every front end takes it
+unchanged: ``PrioritizedLevelReplay(venv, sampler=RemoteLevelSource(handle))``.
+
+The client never makes one blocking round-trip per reset:
+
+- **Levels** are prefetched. The client keeps ``prefetch`` levels per env it serves ready in a FIFO queue and
+  refills it with non-blocking calls (``actor.draw.remote(n)``, checked with ``ray.wait(timeout=0)``)
+  when it is half empty; it blocks only when the queue cannot serve a request.
+- **Scores** are buffered and pushed with one non-blocking call every ``push_every``
+  :meth:`~RemoteLevelSource.update_batch` calls and at :meth:`~RemoteLevelSource.end_rollout` /
+  :meth:`~RemoteLevelSource.flush`.
+
+**The lag prefetching introduces.** The actor counts a level as sampled (staleness, replay counters) when
+it draws it for a client, and draws from the scores it holds at that moment. A prefetched level was
+therefore chosen up to ``prefetch × n_envs`` draws of that client earlier than a local sampler would have
+chosen it, without the scores that arrived in between. With ``prefetch=1`` the lag is one level per env,
+the same as the one-episode lead the SB3 wrapper already has locally; with ``prefetch=0`` every
+:meth:`~RemoteLevelSource.next_levels` call is one blocking call and the actor draws exactly when a local
+sampler would. For one client the levels served are exactly the hosted sampler's sequence of draws (the
+queue is FIFO and Ray runs one caller's calls in order); with many clients the actor interleaves their
+draws, as one sampler shared by all their envs would.
+
+**Fault tolerance.**
+
+- The actor writes a checkpoint (:func:`plr_gym.checkpoint.write_checkpoint_dir`: the hosted source's
+  :meth:`~plr_gym.source.LevelSource.checkpoint_files` plus ``plr_remote.npz``, the actor's bookkeeping)
+  every ``checkpoint_every`` scores and on request (:meth:`RemoteLevelSource.checkpoint`); a new or
+  restarted actor (``max_restarts``) loads the last one in its constructor.
+- Each score push carries the client's id and a sequence number. The actor applies a push once (it
+  remembers which pushes it applied, and the checkpoint remembers which it held); the client keeps the
+  pushes no checkpoint holds yet and sends them again after a restart. So a restart loses nothing a live
+  client reported and counts nothing twice. A client that dies loses only the scores it had not pushed.
+- Calls that meet a dead or unreachable actor wait and retry (up to ``retry_timeout`` seconds, then
+  :class:`LevelSourceUnavailable`).
+- A refused batch (NaN score, unknown level, wrong lengths) changes nothing in the hosted source (its
+  ``update_batch`` is all or nothing) and the error is raised at the client that sent it: at once when
+  the client can tell (lengths, non-finite scores), else at its next ``update_batch``, ``end_rollout``
+  or ``flush``. The actor keeps serving every other client.
+
+Example (one process here; in a cluster the handle or the actor's name travels to the env processes):
+    >>> import numpy as np, ray
+    >>> from plr_gym import LevelSampler
+    >>> from plr_gym.distributed import RemoteLevelSource, host_level_source
+    >>> _ = ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    >>> actor = host_level_source(LevelSampler(range(20), seed=0))
+    >>> source = RemoteLevelSource(actor, prefetch=1)
+    >>> levels = source.next_levels(np.arange(4))        # one blocking call; later calls hit the queue
+    >>> source.update_batch(levels, [0.5, 0.1, 0.9, 0.3])
+    >>> source.flush()                                   # push and wait (end_rollout pushes without waiting)
+    >>> source.rollout_stats(full=False)["num_seen"]
+    4
+    >>> ray.shutdown()
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError
+
+from plr_gym._levels import load_values, save_values
+from plr_gym.checkpoint import atomic_open, checkpoint_files, write_checkpoint_dir
+from plr_gym.scoring import Strategy
+from plr_gym.source import FileIO, LevelSource
+
+try:  # Ray >= 2.10
+    from ray.exceptions import ActorUnavailableError
+except ImportError:  # pragma: no cover - older Ray
+    ActorUnavailableError = RayActorError  # type: ignore[misc,assignment]
+
+__all__ = [
+    "REMOTE_FILE",
+    "LevelSourceActor",
+    "LevelSourceUnavailable",
+    "RemoteLevelSource",
+    "host_level_source",
+]
+
+#: The actor's own file in a checkpoint directory (which score pushes the checkpoint holds, counters).
+REMOTE_FILE = "plr_remote.npz"
+#: Errors meaning "the actor is dead, restarting or unreachable": wait and retry.
+_GONE = (RayActorError, ActorUnavailableError, GetTimeoutError)
+
+
+class LevelSourceUnavailable(RuntimeError):
+    """The level source actor stayed dead or unreachable for longer than the client's ``retry_timeout``."""
+
+
+# ------------------------------------------------------------------------------------------------ actor
+class _Applied:
+    """The score pushes of one client that the source holds: all up to ``upto``, plus ``extra`` above it."""
+
+    __slots__ = ("extra", "upto")
+
+    def __init__(self, upto: int = 0, extra: Iterable[int] = ()) -> None:
+        self.upto = upto
+        self.extra = set(extra)
+
+    def __contains__(self, seq: int) -> bool:
+        return seq <= self.upto or seq in self.extra
+
+    def add(self, seq: int) -> None:
+        self.extra.add(seq)
+        while self.upto + 1 in self.extra:
+            self.upto += 1
+            self.extra.discard(self.upto)
+
+    def copy(self) -> _Applied:
+        return _Applied(self.upto, self.extra)
+
+    def to_json(self) -> list[Any]:
+        return [self.upto, sorted(self.extra)]
+
+
+class LevelSourceActor:
+    """What a level source actor runs: the hosted source plus checkpoints and per-client bookkeeping.
+
+    Create it with :func:`host_level_source` (which wraps it in ``ray.remote``) and talk to it through a
+    :class:`RemoteLevelSource`; the methods below are the wire protocol between the two. It is a plain
+    class, so it can also be used in-process (tests, debugging).
+
+    :param source: the hosted :class:`~plr_gym.source.LevelSource`.
+    :param checkpoint_dir: where to write checkpoints (``None``: never; a restarted actor then starts
+        from ``source`` as it was given). If it already holds a checkpoint, the actor starts from it.
+    :param checkpoint_every: write a checkpoint after this many absorbed scores (episodes).
+
+    Example:
+        >>> import numpy as np
+        >>> from plr_gym import LevelSampler
+        >>> actor = LevelSourceActor(LevelSampler(range(8), seed=0))
+        >>> incarnation, levels = actor.draw(3)
+        >>> reply = actor.push("client-a", 1, [(levels, [0.2, 0.4, float("nan")])])
+        >>> type(reply["errors"][0][1]).__name__, actor.stats()["scores_absorbed"]   # refused, nothing kept
+        ('ValueError', 0)
+    """
+
+    def __init__(self, source: Any, checkpoint_dir: str | None = None, checkpoint_every: int = 100) -> None:
+        _check_source(source, "LevelSourceActor")
+        # Ray hands the actor read-only views of the arrays it received: work on writable copies
+        self.source = copy.deepcopy(source)
+        self.checkpoint_dir = None if checkpoint_dir is None else os.path.abspath(os.fspath(checkpoint_dir))
+        self.checkpoint_every = _check_count("checkpoint_every", checkpoint_every, low=1)
+        self.incarnation = uuid.uuid4().hex
+        self._applied: dict[str, _Applied] = {}  # per client: pushes the source holds
+        self._committed: dict[str, _Applied] = {}  # per client: pushes the last checkpoint holds
+        self.counters = {
+            "levels_served": 0,
+            "scores_absorbed": 0,
+            "batches_refused": 0,
+            "pushes_duplicate": 0,
+            "checkpoints": 0,
+            "restores": 0,
+        }
+        self._since_checkpoint = 0
+        self.restored_from: str | None = None
+        if self.checkpoint_dir is not None and _has_checkpoint(self.checkpoint_dir, self._file_names()):
+            self._restore(self.checkpoint_dir)
+
+    # ------------------------------------------------------------------ description
+    def _file_names(self) -> list[str]:
+        return [*self.source.checkpoint_files(), REMOTE_FILE]
+
+    def describe(self) -> dict[str, Any]:
+        """What a client caches: strategy, level dtype, whether rollouts are planned, file names..."""
+        source = self.source
+        return {
+            "incarnation": self.incarnation,
+            "strategy": source.strategy,
+            "strategy_info": source.strategy_info,
+            "level_dtype": np.dtype(source.level_dtype),
+            "plans_rollouts": bool(source.plans_rollouts),
+            "num_levels": int(source.num_levels),
+            "files": list(source.checkpoint_files()),
+            "n_envs": getattr(source, "n_envs", None),
+            "rollout_mode": source.rollout_mode,
+            "last_rollout_mode": source.last_rollout_mode,
+            "checkpoint_dir": self.checkpoint_dir,
+        }
+
+    def stats(self) -> dict[str, Any]:
+        """The actor's counters (levels served, scores absorbed, refused batches, checkpoints, restores),
+        its incarnation (a new one after each restart) and the number of clients it has heard from."""
+        return {
+            **self.counters,
+            "incarnation": self.incarnation,
+            "clients": len(self._applied),
+            "restored_from": self.restored_from,
+        }
+
+    # ------------------------------------------------------------------ levels
+    def draw(self, n: int) -> tuple[str, Any]:
+        """``n`` levels of a per-episode source (each counted as sampled now), for a client's queue."""
+        levels = self.source.next_levels(np.arange(int(n), dtype=np.int64))
+        self.counters["levels_served"] += int(n)
+        return self.incarnation, levels
+
+    def plan(self, envs: Any) -> tuple[str, Any]:
+        """The levels of ``envs`` in the open plan of a source that plans rollouts."""
+        envs = np.asarray(envs, dtype=np.int64)
+        levels = self.source.next_levels(envs)
+        self.counters["levels_served"] += int(envs.size)
+        return self.incarnation, levels
+
+    def begin_rollout(self, envs: Any = None) -> tuple[str, bool, str, str, Any]:
+        """``source.begin_rollout()``; with ``envs``, also the plan's levels of those envs."""
+        restart = bool(self.source.begin_rollout())
+        levels = None if envs is None else self.plan(envs)[1]
+        return self.incarnation, restart, self.source.rollout_mode, self.source.last_rollout_mode, levels
+
+    def end_rollout(self) -> tuple[str, str]:
+        self.source.end_rollout()
+        return self.source.rollout_mode, self.source.last_rollout_mode
+
+    def discard_unplayed(self) -> None:
+        self.source.discard_unplayed()
+
+    # ------------------------------------------------------------------ scores
+    def push(self, client: str, seq: int, batches: list[tuple[Any, Any]]) -> dict[str, Any]:
+        """Apply a client's score batches, each with the source's all-or-nothing ``update_batch``.
+
+        A push already applied (same ``client`` and ``seq``, sent again after a restart) is skipped.
+        Refused batches are returned as ``errors`` (``(index, exception)``), never raised: the actor
+        stays up for the other clients.
+
+        :return: ``{"incarnation", "errors", "committed"}``; ``committed``: every push of this client up
+            to that number is held by the last checkpoint (or applied, without checkpoints).
+        """
+        applied = self._applied.setdefault(str(client), _Applied())
+        errors: list[tuple[int, BaseException]] = []
+        if seq in applied:
+            self.counters["pushes_duplicate"] += 1
+        else:
+            absorbed = 0
+            for k, (levels, scores) in enumerate(batches):
+                try:
+                    self.source.update_batch(levels, scores)
+                except Exception as exc:  # refused: nothing of this batch was stored
+                    errors.append((k, _portable(exc)))
+                    self.counters["batches_refused"] += 1
+                else:
+                    absorbed += len(scores)
+            applied.add(int(seq))
+            self.counters["scores_absorbed"] += absorbed
+            self._since_checkpoint += absorbed
+            if self.checkpoint_dir is not None and self._since_checkpoint >= self.checkpoint_every:
+                self.checkpoint()
+        held = self._committed.get(str(client)) if self.checkpoint_dir is not None else applied
+        return {"incarnation": self.incarnation, "errors": errors, "committed": held.upto if held else 0}
+
+    # ------------------------------------------------------------------ forwarded protocol
+    def rollout_stats(self, full: bool) -> dict[str, Any]:
+        return dict(self.source.rollout_stats(full))
+
+    def retained_levels(self) -> list[Any] | None:
+        kept: list[Any] | None = self.source.retained_levels()
+        return kept
+
+    def has_scores(self) -> bool:
+        return bool(self.source.has_scores)
+
+    def refused(self, exc: BaseException, levels: list[Any]) -> Exception | None:
+        explained: Exception | None = self.source.refused(exc, levels)
+        return explained
+
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = self.source.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.source.load_state_dict(copy.deepcopy(state))  # writable copies of Ray's read-only arrays
+
+    def call(self, method: str, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
+        """``source.<method>(*args, **kwargs)`` (e.g. ``sample_weights``), or the attribute's value."""
+        value = getattr(self.source, method)
+        return value(*args, **(kwargs or {})) if callable(value) else value
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint(self, directory: str | None = None) -> str:
+        """Write a checkpoint of the source and of the pushes it holds, atomically.
+
+        :param directory: where (default: the actor's ``checkpoint_dir``).
+        :return: the directory written.
+        """
+        target = self.checkpoint_dir if directory is None else os.path.abspath(os.fspath(directory))
+        if target is None:
+            raise ValueError(
+                "this level source actor has no checkpoint_dir: pass checkpoint(directory=...) or host it "
+                "with host_level_source(..., checkpoint_dir=...)"
+            )
+        writers: dict[str, Callable[[Path], None]] = {
+            name: save for name, (save, _) in self.source.checkpoint_files().items()
+        }
+        counters = {**self.counters, "checkpoints": self.counters["checkpoints"] + 1}
+        clients = {c: a.to_json() for c, a in self._applied.items()}
+        writers[REMOTE_FILE] = lambda p: save_values(p, {"clients": clients, "counters": counters})
+        write_checkpoint_dir(target, writers)
+        self.counters["checkpoints"] += 1
+        if directory is None or target == self.checkpoint_dir:
+            self._committed = {c: a.copy() for c, a in self._applied.items()}
+            self._since_checkpoint = 0
+        return target
+
+    def _restore(self, directory: str) -> None:
+        path = checkpoint_files(directory)
+        meta = load_values(path / REMOTE_FILE)
+        if not isinstance(meta, dict) or not isinstance(meta.get("clients"), dict):
+            raise ValueError(f"{path / REMOTE_FILE} is not a plr_gym level source actor file")
+        for name, (_, load) in self.source.checkpoint_files().items():
+            load(path / name)
+        self._applied = {c: _Applied(int(v[0]), (int(s) for s in v[1])) for c, v in meta["clients"].items()}
+        self._committed = {c: a.copy() for c, a in self._applied.items()}
+        self.counters.update({k: int(v) for k, v in meta.get("counters", {}).items() if k in self.counters})
+        self.counters["restores"] += 1
+        self.restored_from = directory
+
+    def snapshot_files(self) -> dict[str, bytes]:
+        """The bytes of each of the source's checkpoint files, written now (one consistent snapshot)."""
+        out = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, (save, _) in self.source.checkpoint_files().items():
+                save(Path(tmp) / name)
+                out[name] = (Path(tmp) / name).read_bytes()
+        return out
+
+    def load_files(self, files: dict[str, bytes]) -> None:
+        """Load some of the source's checkpoint files from their bytes; all or nothing."""
+        known = self.source.checkpoint_files()
+        unknown = sorted(set(files) - set(known))
+        if unknown:
+            raise ValueError(f"not files of the hosted source: {unknown}; its files are {sorted(known)}")
+        state = self.source.state_dict()
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                for name, data in files.items():
+                    (Path(tmp) / name).write_bytes(data)
+                    known[name][1](Path(tmp) / name)
+        except BaseException:
+            self.source.load_state_dict(state)
+            raise
+
+
+def _has_checkpoint(directory: str, names: list[str]) -> bool:
+    path = checkpoint_files(directory) if os.path.isdir(directory) else Path(directory)
+    present = [n for n in names if (path / n).exists()]
+    if present and len(present) != len(names):
+        missing = sorted(set(names) - set(present))
+        raise FileNotFoundError(f"{directory} holds a partial level source checkpoint: {missing} missing")
+    return bool(present)
+
+
+def _portable(exc: Exception) -> BaseException:
+    """``exc`` if it survives pickling (it goes back to the client), else a RuntimeError with its text."""
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+    return exc
+
+
+def _check_source(source: Any, owner: str) -> None:
+    if isinstance(source, RemoteLevelSource):
+        raise TypeError(f"{owner}: source is already a RemoteLevelSource; host the LevelSampler itself")
+    if isinstance(source, type) or not isinstance(source, LevelSource):
+        raise TypeError(
+            f"{owner}: source must be a plr_gym level source (LevelSampler, BufferLevelSource or any "
+            f"plr_gym.source.LevelSource), got {type(source).__name__}"
+        )
+
+
+def _check_count(name: str, value: Any, low: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    return int(value)
+
+
+# ------------------------------------------------------------------------------------------------ hosting
+def host_level_source(
+    source: Any,
+    *,
+    name: str | None = None,
+    namespace: str | None = None,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
+    checkpoint_every: int = 100,
+    max_restarts: int = -1,
+    num_cpus: float = 0.0,
+) -> Any:
+    """Host ``source`` in a Ray actor shared by every :class:`RemoteLevelSource` that connects to it.
+
+    Call after ``ray.init()`` (one machine) or ``ray.init(address=...)`` (a cluster). The actor is owned
+    by the calling process (it ends with it).
+
+    :param source: any :class:`~plr_gym.source.LevelSource` (a :class:`~plr_gym.LevelSampler`, a
+        :class:`~plr_gym.source.BufferLevelSource`...); it is copied into the actor.
+    :param name: a name to find the actor by from other processes (``RemoteLevelSource("name")``).
+    :param namespace: the Ray namespace of ``name``.
+    :param checkpoint_dir: directory for the actor's checkpoints (a path every node that may run the
+        actor can reach). If it holds a checkpoint already, the actor resumes from it. ``None``: no
+        checkpoints, and a restarted actor starts from ``source`` as given.
+    :param checkpoint_every: write a checkpoint after this many absorbed scores (episodes).
+    :param max_restarts: how often Ray restarts the actor after it dies (``-1``: always, ``0``: never).
+    :param num_cpus: CPUs reserved for the actor (``0``: none, it mostly waits).
+    :return: the actor handle (picklable; pass it to :class:`RemoteLevelSource`).
+
+    Example:
+        >>> import ray
+        >>> from plr_gym import LevelSampler
+        >>> _ = ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+        >>> actor = host_level_source(LevelSampler(range(100), seed=0), name="plr")
+        >>> RemoteLevelSource("plr").num_levels
+        100
+        >>> ray.shutdown()
+    """
+    owner = "host_level_source"
+    if not ray.is_initialized():
+        raise RuntimeError(
+            f"{owner}: Ray is not running; call ray.init() (this machine) or ray.init(address=...) "
+            "(a cluster)"
+        )
+    _check_source(source, owner)
+    if name is not None and (not isinstance(name, str) or not name):
+        raise ValueError(f"{owner}: name must be a non-empty str or None, got {name!r}")
+    if namespace is not None and not isinstance(namespace, str):
+        raise ValueError(f"{owner}: namespace must be a str or None, got {namespace!r}")
+    every = _check_count("checkpoint_every", checkpoint_every, low=1)
+    restarts = _check_count("max_restarts", max_restarts, low=-1)
+    if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or not num_cpus >= 0:
+        raise ValueError(f"{owner}: num_cpus must be a number >= 0, got {num_cpus!r}")
+    directory = None if checkpoint_dir is None else os.path.abspath(os.fspath(checkpoint_dir))
+    options: dict[str, Any] = {"max_restarts": restarts, "max_task_retries": 0, "num_cpus": float(num_cpus)}
+    if name is not None:
+        options["name"] = name
+        if namespace is not None:
+            options["namespace"] = namespace
+    actor_class: Any = ray.remote(LevelSourceActor)
+    return actor_class.options(**options).remote(source, directory, every)
+
+
+# ------------------------------------------------------------------------------------------------ client
+class RemoteLevelSource:
+    """A client of a level source actor; a :class:`~plr_gym.source.LevelSource` for any front end.
+
+    ``PrioritizedLevelReplay(venv, sampler=RemoteLevelSource(actor))`` with ``PLRCallback()`` trains as
+    with a local sampler; the state lives in the actor, which every client shares. See the module
+    docstring for the prefetch queue, its lag, score pushes and fault tolerance.
+
+    The client pickles (Ray, cloudpickle): each unpickled copy is a new client with an empty queue that
+    connects on first use. A client is meant for one thread.
+
+    :param actor: the handle :func:`host_level_source` returned, or the actor's name.
+    :param namespace: the Ray namespace of a named actor.
+    :param prefetch: levels kept ready per env of this client (``0``: one blocking call per
+        :meth:`next_levels`, exact). Ignored for sources that plan rollouts (their levels are fixed per
+        rollout and fetched once per rollout).
+    :param push_every: push the buffered scores every this many :meth:`update_batch` calls (and always
+        at :meth:`end_rollout` and :meth:`flush`).
+    :param retry_timeout: seconds to keep retrying while the actor is dead or restarting before
+        :class:`LevelSourceUnavailable` is raised.
+
+    Example:
+        >>> import numpy as np, ray
+        >>> from plr_gym import LevelSampler
+        >>> _ = ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+        >>> source = RemoteLevelSource(host_level_source(LevelSampler(range(10), seed=0)), prefetch=2)
+        >>> source.next_levels(np.arange(2)).tolist() == LevelSampler(range(10), seed=0).sample(2).tolist()
+        True
+        >>> source.update_batch([3, 4], [0.5, float("nan")])
+        Traceback (most recent call last):
+        ...
+        ValueError: RemoteLevelSource.update_batch: scores must be finite, got nan at position 1
+        >>> ray.shutdown()
+    """
+
+    def __init__(
+        self,
+        actor: Any,
+        *,
+        namespace: str | None = None,
+        prefetch: int = 2,
+        push_every: int = 8,
+        retry_timeout: float = 60.0,
+    ) -> None:
+        owner = "RemoteLevelSource"
+        if isinstance(actor, str):
+            if not actor:
+                raise ValueError(f"{owner}: actor name must not be empty")
+        elif not isinstance(actor, ray.actor.ActorHandle):
+            raise TypeError(
+                f"{owner}: actor must be the handle host_level_source() returned or the actor's name, got "
+                f"{type(actor).__name__}"
+            )
+        if namespace is not None and not isinstance(namespace, str):
+            raise ValueError(f"{owner}: namespace must be a str or None, got {namespace!r}")
+        self.prefetch = _check_count("prefetch", prefetch, low=0)
+        self.push_every = _check_count("push_every", push_every, low=1)
+        if (
+            isinstance(retry_timeout, bool)
+            or not isinstance(retry_timeout, (int, float))
+            or not retry_timeout > 0
+        ):
+            raise ValueError(f"{owner}: retry_timeout must be a number of seconds > 0, got {retry_timeout!r}")
+        self.retry_timeout = float(retry_timeout)
+        self._name = actor if isinstance(actor, str) else None
+        self._namespace = namespace
+        self._handle: Any = None if isinstance(actor, str) else actor
+        self._info: dict[str, Any] | None = None
+        self._reset_client()
+
+    def _reset_client(self) -> None:
+        """The per-process state (a fresh client: new id, empty queue, nothing pending)."""
+        self.client_id = uuid.uuid4().hex
+        self._incarnation: str | None = None
+        self._pool: collections.deque[Any] = collections.deque()
+        self._refills: collections.deque[tuple[Any, int]] = collections.deque()
+        self._inflight = 0
+        self._n_envs = 0
+        self._plan: dict[int, Any] = {}
+        self._mode = "none"
+        self._last_mode = "none"
+        self._pending: list[tuple[Any, Any]] = []
+        self._calls = 0
+        self._seq = 0
+        self._pushes: collections.deque[tuple[int, Any]] = collections.deque()
+        self._log: dict[int, list[tuple[Any, Any]]] = {}
+        self._errors: list[BaseException] = []
+        self._scored = False
+        self.levels_requested = 0  # levels this client asked the actor to draw (queue included)
+        self.blocking_calls = 0  # next_levels calls that had to wait for the actor
+
+    # ------------------------------------------------------------------ pickling
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "actor": self._handle,
+            "name": self._name,
+            "namespace": self._namespace,
+            "prefetch": self.prefetch,
+            "push_every": self.push_every,
+            "retry_timeout": self.retry_timeout,
+            "info": self._info,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._handle, self._name, self._namespace = state["actor"], state["name"], state["namespace"]
+        self.prefetch, self.push_every = state["prefetch"], state["push_every"]
+        self.retry_timeout, self._info = state["retry_timeout"], state["info"]
+        self._reset_client()
+
+    # ------------------------------------------------------------------ connection
+    @property
+    def actor(self) -> Any:
+        """The actor handle (looked up by name on first use)."""
+        if self._handle is None:
+            self._handle = self._lookup()
+        return self._handle
+
+    def _lookup(self) -> Any:
+        deadline = time.monotonic() + self.retry_timeout
+        while True:
+            try:
+                return ray.get_actor(str(self._name), namespace=self._namespace)
+            except ValueError as exc:
+                if time.monotonic() > deadline:
+                    raise LevelSourceUnavailable(
+                        f"RemoteLevelSource: no level source actor named {self._name!r} (namespace "
+                        f"{self._namespace!r}) after {self.retry_timeout:.0f} s: {exc}"
+                    ) from exc
+                time.sleep(0.1)
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """What the actor told this client about the hosted source (fetched once)."""
+        if self._info is None:
+            self._info = self._call("describe")
+        return self._info
+
+    def _call(self, method: str, *args: Any) -> Any:
+        """A blocking call with retries while the actor is dead, restarting or unreachable."""
+        deadline = time.monotonic() + self.retry_timeout
+        while True:
+            try:
+                reply = ray.get(getattr(self.actor, method).remote(*args))
+            except _GONE as exc:
+                self._wait_for_actor(deadline, exc)
+                continue
+            if method == "describe":
+                self._seen_incarnation(reply["incarnation"])
+            return reply
+
+    def _wait_for_actor(self, deadline: float, exc: BaseException) -> None:
+        """Sleep a little before a retry; give up with a clear error after the deadline."""
+        if time.monotonic() > deadline:
+            raise LevelSourceUnavailable(
+                f"RemoteLevelSource: the level source actor has been dead or unreachable for "
+                f"{self.retry_timeout:.0f} s ({type(exc).__name__}: {exc}). It restarts only if hosted with "
+                "max_restarts != 0 (see `ray status` and the actor's log)"
+            ) from exc
+        time.sleep(0.05)
+        if self._name is not None and isinstance(exc, RayActorError):
+            self._handle = None  # a named actor may have been created anew: look it up again
+
+    def _seen_incarnation(self, incarnation: str) -> None:
+        """Note the actor instance that answered; after a restart, send the pushes it may have lost."""
+        if self._incarnation is None:
+            self._incarnation = incarnation
+        elif incarnation != self._incarnation:
+            self._incarnation = incarnation
+            self._resend()
+
+    def _resend(self) -> None:
+        self._pushes.clear()
+        for seq in sorted(self._log):
+            self._pushes.append((seq, self.actor.push.remote(self.client_id, seq, self._log[seq])))
+
+    def _recover(self, exc: BaseException) -> None:
+        """The actor died under an in-flight call: wait until it answers, resend pushes, drop refills."""
+        deadline = time.monotonic() + self.retry_timeout
+        while True:
+            try:
+                reply = ray.get(self.actor.describe.remote())
+                break
+            except _GONE as again:
+                self._wait_for_actor(deadline, again)
+        self._refills.clear()
+        self._inflight = 0
+        if reply["incarnation"] != self._incarnation:
+            self._incarnation = reply["incarnation"]
+        self._resend()
+
+    # ------------------------------------------------------------------ protocol: attributes
+    @property
+    def strategy(self) -> Any:
+        return self.info["strategy"]
+
+    @property
+    def strategy_info(self) -> Strategy:
+        info: Strategy = self.info["strategy_info"]
+        return info
+
+    @property
+    def level_dtype(self) -> np.dtype[Any]:
+        dtype: np.dtype[Any] = self.info["level_dtype"]
+        return dtype
+
+    @property
+    def plans_rollouts(self) -> bool:
+        return bool(self.info["plans_rollouts"])
+
+    @property
+    def num_levels(self) -> int:
+        return int(self.info["num_levels"])
+
+    @property
+    def rollout_mode(self) -> str:
+        return self._mode
+
+    @property
+    def last_rollout_mode(self) -> str:
+        return self._last_mode
+
+    @property
+    def has_scores(self) -> bool:
+        """True once the hosted source holds a score (from any client)."""
+        if self._scored:
+            return True
+        self._push()
+        self._scored = bool(self._call("has_scores"))
+        return self._scored
+
+    # ------------------------------------------------------------------ protocol: levels
+    def next_levels(self, envs: npt.NDArray[np.int64]) -> Any:
+        """The level of the next episode of each env in ``envs``, mostly from the local queue.
+
+        Blocks only when the queue (and the refills in flight) cannot serve the request.
+        """
+        envs = np.asarray(envs, dtype=np.int64).reshape(-1)
+        n = int(envs.size)
+        if self.plans_rollouts:
+            return self._plan_levels(envs)
+        if n == 0:
+            return self._as_levels([])
+        self._n_envs = max(self._n_envs, n, int(envs.max()) + 1)
+        target = self.prefetch * self._n_envs
+        pool = self._pool
+        if len(pool) < n:
+            self._harvest(need=n)
+            if len(pool) < n:
+                self.blocking_calls += 1
+                self._pull(n - len(pool) + target)
+        out = [pool.popleft() for _ in range(n)]
+        have = len(pool) + self._inflight
+        if have < target and target - have >= max(1, target // 2):
+            self._refill(target - have)
+        return self._as_levels(out)
+
+    def _as_levels(self, levels: list[Any]) -> Any:
+        if self.level_dtype == np.dtype(object):
+            return levels
+        return np.asarray(levels, dtype=self.level_dtype).reshape(len(levels))
+
+    def _refill(self, n: int) -> None:
+        self.levels_requested += n
+        self._refills.append((self.actor.draw.remote(n), n))
+        self._inflight += n
+
+    def _harvest(self, need: int) -> None:
+        """Move finished refills into the queue, in order; wait for them while the queue lacks ``need``."""
+        while self._refills:
+            ref, n = self._refills[0]
+            if len(self._pool) >= need:
+                ready, _ = ray.wait([ref], timeout=0)
+                if not ready:
+                    return
+            try:
+                incarnation, levels = ray.get(ref)
+            except _GONE as exc:
+                self._recover(exc)  # drops the refills; the caller pulls what it lacks
+                return
+            self._refills.popleft()
+            self._inflight -= n
+            self._seen_incarnation(incarnation)
+            self._pool.extend(_as_list(levels))
+
+    def _pull(self, n: int) -> None:
+        """Draw ``n`` levels with one blocking call, into the queue."""
+        self.levels_requested += n
+        incarnation, levels = self._call("draw", n)
+        self._seen_incarnation(incarnation)
+        self._pool.extend(_as_list(levels))
+
+    def _plan_levels(self, envs: npt.NDArray[np.int64]) -> Any:
+        missing = [e for e in envs.tolist() if e not in self._plan]
+        if missing:
+            n_envs = self.info["n_envs"]
+            ask = list(range(int(n_envs))) if n_envs else sorted(set(missing))
+            _, levels = self._call("plan", np.asarray(ask, dtype=np.int64))
+            self._plan.update(zip(ask, _as_list(levels)))
+        return self._as_levels([self._plan[e] for e in envs.tolist()])
+
+    def begin_rollout(self) -> bool:
+        """Start a rollout. A source that plans rollouts decides here (one blocking call); otherwise the
+        call is sent without waiting and ``False`` returned."""
+        if not self.plans_rollouts:
+            self.actor.begin_rollout.remote()
+            return False
+        self._push()
+        n_envs = self.info["n_envs"]
+        envs = None if not n_envs else np.arange(int(n_envs), dtype=np.int64)
+        _, restart, self._mode, self._last_mode, levels = self._call("begin_rollout", envs)
+        self._plan = {} if levels is None else dict(enumerate(_as_list(levels)))
+        return bool(restart)
+
+    def end_rollout(self) -> None:
+        """Push the buffered scores (without waiting) and close the rollout; raises a refusal of an
+        earlier push (see :meth:`update_batch`)."""
+        self._push()
+        if self.plans_rollouts:
+            self._mode, self._last_mode = self._call("end_rollout")
+            self._plan = {}
+        else:
+            self.actor.end_rollout.remote()
+        self._check_pushes(block=False)
+
+    def discard_unplayed(self) -> None:
+        """Forget the queued levels (drawn before a restore) and, for a planning source, the open plan."""
+        self._pool.clear()
+        self._refills.clear()
+        self._inflight = 0
+        self._plan = {}
+        if self.plans_rollouts:
+            self._call("discard_unplayed")
+            self._mode = "none"
+
+    # ------------------------------------------------------------------ protocol: scores
+    def update_batch(self, levels: Any, scores: Any) -> None:
+        """Buffer the scores of completed episodes; push them every ``push_every`` calls.
+
+        Lengths and finiteness are checked here (``ValueError`` at once); what only the hosted source can
+        check (an unknown level, a score out of its range) is refused by the actor, all or nothing per
+        call, and raised here at the next ``update_batch``, ``end_rollout`` or ``flush``.
+        """
+        self._raise_refused()
+        owner = "RemoteLevelSource.update_batch"
+        level_list = levels.tolist() if isinstance(levels, np.ndarray) else list(levels)
+        try:
+            values = np.asarray(scores, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{owner}: scores must be real numbers ({exc})") from exc
+        if np.ndim(scores) > 1 or len(level_list) != values.size:
+            raise ValueError(
+                f"{owner}: levels and scores must be 1-D of equal length, got {len(level_list)} levels and "
+                f"scores of shape {np.shape(scores)}"
+            )
+        bad = ~np.isfinite(values)
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise ValueError(f"{owner}: scores must be finite, got {values[k]!r} at position {k}")
+        if not level_list:
+            return
+        if self.level_dtype != np.dtype(object):
+            try:
+                batch_levels: Any = np.asarray(level_list, dtype=self.level_dtype)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise TypeError(f"{owner}: levels must be {self.level_dtype} level ids ({exc})") from exc
+        else:
+            batch_levels = level_list
+        self._pending.append((batch_levels, values))
+        self._calls += 1
+        if self._calls >= self.push_every:
+            self._push()
+            self._check_pushes(block=False)
+
+    def _push(self) -> None:
+        """Send the buffered batches (one non-blocking call)."""
+        self._calls = 0
+        if not self._pending:
+            return
+        batches, self._pending = self._pending, []
+        self._seq += 1
+        self._log[self._seq] = batches
+        self._pushes.append((self._seq, self.actor.push.remote(self.client_id, self._seq, batches)))
+
+    def _check_pushes(self, block: bool) -> None:
+        """Read the replies of finished pushes (all of them with ``block``); refusals are raised here."""
+        while self._pushes:
+            seq, ref = self._pushes[0]
+            if not block:
+                ready, _ = ray.wait([ref], timeout=0)
+                if not ready:
+                    break
+            try:
+                reply = ray.get(ref)
+            except _GONE as exc:
+                self._recover(exc)  # resends every push not yet in a checkpoint
+                continue
+            self._pushes.popleft()
+            self._seen_incarnation(reply["incarnation"])
+            self._scored = True
+            batches = self._log.get(seq)
+            refused = {k for k, _ in reply["errors"]}
+            if batches is not None and refused:  # never sent again
+                self._log[seq] = [b for k, b in enumerate(batches) if k not in refused]
+            self._errors.extend(error for _, error in reply["errors"])
+            for old in [s for s in self._log if s <= reply["committed"]]:
+                del self._log[old]
+        self._raise_refused()
+
+    def _raise_refused(self) -> None:
+        if not self._errors:
+            return
+        errors, self._errors = self._errors, []
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more refused batches)" if len(errors) > 1 else ""
+        msg = (
+            f"RemoteLevelSource: the level source actor refused scores this client pushed, nothing of that "
+            f"update_batch call was stored: {type(first).__name__}: {first}{more}"
+        )
+        kind = type(first) if isinstance(first, (ValueError, TypeError, KeyError)) else RuntimeError
+        raise kind(msg) from first
+
+    def flush(self) -> None:
+        """Push the buffered scores and wait until the actor has applied every push of this client.
+
+        :raises ValueError: (or the hosted source's error type) if the actor refused a batch.
+        """
+        self._push()
+        self._check_pushes(block=True)
+
+    # ------------------------------------------------------------------ protocol: forwarded
+    def rollout_stats(self, full: bool) -> dict[str, Any]:
+        """The hosted source's statistics (after this client's buffered scores)."""
+        self._push()
+        stats: dict[str, Any] = _writable(self._call("rollout_stats", bool(full)))
+        return stats
+
+    def retained_levels(self) -> list[Any] | None:
+        kept: list[Any] | None = self._call("retained_levels")
+        return kept
+
+    def refused(self, exc: BaseException, levels: list[Any]) -> Exception | None:
+        try:
+            explained: Exception | None = self._call("refused", _portable(exc), list(levels))  # type: ignore[arg-type]
+        except Exception:
+            return None
+        return explained
+
+    def state_dict(self) -> dict[str, Any]:
+        """The hosted source's state (after this client's buffered scores)."""
+        self._push()
+        state: dict[str, Any] = _writable(self._call("state_dict"))
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the hosted source (for every client); this client's queued levels are dropped."""
+        self._push()
+        self._call("load_state_dict", state)
+        self.discard_unplayed()
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``source.<method>(*args, **kwargs)`` in the actor (after this client's buffered scores), e.g.
+        ``call("sample_weights")``; an attribute's value for a non-callable attribute."""
+        self._push()
+        return _writable(self._call("call", method, args, kwargs))
+
+    def sample_weights(self) -> npt.NDArray[np.float64]:
+        """The hosted :class:`~plr_gym.LevelSampler`'s replay distribution (after buffered scores)."""
+        weights: npt.NDArray[np.float64] = self.call("sample_weights")
+        return weights
+
+    def actor_stats(self) -> dict[str, Any]:
+        """The actor's counters (:meth:`LevelSourceActor.stats`), after this client's buffered scores."""
+        self._push()
+        stats: dict[str, Any] = self._call("stats")
+        return stats
+
+    def checkpoint(self, directory: str | os.PathLike[str] | None = None) -> str:
+        """Make the actor write a checkpoint now (to its ``checkpoint_dir`` or ``directory``, a path on the
+        actor's machine), after this client's buffered scores; returns the directory."""
+        self._push()
+        path: str = self._call("checkpoint", None if directory is None else os.fspath(directory))
+        return path
+
+    def checkpoint_files(self) -> dict[str, FileIO]:
+        """The hosted source's files, written and read by *this* process (e.g. ``PLRCallback.save``): one
+        snapshot of the actor's state serves the files of one save."""
+        snapshot: dict[str, bytes] = {}
+
+        def saver(name: str) -> Callable[[Any], None]:
+            def save(path: Any) -> None:
+                if name not in snapshot:
+                    self._push()
+                    snapshot.clear()
+                    snapshot.update(self._call("snapshot_files"))
+                with atomic_open(path) as f:
+                    f.write(snapshot.pop(name))
+
+            return save
+
+        def loader(name: str) -> Callable[[Any], None]:
+            def load(path: Any) -> None:
+                self._push()
+                self._call("load_files", {name: Path(path).read_bytes()})
+                self.discard_unplayed()
+
+            return load
+
+        return {name: (saver(name), loader(name)) for name in self.info["files"]}
+
+    def close(self) -> None:
+        """Push and wait for the buffered scores (the queued levels are dropped)."""
+        self.flush()
+        self.discard_unplayed()
+
+    def __repr__(self) -> str:
+        target = self._name if self._name is not None else "actor"
+        return f"RemoteLevelSource({target!r}, prefetch={self.prefetch}, push_every={self.push_every})"
+
+
+def _writable(value: Any) -> Any:
+    """``value`` with writable copies of the read-only arrays Ray hands out (e.g. for torch)."""
+    if isinstance(value, np.ndarray):
+        return value if value.flags.writeable else value.copy()
+    if isinstance(value, dict):
+        return {k: _writable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_writable(v) for v in value]
+    return value
+
+
+def _as_list(levels: Any) -> list[Any]:
+    return levels.tolist() if isinstance(levels, np.ndarray) else list(levels)

@@ -1,0 +1,308 @@
+"""The Ray-hosted level source: exactness, checkpoints, restarts, bad input, SB3, pickling."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from plr_gym import LevelBuffer, LevelSampler  # noqa: E402
+from plr_gym.checkpoint import checkpoint_files, write_checkpoint_dir  # noqa: E402
+from plr_gym.distributed import (  # noqa: E402
+    REMOTE_FILE,
+    LevelSourceActor,
+    LevelSourceUnavailable,
+    RemoteLevelSource,
+    host_level_source,
+)
+from plr_gym.source import BufferLevelSource, LevelSource  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def sampler(**kwargs: Any) -> LevelSampler:
+    kwargs.setdefault("seed", 0)
+    return LevelSampler(range(kwargs.pop("n", 12)), **kwargs)
+
+
+def assert_same_state(a: dict[str, Any], b: dict[str, Any]) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        if isinstance(a[key], np.ndarray):
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+        else:
+            assert a[key] == b[key], key
+
+
+# ------------------------------------------------------------------------------------------------ exactness
+def test_prefetch_serves_the_local_sequence_and_weights(local_ray: None) -> None:
+    """With prefetch=1 a client serves exactly the levels the hosted sampler draws, in order; a local
+    sampler that draws when the actor drew (the client's queue) and gets the same scores holds the same
+    replay distribution and state."""
+    client = RemoteLevelSource(host_level_source(sampler()), prefetch=1, push_every=2)
+    local = sampler()
+    queue: list[int] = []  # the local mirror of the client's queue
+    rng = np.random.default_rng(1)
+    for step in range(40):
+        envs = np.sort(rng.choice(4, size=int(rng.integers(1, 5)), replace=False))
+        before = client.levels_requested
+        served = client.next_levels(envs)
+        assert served.dtype == np.int64
+        queue.extend(local.sample(client.levels_requested - before).tolist())  # drawn when the actor did
+        expected, queue = queue[: envs.size], queue[envs.size :]
+        assert served.tolist() == expected, step
+        client.update_batch(served, rng.random(envs.size))
+        if client._calls == 0:  # the client just pushed: the actor applies it after the draws above
+            for levels, scores in client._log.get(client._seq, []):
+                local.update_batch(levels, scores)
+    client.flush()
+    np.testing.assert_array_equal(client.sample_weights(), local.sample_weights())
+    assert_same_state(client.state_dict(), local.state_dict())
+    assert client.actor_stats()["levels_served"] == local.num_samples
+
+
+def test_prefetch_zero_is_exact(local_ray: None) -> None:
+    """prefetch=0: one blocking call per next_levels, the actor draws exactly when a local sampler would."""
+    client = RemoteLevelSource(host_level_source(sampler(n=8)), prefetch=0, push_every=1)
+    local = sampler(n=8)
+    for _ in range(20):
+        served = client.next_levels(np.arange(3))
+        assert served.tolist() == local.next_levels(np.arange(3)).tolist()
+        scores = (served % 5) / 5.0
+        client.update_batch(served, scores)
+        client.flush()
+        local.update_batch(served, scores)
+        np.testing.assert_array_equal(client.sample_weights(), local.sample_weights())
+    assert client.levels_requested == local.num_samples == 60
+
+
+def test_client_is_a_level_source_with_the_hosted_attributes(local_ray: None) -> None:
+    client = RemoteLevelSource(host_level_source(sampler(strategy="gae")))
+    assert isinstance(client, LevelSource)
+    assert (client.strategy, client.num_levels, client.plans_rollouts) == ("gae", 12, False)
+    assert client.level_dtype == np.dtype(np.int64)
+    assert client.strategy_info.uses_scores
+    assert client.begin_rollout() is False and client.rollout_mode == "none"
+    assert client.retained_levels() is None and client.has_scores is False
+    assert client.next_levels(np.arange(0)).shape == (0,)
+
+
+# ------------------------------------------------------------------------------------------------ checkpoints
+def test_state_and_checkpoints_round_trip(local_ray: None, tmp_path: Path) -> None:
+    client = RemoteLevelSource(host_level_source(sampler(), checkpoint_dir=tmp_path / "actor"))
+    for _ in range(5):
+        levels = client.next_levels(np.arange(3))
+        client.update_batch(levels, levels / 10.0)
+    state = client.state_dict()  # pushes the buffered scores first
+    restored = sampler()
+    restored.load_state_dict(state)
+    np.testing.assert_array_equal(restored.sample_weights(), client.sample_weights())
+    # the actor's own checkpoint, in plr_gym's format: a fresh sampler loads it
+    written = Path(client.checkpoint())
+    from_dir = LevelSampler.load(checkpoint_files(written) / "plr_sampler.npz")
+    assert_same_state(from_dir.state_dict(), client.state_dict())
+    assert (checkpoint_files(written) / REMOTE_FILE).exists()
+    # checkpoint_files(): written here (PLRCallback.save does this), read back into another sampler
+    files = client.checkpoint_files()
+    assert list(files) == ["plr_sampler.npz"]
+    write_checkpoint_dir(tmp_path / "here", {name: save for name, (save, _) in files.items()})
+    assert_same_state(LevelSampler.load(tmp_path / "here" / "plr_sampler.npz").state_dict(), state)
+    # and loaded into the actor through the client: the hosted state goes back to it
+    client.update_batch([0, 1], [5.0, 6.0])
+    files["plr_sampler.npz"][1](tmp_path / "here" / "plr_sampler.npz")
+    assert_same_state(client.state_dict(), state)
+
+
+def test_a_new_actor_resumes_from_its_checkpoint_dir(local_ray: None, tmp_path: Path) -> None:
+    first = RemoteLevelSource(host_level_source(sampler(), checkpoint_dir=tmp_path, checkpoint_every=4))
+    levels = first.next_levels(np.arange(4))
+    first.update_batch(levels, [0.1, 0.2, 0.3, 0.4])
+    first.flush()  # 4 scores: a checkpoint
+    saved = first.state_dict()
+    second = RemoteLevelSource(host_level_source(sampler(), checkpoint_dir=tmp_path))
+    assert_same_state(second.state_dict(), saved)
+    assert second.actor_stats()["restores"] == 1
+
+
+# ------------------------------------------------------------------------------------------------ restarts
+def test_killed_actor_restarts_from_its_checkpoint_without_double_counting(
+    local_ray: None, tmp_path: Path
+) -> None:
+    """learnability counts outcomes per level: every reported episode must be counted exactly once."""
+    actor = host_level_source(sampler(strategy="learnability"), checkpoint_dir=tmp_path, checkpoint_every=5)
+    client = RemoteLevelSource(actor, prefetch=1, push_every=1, retry_timeout=30)
+    other = RemoteLevelSource(actor, prefetch=1, push_every=1)
+    reported = 0
+    for _ in range(12):  # checkpoints after 5 and 10 scores; 2 scores after the last one
+        level = client.next_levels(np.arange(1))
+        client.update_batch(level, [1.0])
+        reported += 1
+    client.flush()
+    assert client.actor_stats()["checkpoints"] == 2
+    held = LevelSampler.load(checkpoint_files(tmp_path) / "plr_sampler.npz", strategy=None)
+    assert int(held.state_dict()["outcomes"].sum()) == 10  # what the checkpoint holds
+    assert sorted(client._log) == [11, 12]  # the pushes no checkpoint holds yet
+
+    ray.kill(actor, no_restart=False)
+    for _ in range(3):  # the client continues through the restart
+        level = client.next_levels(np.arange(1))
+        client.update_batch(level, [0.0])
+        reported += 1
+    client.flush()
+    stats = client.actor_stats()
+    assert stats["restores"] == 1 and stats["restored_from"] == str(tmp_path)
+    outcomes = client.state_dict()["outcomes"]
+    assert int(outcomes.sum()) == reported == 15  # 10 from the checkpoint + 2 resent + 3 new
+    assert stats["scores_absorbed"] == 15
+    other.update_batch(other.next_levels(np.arange(1)), [1.0])  # the other client reconnects too
+    other.flush()
+    assert int(client.state_dict()["outcomes"].sum()) == 16
+
+
+def test_dead_actor_gives_a_clear_error(local_ray: None) -> None:
+    actor = host_level_source(sampler(), max_restarts=0)
+    client = RemoteLevelSource(actor, prefetch=0, retry_timeout=0.5)
+    client.next_levels(np.arange(2))
+    ray.kill(actor)
+    with pytest.raises(LevelSourceUnavailable, match="dead or unreachable for 0 s"):
+        client.next_levels(np.arange(2))
+
+
+# ------------------------------------------------------------------------------------------------ bad input
+def test_bad_input_raises_at_its_client_and_the_others_keep_working(local_ray: None) -> None:
+    actor = host_level_source(sampler())
+    bad = RemoteLevelSource(actor, push_every=1)
+    good = RemoteLevelSource(actor, push_every=1)
+    levels = bad.next_levels(np.arange(2))
+    with pytest.raises(ValueError, match="finite"):
+        bad.update_batch(levels, [0.5, float("nan")])  # caught by the client, at once
+    with pytest.raises(ValueError, match="equal length"):
+        bad.update_batch(levels, [0.5])
+    bad.update_batch([3, 999], [0.5, 0.5])  # level 999 is unknown: only the actor knows
+    with pytest.raises(KeyError, match=r"refused scores this client pushed.*999"):  # as LevelSampler's
+        bad.flush()
+    bad.flush()  # raised once
+    good_levels = good.next_levels(np.arange(3))
+    good.update_batch(good_levels, [0.1, 0.2, 0.3])
+    good.flush()
+    stats = good.actor_stats()
+    assert stats["batches_refused"] == 1 and stats["scores_absorbed"] == 3
+    assert good.rollout_stats(full=False)["num_seen"] == len(set(good_levels.tolist()))
+    # a NaN that bypasses the client's check is refused by the actor, which stays up
+    reply = ray.get(actor.push.remote("raw", 1, [([1, 2], [0.1, float("nan")])]))
+    assert isinstance(reply["errors"][0][1], ValueError)
+    assert good.actor_stats()["batches_refused"] == 2
+    good.update_batch(good.next_levels(np.arange(1)), [0.4])
+    good.flush()
+
+
+def test_constructor_arguments_are_checked(local_ray: None) -> None:
+    with pytest.raises(TypeError, match="source must be a plr_gym level source"):
+        host_level_source(object())
+    with pytest.raises(ValueError, match="checkpoint_every must be an int >= 1"):
+        host_level_source(sampler(), checkpoint_every=0)
+    with pytest.raises(TypeError, match="actor must be the handle"):
+        RemoteLevelSource(42)
+    with pytest.raises(ValueError, match="prefetch must be an int >= 0"):
+        RemoteLevelSource("x", prefetch=-1)
+    with pytest.raises(ValueError, match="push_every must be an int >= 1"):
+        RemoteLevelSource("x", push_every=0)
+    with pytest.raises(ValueError, match="no checkpoint_dir"):
+        RemoteLevelSource(host_level_source(sampler())).checkpoint()
+
+
+# -------------------------------------------------------------------------------------------- other sources
+def test_hosted_buffer_source_plans_rollouts(local_ray: None) -> None:
+    source = BufferLevelSource(
+        LevelBuffer(capacity=4, seed=0), lambda rng: int(rng.integers(1000)), 2, seed=0
+    )
+    client = RemoteLevelSource(host_level_source(source))
+    assert client.plans_rollouts and client.level_dtype == np.dtype(object)
+    assert client.begin_rollout() is True and client.rollout_mode == "new"
+    levels = client.next_levels(np.arange(2))
+    assert client.next_levels(np.arange(2)) == levels  # fixed for the rollout
+    client.update_batch(levels, [0.3, 0.7])
+    client.end_rollout()
+    assert client.last_rollout_mode == "new"
+    assert sorted(client.retained_levels() or []) == sorted(levels)
+    assert set(client.checkpoint_files()) == {"plr_buffer.npz", "plr_generator.npz"}
+
+
+# ------------------------------------------------------------------------------------------- SB3, pickling
+def test_sb3_ppo_with_a_remote_source(local_ray: None) -> None:
+    pytest.importorskip("minigrid")
+    from minigrid.wrappers import FlatObsWrapper
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from plr_gym import LevelWrapper, PLRCallback, PrioritizedLevelReplay
+
+    actor = host_level_source(sampler(n=20))
+    venv = make_vec_env(
+        "MiniGrid-Empty-5x5-v0",
+        n_envs=2,
+        wrapper_class=lambda env: LevelWrapper(FlatObsWrapper(env)),
+        env_kwargs={"max_steps": 20},
+    )
+    client = RemoteLevelSource(actor, prefetch=1)
+    wrapped = PrioritizedLevelReplay(venv, sampler=client)
+    model = PPO("MlpPolicy", wrapped, n_steps=64, batch_size=64, n_epochs=1, seed=0)
+    model.learn(256, callback=PLRCallback())
+    client.flush()
+    stats = client.actor_stats()
+    assert stats["scores_absorbed"] > 0 and stats["batches_refused"] == 0
+    assert client.rollout_stats(full=False)["num_seen"] > 0
+    assert stats["levels_served"] == client.levels_requested
+
+
+def test_client_pickles_into_another_worker(local_ray: None) -> None:
+    import cloudpickle
+
+    actor = host_level_source(sampler(), name="plr-pickle-test")
+    client = RemoteLevelSource(actor, prefetch=2)
+    client.next_levels(np.arange(2))
+    copy = cloudpickle.loads(cloudpickle.dumps(client))
+    assert copy.client_id != client.client_id and not copy._pool
+
+    @ray.remote(num_cpus=0)
+    def play(source: RemoteLevelSource) -> tuple[list[int], int]:
+        levels = source.next_levels(np.arange(4))
+        source.update_batch(levels, np.full(4, 0.5))
+        source.flush()
+        return levels.tolist(), source.actor_stats()["scores_absorbed"]
+
+    levels, absorbed = ray.get(play.remote(client))
+    assert len(levels) == 4 and absorbed == 4
+    by_name = ray.get(play.remote(RemoteLevelSource("plr-pickle-test")))
+    assert by_name[1] == 8
+
+
+def test_actor_class_works_in_process(tmp_path: Path) -> None:
+    actor = LevelSourceActor(sampler(), checkpoint_dir=str(tmp_path), checkpoint_every=2)
+    _, levels = actor.draw(2)
+    reply = actor.push("c", 1, [(levels, [0.5, 0.25])])
+    assert reply["errors"] == [] and reply["committed"] == 1  # checkpointed
+    assert actor.push("c", 1, [(levels, [0.5, 0.25])])["committed"] == 1  # a duplicate: skipped
+    assert actor.stats()["pushes_duplicate"] == 1 and actor.stats()["scores_absorbed"] == 2
+    again = LevelSourceActor(sampler(), checkpoint_dir=str(tmp_path))
+    assert again.push("c", 1, [(levels, [0.5, 0.25])])["committed"] == 1  # the checkpoint remembers it
+    assert again.stats()["scores_absorbed"] == 2
+
+
+def test_waits_for_a_named_actor(local_ray: None) -> None:
+    client = RemoteLevelSource("plr-not-there", retry_timeout=0.3)
+    start = time.monotonic()
+    with pytest.raises(LevelSourceUnavailable, match="no level source actor named 'plr-not-there'"):
+        client.next_levels(np.arange(1))
+    assert time.monotonic() - start < 5
