@@ -25,6 +25,7 @@ from ray.rllib.core.columns import Columns  # noqa: E402
 from ray.rllib.evaluation.postprocessing import Postprocessing  # noqa: E402
 
 from plr_gym import LevelSampler  # noqa: E402
+from plr_gym.distributed import RemoteLevelSource, host_level_source  # noqa: E402
 from plr_gym.rllib import PLREnv, PLREnvCreator, PLRPPOTorchLearner, add_plr, plr_metrics  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------ records
@@ -80,42 +81,30 @@ class RecordingLearner(PLRPPOTorchLearner):
         self._learner_connector.append(_Back())
 
 
-# -------------------------------------------------------------------------------------------- source stand-in
-@ray.remote(num_cpus=0)
-class _Host:
-    """Hosts a LevelSampler and records every hand-out and every score batch."""
+# ---------------------------------------------------------------------------------------- recording source
+class RecordingSampler(LevelSampler):
+    """The hosted source: a LevelSampler that keeps every score batch it stored and the hand-outs."""
 
-    def __init__(self, kwargs):
-        self.source = LevelSampler(**kwargs)  # built here: arrays shipped to an actor are read-only
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.stored: list[tuple[list[int], list[float]]] = []
         self.handed: list[tuple[int, int]] = []
-        self.updates: list[tuple[list, list]] = []
 
-    def call(self, name, *args, **kwargs):
-        out = getattr(self.source, name)(*args, **kwargs)
-        if name == "next_levels":
-            self.handed.extend(zip(np.asarray(args[0]).tolist(), [int(x) for x in out]))
-        elif name == "update_batch":
-            self.updates.append(([int(x) for x in args[0]], [float(x) for x in args[1]]))
-        return out
+    def update_batch(self, levels, scores):
+        super().update_batch(levels, scores)
+        self.stored.append(([int(x) for x in levels], [float(x) for x in scores]))
 
-    def attr(self, name):
-        return getattr(self.source, name)
-
-    def records(self):
-        return self.handed, self.updates
+    def record_handout(self, envs, levels):
+        self.handed.extend(zip([int(e) for e in envs], [int(x) for x in levels]))
 
 
-class _Client:
-    plans_rollouts = False
+class RecordingClient(RemoteLevelSource):
+    """A RemoteLevelSource that reports to the hosted sampler which level it handed to which env."""
 
-    def __init__(self, actor):
-        self.actor = actor
-        self.strategy = ray.get(actor.attr.remote("strategy"))
-
-    def __getattr__(self, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return lambda *args, **kwargs: ray.get(self.actor.call.remote(name, *args, **kwargs))
+    def next_levels(self, envs):
+        levels = super().next_levels(envs)
+        ray.get(self.actor.call.remote("record_handout", (list(np.asarray(envs)), list(levels))))
+        return levels
 
 
 def make_doorkey(env_config):
@@ -146,8 +135,8 @@ def local_ray():
 def test_ppo_two_env_runners_scores_levels_and_metrics(local_ray) -> None:
     FRONT.clear()
     BACK.clear()
-    host = _Host.remote({"levels": range(30), "strategy": "value_l1", "seed": 0})
-    source = _Client(host)
+    actor = host_level_source(RecordingSampler(range(30), strategy="value_l1", seed=0))
+    source = RecordingClient(actor, prefetch=2)
     config = (
         PPOConfig()
         .env_runners(num_env_runners=2, num_envs_per_env_runner=2, rollout_fragment_length=50)
@@ -161,7 +150,8 @@ def test_ppo_two_env_runners_scores_levels_and_metrics(local_ray) -> None:
         results = [algo.train() for _ in range(2)]
     finally:
         algo.stop()
-    handed, updates = ray.get(host.records.remote())
+    handed = ray.get(actor.call.remote("handed"))
+    updates = ray.get(actor.call.remote("stored"))
 
     # (1) stored scores == scores recomputed from the train batches
     assert len(FRONT) == len(BACK) == 2
@@ -216,7 +206,7 @@ def test_ppo_two_env_runners_scores_levels_and_metrics(local_ray) -> None:
         for key in ("plr/episodes_scored", "plr/num_seen", "plr/replay_fraction"):
             assert key in metrics, (key, metrics)
     assert sum(plr_metrics(r)["plr/episodes_scored"] for r in results) == len(stored)
-    assert plr_metrics(results[-1])["plr/num_seen"] == ray.get(host.attr.remote("num_seen"))
+    assert plr_metrics(results[-1])["plr/num_seen"] == ray.get(actor.call.remote("num_seen"))
 
 
 def test_plr_env_plays_the_sources_levels_and_reports_outcomes() -> None:
