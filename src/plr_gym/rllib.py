@@ -83,6 +83,8 @@ __all__ = [
     "PLRRLlibEnv",
     "add_plr",
     "plr_metrics",
+    "plr_ppo_config",
+    "plr_source",
 ]
 
 #: ``config.learner_config_dict`` key holding the level source for the learner.
@@ -609,6 +611,65 @@ def add_plr(
     )
     del info
     return config
+
+
+def plr_ppo_config(
+    make_env: Callable[[Mapping[str, Any]], gym.Env[Any, Any]] | str,
+    *,
+    source: Any = None,
+    num_env_runners: int = 2,
+    num_envs_per_env_runner: int = 1,
+    prefetch: int = 2,
+    **sampler_kwargs: Any,
+) -> AlgorithmConfig:
+    """A PPO config with PLR: a :class:`~plr_gym.LevelSampler` hosted in a Ray actor, ``num_env_runners``
+    env runners drawing from it (:func:`add_plr`). Call after ``ray.init()`` (or
+    ``ray.init(address=...)`` on a cluster); the source is ``plr_source(config)``.
+
+    :param make_env: ``make_env(env_config) -> gym.Env`` whose ``reset(seed=level)`` plays ``level``, or a
+        Gymnasium id.
+    :param source: a level source to use instead of hosting a new sampler (then no ``sampler_kwargs``).
+    :param num_env_runners: remote env runners (``0``: sample in the driver).
+    :param num_envs_per_env_runner: sub-envs per env runner.
+    :param prefetch: levels each env runner keeps ready per env
+        (:class:`~plr_gym.distributed.RemoteLevelSource`).
+    :param sampler_kwargs: :class:`~plr_gym.LevelSampler` arguments, at least ``levels=``.
+
+    Example:
+        >>> import ray
+        >>> _ = ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+        >>> config = plr_ppo_config("CartPole-v1", levels=range(50), strategy="value_l1", seed=0)
+        >>> plr_source(config).num_levels, config.num_env_runners
+        (50, 2)
+        >>> ray.shutdown()
+    """
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    if source is None:
+        from plr_gym.distributed import RemoteLevelSource, host_level_source
+        from plr_gym.source import make_level_source
+
+        sampler = make_level_source("plr_ppo_config", 1, None, sampler_kwargs, None, None, None, 1)
+        source = RemoteLevelSource(host_level_source(sampler), prefetch=prefetch)
+    elif sampler_kwargs:
+        raise ValueError(
+            f"plr_ppo_config: pass either source= or LevelSampler arguments (got source= and "
+            f"{', '.join(sorted(sampler_kwargs))}=)"
+        )
+    config = PPOConfig().env_runners(  # type: ignore[no-untyped-call]
+        num_env_runners=num_env_runners, num_envs_per_env_runner=num_envs_per_env_runner
+    )
+    return add_plr(config, source, make_env)
+
+
+def plr_source(config: AlgorithmConfig) -> Any:
+    """The level source :func:`add_plr` put into ``config``."""
+    try:
+        return config.learner_config_dict[SOURCE_KEY]
+    except KeyError:
+        raise ValueError(
+            "plr_source: this config has no level source; call add_plr(config, source) first"
+        ) from None
 
 
 def plr_metrics(result: Mapping[str, Any]) -> dict[str, float]:
