@@ -237,3 +237,82 @@ def test_bad_input_names_the_argument() -> None:
         add_plr(object(), sampler, make_doorkey)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="make_env"):
         add_plr(PPOConfig(), sampler)
+
+
+# ------------------------------------------------------------------------------------------------ scorer unit
+def _mark(eid, t_started, rewards, level, done, terminated=None):
+    rewards = np.asarray(rewards, dtype=np.float64)
+    return {
+        "id": eid,
+        "t_started": t_started,
+        "len": len(rewards),
+        "terminated": done if terminated is None else terminated,
+        "done": done,
+        "level": level,
+        "env": 0,
+        "rewards": rewards,
+    }
+
+
+def _scorer(strategy):
+    from plr_gym.rllib import PLRGeneralAdvantageEstimation
+
+    sampler = LevelSampler(range(10), strategy=strategy, seed=0)
+    return PLRGeneralAdvantageEstimation(gamma=0.9, lambda_=0.95, source=sampler)
+
+
+def test_scorer_stitches_chunks_drops_unseen_starts_and_uses_the_bootstrap_values() -> None:
+    from plr_gym.scoring import EpisodeData, one_step_td_error
+
+    scorer = _scorer("one_step_td_error")
+    # batch 1: episode a (level 4) cut after 3 steps; episode b (level 7) terminates after 2 steps.
+    # Each chunk has one more value row: RLlib's appended bootstrap step.
+    marks1 = [_mark("a", 0, [0.0, 0.0, 0.0], 4, done=False), _mark("b", 0, [0.0, 1.0], 7, done=True)]
+    values1 = np.array([0.1, 0.2, 0.3, 0.35, 0.5, 0.6, 0.65])
+    adv1 = np.array([0.5, -0.5, 1.0, 0.0, 2.0, -1.0, 0.0])
+    levels, scores = scorer._score(marks1, values1, adv1)
+    want_b = one_step_td_error(
+        EpisodeData(rewards=np.array([0.0, 1.0]), values=np.array([0.5, 0.6]), next_value=0.0, gamma=0.9)
+    )
+    assert levels == [7] and scores == pytest.approx([want_b])  # terminated: V(s_T) = 0, not 0.65
+    # batch 2: a continues (truncated at the end: bootstrap with its last value row) and ends;
+    # c's start was never seen: dropped
+    marks2 = [
+        _mark("a", 3, [0.0, 1.0], 4, done=True, terminated=False),
+        _mark("c", 5, [1.0], 2, done=True),
+    ]
+    values2 = np.array([0.4, 0.45, 0.7, 0.9, 0.0])
+    adv2 = np.array([0.25, 0.75, 0.0, 3.0, 0.0])
+    levels, scores = scorer._score(marks2, values2, adv2)
+    want_a = one_step_td_error(
+        EpisodeData(
+            rewards=np.array([0.0, 0.0, 0.0, 0.0, 1.0]),
+            values=np.array([0.1, 0.2, 0.3, 0.4, 0.45]),
+            next_values=np.array([0.2, 0.3, 0.35, 0.45, 0.7]),  # the cut bootstraps with V = 0.35
+            gamma=0.9,
+        )
+    )
+    assert levels == [4] and scores == pytest.approx([want_a])
+    assert [len(a) for a in scorer.last_advantages] == [2, 1]
+
+
+def test_scorer_value_l1_is_the_step_weighted_mean_over_chunks_and_max_mc_keeps_best_returns() -> None:
+    scorer = _scorer("value_l1")
+    scorer._score([_mark("a", 0, [0.0, 0.0], 3, done=False)], np.zeros(3), np.array([1.0, -3.0, 9.0]))
+    levels, scores = scorer._score([_mark("a", 2, [1.0], 3, done=True)], np.zeros(2), np.array([2.0, 9.0]))
+    assert levels == [3] and scores == pytest.approx([(1 + 3 + 2) / 3])
+
+    scorer = _scorer("max_mc")
+    values = np.array([0.25, 0.5, 0.0])
+    _, first = scorer._score([_mark("x", 0, [0.0, 1.0], 5, done=True)], values, np.zeros(3))
+    _, second = scorer._score([_mark("y", 0, [0.0, 0.0], 5, done=True)], values, np.zeros(3))
+    assert first == second == pytest.approx([1.0 - 0.375])  # the best return on level 5 stays 1.0
+
+
+def test_scorer_forgets_episodes_never_continued() -> None:
+    scorer = _scorer("value_l1")
+    scorer._score([_mark("a", 0, [0.0], 1, done=False)], np.zeros(2), np.ones(2))
+    for k in range(scorer.max_open_updates + 1):
+        scorer._score([_mark(f"z{k}", 0, [0.0], 2, done=True)], np.zeros(2), np.ones(2))
+    levels, _ = scorer._score([_mark("a", 1, [0.0], 1, done=True)], np.zeros(2), np.ones(2))
+    assert levels == []  # too late: its first chunk was dropped, so the rest is not scored either

@@ -491,7 +491,9 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
     def _log(self, metrics: Any, scores: list[float]) -> None:
         if metrics is None:
             return
-        values: dict[str, float] = {"plr/episodes_scored": float(len(scores))}
+        values: dict[str, float] = {}
+        if self.strategy_info.uses_scores and not self.strategy_info.outcome:  # else: no learner scores
+            values["plr/episodes_scored"] = float(len(scores))
         if scores:
             values["plr/batch_score_mean"] = float(np.mean(scores))
             values["plr/batch_score_max"] = float(np.max(scores))
