@@ -156,6 +156,15 @@ METHODS: dict[str, dict[str, Any]] = {
         "staleness_coef": 0.3,
         "uniform_mass": 0.5,
     },
+    # the candidate default with beta annealed 1 -> 0.1 over training (PLRCallback drives set_progress)
+    "plr_anneal": {
+        "strategy": "value_l1",
+        "score_transform": "rank",
+        "temperature": 1.0,
+        "temperature_end": 0.1,
+        "staleness_coef": 0.3,
+        "uniform_mass": 0.5,
+    },
     # Sampling For Learnability (Rutherford et al. 2024): P ∝ p(1-p) for half the draws, uniform for half
     "learnability_u0.5": {
         "strategy": "learnability",

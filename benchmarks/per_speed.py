@@ -26,7 +26,7 @@ import platform
 import statistics
 import sys
 import time
-from typing import Callable, Optional
+from typing import Callable
 
 import numpy as np
 import torch as th
@@ -252,7 +252,7 @@ def main() -> None:
         "python-loop": make_python_loop,
         "torchrl": make_torchrl,
     }
-    timings: dict[str, Optional[float]] = {}
+    timings: dict[str, float | None] = {}
     reasons: dict[str, str] = {}
     for name in ("python-loop", "torchrl"):  # timed alone (much slower, or not comparable in a pair)
         try:

@@ -54,7 +54,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -342,8 +342,8 @@ class Row:
     n: int
     name: str
     build_s: float
-    peak_mib: Optional[float]
-    held_mib: Optional[float]
+    peak_mib: float | None
+    held_mib: float | None
     sample: Cell
     update: Cell
     cycle: Cell
@@ -432,7 +432,7 @@ def measure(name: str, build: Callable[[], Bench], n: int, target: float, repeat
 # report
 # --------------------------------------------------------------------------------------------------
 def table(rows: Sequence[Row]) -> list[str]:
-    def mib(x: Optional[float]) -> str:
+    def mib(x: float | None) -> str:
         return "n/a" if x is None else f"{x:,.2f}"
 
     out = [
@@ -501,7 +501,7 @@ def targets(rows: Sequence[Row], sp: dict[int, tuple[float, float, float]]) -> l
     return out
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="N = 200 and 10k only, few repeats (seconds)")
     parser.add_argument(
@@ -521,7 +521,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     repeats = args.repeats or (3 if args.quick else 7)
     target = args.target_time or (0.01 if args.quick else 0.2)
 
-    syl: Optional[SyllabusImport] = None
+    syl: SyllabusImport | None = None
     if not args.no_syllabus:
         try:
             syl = import_syllabus()

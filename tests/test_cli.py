@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("minigrid")
 pytest.importorskip("matplotlib")
 
+from conftest import run_cli
 from plr_gym import LevelSampler
 from plr_gym.cli import main, parse_levels
 
@@ -35,15 +36,6 @@ def assert_png_with_content(path: Path) -> None:
     assert pixels.shape[0] > 200 and pixels.shape[1] > 400
     assert pixels[..., :3].std() > 0.05  # not a blank canvas
     assert len(np.unique(pixels[..., :3].reshape(-1, 3), axis=0)) > 50  # curves, text, bars
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(args)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

@@ -410,3 +410,125 @@ def test_comparison_table_pairs_merged_seeds_like_the_demo_verdict() -> None:
     assert diff[0] == pytest.approx(expected["mean"])
     assert diff[1] == pytest.approx(expected["mean_ci"])
     assert diff[1][0] < 0 < diff[1][1]  # a level-only bootstrap would call this significantly worse
+
+
+# ---------------------------------------------------------------------------------------- annealed β
+def anneal_sampler(**kw: Any) -> LevelSampler:
+    return LevelSampler(range(8), temperature=1.0, temperature_end=0.1, seed=3, **kw)
+
+
+def fed(s: LevelSampler) -> LevelSampler:
+    for level in range(8):
+        s.update(level, 0.1 * ((level * 5) % 8))
+    return s
+
+
+@pytest.mark.parametrize("transform", ["rank", "power", "softmax"])
+def test_annealed_temperature_is_linear_and_equals_a_fixed_sampler_at_that_beta(transform: str) -> None:
+    for progress, beta in ((0.0, 1.0), (0.5, 0.55), (1.0, 0.1)):
+        s = fed(anneal_sampler(score_transform=transform))
+        s.set_progress(progress)
+        assert s.temperature == pytest.approx(beta) and s.progress == progress
+        fixed = fed(LevelSampler(range(8), temperature=s.temperature, seed=3, score_transform=transform))
+        np.testing.assert_allclose(s.sample_weights(), fixed.sample_weights(), rtol=1e-12)
+        assert s.sample(200).tolist() == fixed.sample(200).tolist()  # the fast structures follow too
+
+
+def test_annealed_sampler_checkpoint_resumes_at_the_same_beta(tmp_path: Path) -> None:
+    s = fed(anneal_sampler())
+    s.set_progress(0.7)
+    s.save(tmp_path / "s.npz")
+    restored = fed(anneal_sampler())  # a fresh sampler with the same configuration (β back at 1.0)
+    restored.load_from(tmp_path / "s.npz")
+    assert restored.temperature == s.temperature and restored.progress == 0.7
+    assert restored.sample(100).tolist() == s.sample(100).tolist()
+    with pytest.raises(ValueError, match="temperature_end"):  # another schedule is another configuration
+        LevelSampler(range(8), temperature=1.0, temperature_end=0.2, seed=3).load_from(tmp_path / "s.npz")
+
+
+def test_progress_and_temperature_end_refuse_bad_values_and_change_nothing() -> None:
+    s = fed(anneal_sampler())
+    s.set_progress(0.25)
+    before = s.state_dict()
+    for bad in (1.5, -0.1, float("nan"), True, "0.5", None):
+        with pytest.raises(ValueError, match="progress"):
+            s.set_progress(bad)  # type: ignore[arg-type]
+    after = s.state_dict()
+    assert after["progress"] == before["progress"] and s.temperature == pytest.approx(0.775)
+    for bad_end in (0.0, -1.0, float("inf")):
+        with pytest.raises(ValueError, match="temperature_end"):
+            LevelSampler(range(3), temperature_end=bad_end)
+    plain = LevelSampler(range(3), temperature=0.5)
+    plain.set_progress(0.9)  # no schedule: recorded, β unchanged
+    assert plain.temperature == 0.5 and plain.progress == 0.9
+
+
+def test_plr_callback_anneals_with_the_share_of_total_timesteps() -> None:
+    seen: list[tuple[int, float]] = []
+
+    class Watch(BaseCallback):
+        def _on_rollout_start(self) -> None:
+            seen.append((self.num_timesteps, sampler.temperature))
+
+        def _on_step(self) -> bool:
+            return True
+
+    venv = make_vec_env(
+        "MiniGrid-Empty-5x5-v0", n_envs=2, wrapper_class=lambda e: LevelWrapper(FlatObsWrapper(e))
+    )
+    sampler = LevelSampler(range(6), temperature=1.0, temperature_end=0.2, seed=0)
+    venv = PrioritizedLevelReplay(venv, sampler=sampler)
+    model = PPO("MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    model.learn(256, callback=CallbackList([PLRCallback(), Watch()]))
+    # PLRCallback runs first: the temperature each rollout starts with follows num_timesteps / 256
+    assert [t for t, _ in seen] == [0, 64, 128, 192]
+    for timesteps, beta in seen:
+        assert beta == pytest.approx(1.0 - 0.8 * timesteps / 256)
+    venv.close()
+
+
+def test_annealing_to_a_low_beta_re_anchors_and_never_overflows() -> None:
+    """softmax: exp((g − shift)/β) at a 100× lower β needs a re-anchored shift (it overflowed before)."""
+    rng = np.random.default_rng(0)
+    s = LevelSampler(range(200), score_transform="softmax", temperature=1.0, temperature_end=0.01, seed=0)
+    for k in range(1, 11):
+        s.update_batch(rng.integers(0, 200, size=8), rng.uniform(0.0, 10.0, size=8))
+        s.set_progress(k / 10)
+    assert s.temperature == pytest.approx(0.01)
+    w = s.sample_weights()
+    assert np.isfinite(w).all() and w.sum() == pytest.approx(1.0)
+    fixed = LevelSampler(range(200), score_transform="softmax", temperature=0.01, seed=0)
+    fixed.load_state_dict(
+        {
+            **s.state_dict(),
+            "config": {**s.state_dict()["config"], "temperature_end": None, "temperature": 0.01},
+            "progress": 0.0,
+        }
+    )
+    np.testing.assert_allclose(w, fixed.sample_weights(), rtol=1e-9)
+
+
+def test_chunked_learning_follows_the_run_budget_and_off_policy_anneals_too() -> None:
+    from plr_gym import OffPolicyPLRCallback
+    from plr_gym.replay import PERDQN
+
+    def venv_with(sampler: LevelSampler) -> PrioritizedLevelReplay:
+        venv = make_vec_env(
+            "MiniGrid-Empty-5x5-v0", n_envs=2, wrapper_class=lambda e: LevelWrapper(FlatObsWrapper(e))
+        )
+        return PrioritizedLevelReplay(venv, sampler=sampler)
+
+    sampler = LevelSampler(range(6), temperature=1.0, temperature_end=0.2, seed=0)
+    model = PPO("MlpPolicy", venv_with(sampler), n_steps=32, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    callback = PLRCallback(total_timesteps=512)
+    for _ in range(2):  # two chunks of a 512-step run
+        model.learn(128, callback=callback, reset_num_timesteps=False)
+    assert sampler.progress == pytest.approx(192 / 512)  # the last rollout started at 192 of 512 steps
+    assert sampler.temperature == pytest.approx(1.0 - 0.8 * 192 / 512)
+    with pytest.raises(ValueError, match="total_timesteps"):
+        PLRCallback(total_timesteps=0)
+
+    off = LevelSampler(range(6), strategy="one_step_td_error", temperature=1.0, temperature_end=0.5, seed=0)
+    dqn = PERDQN("MlpPolicy", venv_with(off), learning_starts=50, buffer_size=500, seed=0, device="cpu")
+    dqn.learn(200, callback=OffPolicyPLRCallback())
+    assert 0.5 < off.progress < 1.0 and off.temperature == pytest.approx(1.0 - 0.5 * off.progress)

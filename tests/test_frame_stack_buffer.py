@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pickle
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
@@ -31,7 +31,7 @@ class FrameEnv(gym.Env[np.ndarray, int]):
     def _frame(self) -> np.ndarray:
         return self._rng.integers(1, 256, self.observation_space.shape, dtype=np.uint8)
 
-    def reset(self, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None) -> Any:
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
         super().reset(seed=seed)
         return self._frame(), {}
 
@@ -41,7 +41,7 @@ class FrameEnv(gym.Env[np.ndarray, int]):
 
 
 def vec_env(
-    shape: tuple[int, ...], n_envs: int, wrap: Optional[Callable[[gym.Env[Any, Any]], Any]] = None
+    shape: tuple[int, ...], n_envs: int, wrap: Callable[[gym.Env[Any, Any]], Any] | None = None
 ) -> VecEnv:
     def make(i: int) -> Callable[[], gym.Env[Any, Any]]:
         return lambda: FrameEnv(shape, 100 + i) if wrap is None else wrap(FrameEnv(shape, 100 + i))

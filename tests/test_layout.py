@@ -109,3 +109,26 @@ def test_buffer_source_plans_a_rollout_and_hands_out_its_levels_until_the_next_o
     stats = source.rollout_stats(full=True)
     assert stats["buffer_size"] == 2 and stats["levels_inserted"] == 2 and stats["score_max"] == 2.0
     assert sorted(source.retained_levels()) == sorted(first)
+
+
+def test_a_source_planned_for_other_n_envs_is_refused() -> None:
+    from minigrid.wrappers import FlatObsWrapper
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from plr_gym import LevelWrapper, PrioritizedLevelReplay
+    from plr_gym.envs.maze import LayoutMazeEnv, random_maze_level
+
+    source = BufferLevelSource(LevelBuffer(capacity=3), lambda rng: random_maze_level(rng, size=6), n_envs=2)
+    venv = DummyVecEnv([lambda: LevelWrapper(FlatObsWrapper(LayoutMazeEnv(size=6)))] * 4)
+    with pytest.raises(ValueError, match="n_envs=2, the vector env 4 envs"):
+        PrioritizedLevelReplay(venv, sampler=source)
+    venv.close()
+
+
+def test_submodules_are_attributes_of_the_lazy_package() -> None:
+    out = _run(
+        "import json, plr_gym\n"
+        "print(json.dumps([plr_gym.wrappers.LevelWrapper.__name__, plr_gym.callbacks.__name__,\n"
+        "                  plr_gym.replay.PERDQN.__name__]))"
+    )
+    assert out == ["LevelWrapper", "plr_gym.callbacks", "PERDQN"]  # type: ignore[comparison-overlap]

@@ -7,7 +7,6 @@ import hashlib
 import importlib
 import inspect
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -20,16 +19,9 @@ from plr_gym.replay import PERDQN, PERSAC, PERTD3, PrioritizedReplayBuffer
 from plr_gym.replay.algorithms import SUPPORTED_SB3, UPSTREAM_TRAIN_SHA256
 from plr_gym.replay.buffers import PrioritizedReplayBufferSamples
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 SMALL = {"learning_starts": 50, "batch_size": 32, "buffer_size": 2_000, "seed": 0}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    """Tiny networks: extra threads only contend for the CI machine's 2 cores."""
-    threads = th.get_num_threads()
-    th.set_num_threads(1)
-    yield
-    th.set_num_threads(threads)
 
 
 def _train_and_check_priorities(model: Any, steps: int) -> None:

@@ -35,6 +35,7 @@ from plr_gym.wrappers.level import NoScoresWarning, ScoreWatch
 pytest.importorskip("minigrid")
 pytest.importorskip("matplotlib")
 
+from conftest import run_cli
 from plr_gym.cli import CLIError, main, resolve_device
 
 ENV = "MiniGrid-Empty-5x5-v0"
@@ -68,15 +69,6 @@ class CountingEnv(gym.Env[np.ndarray, int]):
 
 def expected_return(level: int) -> float:
     return float(level * (level % 3 + 1))
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(args)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # --------------------------------------------------------------------------------------------------

@@ -3,7 +3,6 @@ same weights and transitions, the priority PER stores and the score the callback
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -19,16 +18,10 @@ from plr_gym.replay.td_error import (
     td_errors,
 )
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 SMALL = {"learning_starts": 50, "batch_size": 16, "buffer_size": 1_000, "seed": 0}
 N = 16  # transitions compared
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    threads = th.get_num_threads()
-    th.set_num_threads(1)
-    yield
-    th.set_num_threads(threads)
 
 
 def _callback_scores(model: Any) -> np.ndarray:

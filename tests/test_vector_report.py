@@ -120,3 +120,42 @@ def test_buffer_mode_custom_loop(mode: AutoresetMode) -> None:
         assert a != "replay" or b == "mutate"
     assert buffer.size == 5 and np.isfinite(buffer.scores).all()
     envs.close()
+
+
+def test_buffer_mode_reset_after_report_plans_the_next_rollout() -> None:
+    """reset() after report_rollout, without begin_rollout, plans a new rollout (it does not replay the
+    closed plan's levels forever)."""
+    from minigrid.wrappers import FlatObsWrapper
+
+    from plr_gym import LevelBuffer
+    from plr_gym._levels import level_key
+    from plr_gym.envs.maze import LayoutMazeEnv, mutate_maze_level, random_maze_level
+
+    n_envs, n_steps = 2, 10
+    envs = gym.vector.SyncVectorEnv(
+        [lambda: LevelWrapper(FlatObsWrapper(LayoutMazeEnv(size=6, max_steps=8)))] * n_envs
+    )
+    buffer = LevelBuffer(capacity=5, replay_prob=0.6, min_fill_ratio=0.4, seed=0)
+    envs = PrioritizedLevelReplay(
+        envs,
+        buffer=buffer,
+        generator=lambda rng: random_maze_level(rng, size=6),
+        mutator=mutate_maze_level,
+        seed=0,
+    )
+    rng = np.random.default_rng(0)
+    plans, modes = [], []
+    for _ in range(6):
+        envs.reset()
+        modes.append(envs.rollout_mode)
+        plans.append(tuple(level_key(level) for level in envs.source.assigned))  # type: ignore[attr-defined]
+        for _ in range(n_steps):
+            envs.step(rng.integers(0, 3, size=n_envs))
+        envs.report_rollout(
+            rewards=np.zeros((n_steps, n_envs)),
+            values=rng.normal(size=(n_steps, n_envs)),
+            advantages=rng.normal(size=(n_steps, n_envs)),
+        )
+    assert len(set(plans)) >= 4 and {"new", "replay"} <= set(modes)
+    assert len({level_key(level) for level in buffer.levels}) == buffer.size == 5
+    envs.close()

@@ -19,6 +19,7 @@ from stable_baselines3.common.vec_env import (
     VecNormalize,
 )
 
+from conftest import Reference, Spy
 from plr_gym.sampler import LevelSampler
 from plr_gym.wrappers import LevelWrapper
 from plr_gym.wrappers.sb3 import PrioritizedLevelReplay
@@ -61,35 +62,6 @@ def make_env(env_id: str = DOORKEY, level_wrapper: bool = True, crashy: bool = F
 def make_venv(kind: str, n: int = 2, **kwargs: Any) -> VecEnv:
     fns = [functools.partial(make_env, **kwargs) for _ in range(n)]
     return DummyVecEnv(fns) if kind == "dummy" else SubprocVecEnv(fns)
-
-
-class Reference:
-    """First observation and full-state hash of ``reset(seed=level)`` on a fresh env, cached."""
-
-    def __init__(self, env_id: str) -> None:
-        self.env = ImgObsWrapper(gym.make(env_id, max_steps=MAX_STEPS))
-        self.cache: dict[int, tuple[np.ndarray, int]] = {}
-
-    def __call__(self, level: int) -> tuple[np.ndarray, int]:
-        if level not in self.cache:
-            obs, _ = self.env.reset(seed=int(level))
-            self.cache[level] = (obs, self.env.unwrapped.hash())
-        return self.cache[level]
-
-
-class Spy:
-    """Records every level a sampler draws."""
-
-    def __init__(self, sampler: LevelSampler) -> None:
-        self.drawn: list[int] = []
-        original = sampler.sample
-
-        def sample(n: int | None = None) -> Any:
-            out = original(n)
-            self.drawn.extend(np.atleast_1d(out).tolist())
-            return out
-
-        sampler.sample = sample  # type: ignore[method-assign]
 
 
 def assert_episode_start(venv: PrioritizedLevelReplay, ref: Reference, obs: np.ndarray, i: int) -> None:
@@ -139,9 +111,9 @@ def test_each_episode_plays_the_sampled_level(kind: str, env_id: str) -> None:
     spy = Spy(sampler)
     venv = PrioritizedLevelReplay(make_venv(kind, env_id=env_id), sampler=sampler)
     try:
-        played = play(venv, spy, Reference(env_id), n_steps=4 * MAX_STEPS)
+        played = play(venv, spy, Reference(env_id, MAX_STEPS), n_steps=4 * MAX_STEPS)
         assert len(set(played)) > 2
-        played = play(venv, spy, Reference(env_id), n_steps=MAX_STEPS)  # a second reset works too
+        played = play(venv, spy, Reference(env_id, MAX_STEPS), n_steps=MAX_STEPS)  # a second reset works too
     finally:
         venv.close()
     assert set(mp.active_children()) <= children  # no worker process left behind
@@ -151,7 +123,7 @@ def test_one_level_set_plays_only_that_level() -> None:
     sampler = LevelSampler(levels=[7], seed=0)
     spy = Spy(sampler)
     venv = PrioritizedLevelReplay(make_venv("dummy", n=3), sampler=sampler)
-    played = play(venv, spy, Reference(DOORKEY), n_steps=2 * MAX_STEPS)
+    played = play(venv, spy, Reference(DOORKEY, MAX_STEPS), n_steps=2 * MAX_STEPS)
     assert set(played) == {7} and set(spy.drawn) == {7}
     venv.close()
 
@@ -160,7 +132,7 @@ def test_seed_does_not_change_the_levels() -> None:
     venv = PrioritizedLevelReplay(make_venv("dummy"), levels=range(30), seed=5)
     spy = Spy(venv.sampler)
     venv.seed(123)  # what PPO(..., seed=123) does: the reset seeds stay the levels
-    play(venv, spy, Reference(DOORKEY), n_steps=MAX_STEPS + 1)
+    play(venv, spy, Reference(DOORKEY, MAX_STEPS), n_steps=MAX_STEPS + 1)
     venv.close()
 
 
@@ -238,7 +210,9 @@ def test_crashing_env_in_dummy_vec_env(where: str) -> None:
     sampler.update(sampler.sample(), 1.0)
     assert sampler.num_seen == 1
     spy = Spy(sampler)
-    play(venv, spy, Reference(DOORKEY), n_steps=MAX_STEPS)  # and the VecEnv works again after reset
+    play(
+        venv, spy, Reference(DOORKEY, MAX_STEPS), n_steps=MAX_STEPS
+    )  # and the VecEnv works again after reset
     venv.close()
 
 

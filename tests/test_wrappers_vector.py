@@ -13,6 +13,7 @@ import pytest
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 from minigrid.wrappers import ImgObsWrapper
 
+from conftest import Reference, Spy
 from plr_gym.sampler import LevelSampler
 from plr_gym.vector import PrioritizedLevelReplay
 from plr_gym.wrappers import LevelWrapper
@@ -51,35 +52,6 @@ def make_vec(
     if kind == "sync":
         return SyncVectorEnv(fns, autoreset_mode=mode)
     return AsyncVectorEnv(fns, autoreset_mode=mode)
-
-
-class Reference:
-    """First observation and full-state hash of ``reset(seed=level)`` on a fresh env, cached."""
-
-    def __init__(self, env_id: str) -> None:
-        self.env = ImgObsWrapper(gym.make(env_id, max_steps=MAX_STEPS))
-        self.cache: dict[int, tuple[np.ndarray, int]] = {}
-
-    def __call__(self, level: int) -> tuple[np.ndarray, int]:
-        if level not in self.cache:
-            obs, _ = self.env.reset(seed=int(level))
-            self.cache[level] = (obs, self.env.unwrapped.hash())
-        return self.cache[level]
-
-
-class Spy:
-    """Records every level a sampler draws."""
-
-    def __init__(self, sampler: LevelSampler) -> None:
-        self.drawn: list[int] = []
-        original = sampler.sample
-
-        def sample(n: int | None = None) -> Any:
-            out = original(n)
-            self.drawn.extend(np.atleast_1d(out).tolist())
-            return out
-
-        sampler.sample = sample  # type: ignore[method-assign]
 
 
 def assert_episode_starts(envs: PrioritizedLevelReplay, ref: Reference, obs: np.ndarray, idx: Any) -> None:
@@ -155,7 +127,7 @@ def test_each_episode_plays_the_sampled_level(kind: str, mode: AutoresetMode) ->
     spy = Spy(sampler)
     envs = PrioritizedLevelReplay(make_vec(kind, mode, env_id=env_id), sampler=sampler)
     try:
-        played = play(envs, spy, Reference(env_id), n_steps=4 * MAX_STEPS)
+        played = play(envs, spy, Reference(env_id, MAX_STEPS), n_steps=4 * MAX_STEPS)
         assert len(set(played)) > 2
     finally:
         envs.close()
@@ -167,7 +139,7 @@ def test_one_level_set_plays_only_that_level(mode: AutoresetMode) -> None:
     sampler = LevelSampler(levels=[7], seed=0)
     spy = Spy(sampler)
     envs = PrioritizedLevelReplay(make_vec("sync", mode, n=3), sampler=sampler)
-    played = play(envs, spy, Reference(DOORKEY), n_steps=3 * MAX_STEPS)
+    played = play(envs, spy, Reference(DOORKEY, MAX_STEPS), n_steps=3 * MAX_STEPS)
     assert set(played) == {7} and set(spy.drawn) == {7}
     envs.close()
 
@@ -218,6 +190,6 @@ def test_crashing_env_raises_and_leaves_the_sampler_usable(kind: str) -> None:
     sampler.update(sampler.sample(), 1.0)
     assert sampler.num_seen == 1
     if kind == "sync":  # the sub-env itself survived: the vector env works again after a reset
-        play(envs, Spy(sampler), Reference(DOORKEY), n_steps=MAX_STEPS + 1)
+        play(envs, Spy(sampler), Reference(DOORKEY, MAX_STEPS), n_steps=MAX_STEPS + 1)
     envs.close()
     assert set(mp.active_children()) <= children

@@ -68,7 +68,29 @@ __all__ = [
 __version__ = "0.1.0.dev0"
 
 
+#: Submodules reachable as attributes (``plr_gym.callbacks``...) without importing them first.
+_SUBMODULES = frozenset(
+    {
+        "callbacks",
+        "checkpoint",
+        "cli",
+        "demo",
+        "evaluation",
+        "offpolicy",
+        "plotting",
+        "replay",
+        "source",
+        "training",
+        "transforms",
+        "vector",
+        "wrappers",
+    }
+)
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"plr_gym.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'plr_gym' has no attribute {name!r}")
@@ -78,4 +100,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    return sorted({*globals(), *_LAZY, *_SUBMODULES})

@@ -28,6 +28,26 @@ __all__ = ["CurriculumLogCallback", "PLRCallback", "find_plr_wrapper"]
 _BATCH = 4096  # observations per forward pass when computing action distributions
 
 
+def _check_total_timesteps(total_timesteps: Any) -> int | None:
+    if total_timesteps is not None and (
+        isinstance(total_timesteps, bool) or not isinstance(total_timesteps, int) or total_timesteps < 1
+    ):
+        raise ValueError(f"total_timesteps must be a positive int or None, got {total_timesteps!r}")
+    return total_timesteps
+
+
+def report_progress(source: Any, model: Any, total_timesteps: int | None) -> None:
+    """Tell a level source the share of the training budget done (``set_progress``), for schedules such
+    as ``LevelSampler(temperature_end=...)``.
+
+    The budget is ``total_timesteps`` if given, else the one SB3 counts for the current ``learn()`` call
+    (``num_timesteps`` at its start + its ``total_timesteps``).
+    """
+    total = total_timesteps if total_timesteps is not None else int(getattr(model, "_total_timesteps", 0))
+    if total > 0:
+        source.set_progress(min(1.0, model.num_timesteps / total))
+
+
 def find_plr_wrapper(env: VecEnv | None) -> Any:
     """The :class:`~plr_gym.PrioritizedLevelReplay` in a chain of vec env wrappers, else ``ValueError``."""
     from plr_gym.wrappers.sb3 import PrioritizedLevelReplay
@@ -88,6 +108,11 @@ class PLRCallback(BaseCallback):
         ``"stitch"`` (default: once, over all its steps, when it completes) or ``"commit"`` (as
         level-replay: its chunk is scored at the rollout's end and the rest as a new episode), see
         :class:`~plr_gym.scoring.EpisodeScorer`.
+    :param total_timesteps: the run's whole budget in env steps, which the level source's schedules follow
+        (``LevelSampler(temperature_end=...)``: the callback calls ``set_progress(num_timesteps / budget)``
+        every rollout). Default: the budget of the current ``learn()`` call as SB3 counts it; pass the
+        run's budget when training in chunks (``learn(..., reset_num_timesteps=False)`` in a loop), whose
+        calls each count only their own.
 
     **Buffer mode** (``PrioritizedLevelReplay(venv, buffer=LevelBuffer(...), generator=fn)``): at the
     start of every rollout the wrapper decides between replaying buffer levels and trying new ones (or,
@@ -123,8 +148,10 @@ class PLRCallback(BaseCallback):
         success_fn: Callable[[dict[str, Any]], Any] | None = None,
         verbose: int = 0,
         partial_episodes: str = "stitch",
+        total_timesteps: int | None = None,
     ) -> None:
         super().__init__(verbose)
+        self.total_timesteps = _check_total_timesteps(total_timesteps)
         if success_fn is not None and not callable(success_fn):
             raise TypeError(f"success_fn must be a callable fn(info) -> bool or None, got {success_fn!r}")
         self.success_fn = success_fn
@@ -164,7 +191,6 @@ class PLRCallback(BaseCallback):
                 "plr_gym.OffPolicyPLRCallback"
             )
         self.wrapper = find_plr_wrapper(self.model.get_env())
-        self.wrapper._score_watch.attached = True  # episodes will be scored: no "forgot PLRCallback?"
         source = self.source
         info = source.strategy_info
         action_space = self.model.action_space
@@ -180,6 +206,7 @@ class PLRCallback(BaseCallback):
                 "PrioritizedLevelReplay(venv, buffer=LevelBuffer(...), generator=...)); a LevelSampler mixes "
                 "replayed and new levels within a rollout"
             )
+        self.wrapper._score_watch.attached = True  # episodes will be scored: no "forgot PLRCallback?"
         n_envs = self.model.n_envs
         if info.uses_scores:
             self.scorer = EpisodeScorer(
@@ -244,6 +271,7 @@ class PLRCallback(BaseCallback):
     def _on_rollout_start(self) -> None:
         self._bootstrap = None
         self._step = 0
+        report_progress(self.source, self.model, self.total_timesteps)
         if self.source.begin_rollout():
             # the source assigned this rollout's levels (Robust PLR): start every env on them
             self._restart_envs()
@@ -500,8 +528,9 @@ class CurriculumLogCallback(BaseCallback):
         self.wrapper = find_plr_wrapper(self.model.get_env())
         if self.wrapper.sampler is None:
             raise ValueError(
-                "CurriculumLogCallback records a finite LevelSampler; in buffer mode (Robust PLR/ACCEL) the "
-                "levels change during training: use PLRCallback's plr/* logs instead"
+                "CurriculumLogCallback records a finite LevelSampler's levels; this env's level source is a "
+                f"{type(self.wrapper.source).__name__} (e.g. Robust PLR/ACCEL, whose levels change during "
+                "training): use PLRCallback's plr/* logs instead"
             )
         levels = self.wrapper.sampler.levels
         self._order = np.argsort(levels, kind="stable")

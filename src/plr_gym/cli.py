@@ -316,6 +316,7 @@ def sampler_kwargs(args: argparse.Namespace, levels: Sequence[int]) -> dict[str,
             min_seen_ratio=args.min_seen_ratio,
             eps=args.eps,
             uniform_mass=args.uniform_mass,
+            temperature_end=args.temperature_end,
         )
         if getattr(args, "preset", None) is not None:
             from plr_gym.sampler import PAPER_PRESETS
@@ -841,6 +842,12 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
         "--alpha", type=_unit_float, default=d["alpha"], help="EWA step of level scores (default %(default)s)"
     )
     s.add_argument("--eps", type=_unit_float, default=d["eps"], help="eps_greedy exploration mass")
+    s.add_argument(
+        "--temperature-end",
+        type=_positive_float,
+        default=d["temperature_end"],
+        help="anneal the temperature linearly to this value over training (default: no annealing)",
+    )
     s.add_argument(
         "--uniform-mass",
         type=_unit_float,

@@ -9,6 +9,7 @@ Replay distribution over the ``size`` stored levels::
 
     P = (1 − staleness_coef) · P_S + staleness_coef · P_C
     P_S: "rank"  ∝ 1 / rank(S_i)^(1/temperature)      "topk": uniform over the ``topk`` best scores
+         "max": uniform over the levels tied for the best score      (see :mod:`plr_gym.transforms`)
     P_C ∝ c − C_i   (c: level-episode counter, C_i: when level i was last inserted or replayed)
 
 The counter ``c`` ticks once per inserted level and once per replayed level.
@@ -25,8 +26,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from plr_gym._levels import _decode, _encode, level_key, load_values, save_values
-from plr_gym._structures import LinearStalenessTree, OrderedKeys
+from plr_gym._levels import _decode, _encode, level_key
+from plr_gym._structures import LinearStalenessTree
 from plr_gym.checkpoint import load_npz, save_npz
 from plr_gym.sampler import (
     _check_positive,
@@ -37,19 +38,29 @@ from plr_gym.sampler import (
     _state_int,
     _state_rng,
 )
+from plr_gym.transforms import TRANSFORMS, OrderedTransform, transform_names
 
-__all__ = ["LevelBuffer", "level_key", "load_values", "save_values"]
+__all__ = ["LevelBuffer", "buffer_transforms"]
 
 FloatArray = npt.NDArray[np.float64]
 _STATE_VERSION = 1
 
+#: The transform parameters a :class:`LevelBuffer` passes (see :mod:`plr_gym.transforms`).
+_TRANSFORM_PARAMS = ("temperature", "topk")
 
-# --------------------------------------------------------------------------------------------------
-# value identity and safe (de)serialisation of arbitrary levels
-# --------------------------------------------------------------------------------------------------
-# --------------------------------------------------------------------------------------------------
-# LevelBuffer
-# --------------------------------------------------------------------------------------------------
+
+def buffer_transforms() -> tuple[str, ...]:
+    """The score transforms :class:`LevelBuffer` accepts: the registered transforms that need only the
+    order of the scores (:class:`~plr_gym.transforms.OrderedTransform`) and read only ``temperature`` and
+    ``topk``.
+
+    Example:
+        >>> buffer_transforms()
+        ('rank', 'max', 'topk')
+    """
+    return transform_names(_TRANSFORM_PARAMS, OrderedTransform)
+
+
 class LevelBuffer:
     """A bounded buffer of levels with PLR scores, for open-ended level generators.
 
@@ -58,8 +69,9 @@ class LevelBuffer:
         buffer is ``min_fill_ratio`` full, in ``[0, 1]``. Default 0.95 (JaxUED / ACCEL).
     :param staleness_coef: weight of the staleness distribution ``P_C``, in ``[0, 1]``. Default 0.5.
     :param min_fill_ratio: fraction of ``capacity`` that must be filled before any replay, in ``[0, 1]``.
-    :param score_transform: ``"rank"`` (``1/rank^(1/temperature)``) or ``"topk"`` (uniform over the
-        ``topk`` highest scores).
+    :param score_transform: ``"rank"`` (``1/rank^(1/temperature)``), ``"topk"`` (uniform over the
+        ``topk`` highest scores) or ``"max"`` (uniform over the levels tied for the highest score); any
+        transform of :func:`buffer_transforms`.
     :param temperature: temperature of the rank transform (> 0). Default 1.0 (Robust PLR uses 0.3).
     :param topk: ``k`` of the top-k transform (>= 1).
     :param duplicate_check: if True, inserting a level already stored (equal by value) updates that
@@ -109,13 +121,19 @@ class LevelBuffer:
         self.replay_prob: float = _check_unit("replay_prob", replay_prob)
         self.staleness_coef: float = _check_unit("staleness_coef", staleness_coef)
         self.min_fill_ratio: float = _check_unit("min_fill_ratio", min_fill_ratio)
-        if score_transform not in ("rank", "topk"):
-            raise ValueError(f"score_transform={score_transform!r} is not supported; choose 'rank' or 'topk'")
+        choices = buffer_transforms()
+        if not isinstance(score_transform, str) or score_transform not in choices:
+            raise ValueError(
+                f"score_transform={score_transform!r} is not supported; choose one of {', '.join(choices)}"
+            )
         self.score_transform: str = score_transform
         self.temperature: float = _check_positive("temperature", temperature)
         if isinstance(topk, bool) or not isinstance(topk, (numbers.Integral, np.integer)) or topk < 1:
             raise ValueError(f"topk must be an int >= 1, got {topk!r}")
         self.topk: int = int(topk)
+        transform = TRANSFORMS[score_transform](temperature=self.temperature, topk=self.topk)
+        assert isinstance(transform, OrderedTransform)
+        self._transform: OrderedTransform = transform
         self.duplicate_check: bool = bool(duplicate_check)
         if seed is not None and (
             isinstance(seed, bool) or not isinstance(seed, (numbers.Integral, np.integer))
@@ -125,9 +143,6 @@ class LevelBuffer:
             raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
         self.seed: int | None = None if seed is None else int(seed)
         self._rng: np.random.Generator = np.random.default_rng(self.seed)
-        self._rank_cdf: FloatArray = np.cumsum(
-            np.arange(1, self.capacity + 1, dtype=np.float64) ** (-1.0 / self.temperature)
-        )
         self.flush()
 
     # ------------------------------------------------------------------ state
@@ -143,7 +158,7 @@ class LevelBuffer:
         self._index: dict[Any, int] = {}
         if not hasattr(self, "_count"):
             self._count = 0
-        self._order = OrderedKeys()
+        self._order = self._transform.structure(c)
         self._stale = LinearStalenessTree(c)
 
     @property
@@ -174,24 +189,12 @@ class LevelBuffer:
         """Level episodes since each level was last inserted or replayed."""
         return self._count - self._timestamps[: self._size]
 
-    @property
-    def fill_ratio(self) -> float:
-        return float(self._size / self.capacity)
-
     # ------------------------------------------------------------------ weights
     def score_weights(self) -> FloatArray:
         """``P_S`` over the stored levels."""
-        n = self._size
-        if n == 0:
+        if self._size == 0:
             return np.zeros(0)
-        order = np.lexsort((np.arange(n), -self._scores[:n]))  # best first, ties to the lower index
-        w = np.zeros(n)
-        if self.score_transform == "rank":
-            w[order] = np.arange(1, n + 1, dtype=np.float64) ** (-1.0 / self.temperature)
-        else:
-            w[order[: self.topk]] = 1.0
-        out: FloatArray = w / w.sum()
-        return out
+        return self._transform.weights(self._scores[: self._size])
 
     def staleness_weights(self) -> FloatArray:
         """``P_C`` over the stored levels (uniform if every staleness is 0)."""
@@ -263,7 +266,7 @@ class LevelBuffer:
         self._index = {}
         for i in range(n):
             self._index.setdefault(self._keys[i], i)
-        self._order = OrderedKeys()
+        self._order = self._transform.structure(self.capacity)
         self._order.rebuild(np.arange(n, dtype=np.int64), -self._scores[:n])
         self._stale = LinearStalenessTree(self.capacity)
         seen = np.zeros(self.capacity, dtype=bool)
@@ -369,12 +372,9 @@ class LevelBuffer:
                 idx = self._stale.find(int(self._rng.integers(total)), self._count)
             else:
                 idx = int(self._rng.integers(self._size))
-        elif self.score_transform == "rank":
-            n = self._size
-            u = self._rng.random() * self._rank_cdf[n - 1]
-            idx = self._order.kth(min(int(np.searchsorted(self._rank_cdf[:n], u, side="right")), n - 1))
         else:
-            idx = self._order.kth(int(self._rng.integers(min(self.topk, self._size))))
+            drawn = self._transform.draw(self._order, self._size, self._rng)
+            idx = int(self._rng.integers(self._size)) if drawn is None else drawn
         self._count += 1
         self._stale.move(idx, int(self._timestamps[idx]), self._count)
         self._timestamps[idx] = self._count

@@ -47,7 +47,7 @@ is the PER priority itself on one-step transitions. Other algorithms can pass ``
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, NamedTuple, Optional, Union
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import torch as th
@@ -58,11 +58,11 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.type_aliases import TensorDict
 
-from plr_gym.callbacks import find_plr_wrapper
+from plr_gym.callbacks import _check_total_timesteps, find_plr_wrapper, report_progress
 from plr_gym.replay.td_error import td_errors
 from plr_gym.scoring import STRATEGY_SPECS
 
-_QRDQN: Optional[type[OffPolicyAlgorithm]]
+_QRDQN: type[OffPolicyAlgorithm] | None
 try:
     from sb3_contrib import QRDQN as _QRDQN
 except ImportError:  # pragma: no cover - sb3-contrib is optional
@@ -90,9 +90,9 @@ class TransitionBatch(NamedTuple):
     :param dones: ``(batch, 1)``, 1 where the episode terminated (time-limit truncations excluded)
     """
 
-    observations: Union[th.Tensor, TensorDict]
+    observations: th.Tensor | TensorDict
     actions: th.Tensor
-    next_observations: Union[th.Tensor, TensorDict]
+    next_observations: th.Tensor | TensorDict
     rewards: th.Tensor
     dones: th.Tensor
 
@@ -171,6 +171,9 @@ class OffPolicyPLRCallback(BaseCallback):
         ``no_grad``); default :func:`one_step_td_errors`.
     :param batch_size: transitions per forward pass.
     :param verbose: verbosity level.
+    :param total_timesteps: the run's whole budget in env steps, which the level source's schedules follow
+        (``LevelSampler(temperature_end=...)``; see :class:`~plr_gym.PLRCallback`). Default: the budget
+        of the current ``learn()`` call.
 
     Example:
         >>> from minigrid.wrappers import FlatObsWrapper
@@ -187,18 +190,23 @@ class OffPolicyPLRCallback(BaseCallback):
     """
 
     def __init__(
-        self, td_error_fn: Optional[TDErrorFn] = None, batch_size: int = 4096, verbose: int = 0
+        self,
+        td_error_fn: TDErrorFn | None = None,
+        batch_size: int = 4096,
+        verbose: int = 0,
+        total_timesteps: int | None = None,
     ) -> None:
         super().__init__(verbose)
+        self.total_timesteps = _check_total_timesteps(total_timesteps)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         self.td_error_fn: TDErrorFn = one_step_td_errors if td_error_fn is None else td_error_fn
         self.batch_size = batch_size
         self.wrapper: Any = None
         self.scoring = False
-        self._model_id: Optional[int] = None
+        self._model_id: int | None = None
         self._count = 0  # steps tracked so far (= rows added to the buffer while tracking)
-        self._last_row: Optional[int] = None
+        self._last_row: int | None = None
         # Per env: step count of the current episode's first step (-1: unknown, not scored).
         self._start_count = np.zeros(0, dtype=np.int64)
         self._start_row = np.zeros(0, dtype=np.int64)  # per env: buffer row of the episode's first step
@@ -301,6 +309,9 @@ class OffPolicyPLRCallback(BaseCallback):
         self._new = dones.copy()
         self._count += 1
         return True
+
+    def _on_rollout_start(self) -> None:
+        report_progress(self.source, self.model, self.total_timesteps)
 
     def _on_rollout_end(self) -> None:
         if not self.scoring:

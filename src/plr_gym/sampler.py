@@ -72,6 +72,14 @@ from plr_gym._structures import LinearStalenessTree, OrderedKeys, SumTree
 from plr_gym.checkpoint import load_npz, save_npz
 from plr_gym.scoring import STRATEGY_SPECS, strategy_spec
 from plr_gym.scoring import Strategy as StrategyInfo
+from plr_gym.transforms import (
+    TRANSFORMS,
+    ExponentialTransform,
+    OrderedTransform,
+    ScoreTransform,
+    UniformTransform,
+    transform_names,
+)
 
 __all__ = [
     "PAPER_PRESETS",
@@ -85,8 +93,11 @@ __all__ = [
 
 #: Strategies understood by :class:`LevelSampler` (``random`` and ``sequential`` ignore scores).
 STRATEGIES: tuple[str, ...] = tuple(STRATEGY_SPECS)
-#: Score transforms ``h`` for ``P_S``.
-SCORE_TRANSFORMS: tuple[str, ...] = ("rank", "power", "softmax", "eps_greedy", "constant", "max")
+#: The transform parameters a :class:`LevelSampler` passes (see :mod:`plr_gym.transforms`).
+_TRANSFORM_PARAMS = ("temperature", "eps")
+#: Score transforms ``h`` for ``P_S``: the names in :data:`plr_gym.transforms.TRANSFORMS` that
+#: :class:`LevelSampler` accepts (taken at import; a transform registered later is accepted too).
+SCORE_TRANSFORMS: tuple[str, ...] = transform_names(_TRANSFORM_PARAMS)
 #: Staleness transforms ``g`` for ``P_C`` (same family as the score transforms).
 STALENESS_TRANSFORMS: tuple[str, ...] = SCORE_TRANSFORMS
 #: Replay schedules.
@@ -114,7 +125,6 @@ Strategy = Union[str, Callable[..., float]]
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-_ORDERED = ("rank", "eps_greedy", "max")
 _STATE_VERSION = 1
 # exp() overflows above ~709.78; keep exponents of stored weights at most this far above 0.
 _EXP_HEADROOM = 600.0
@@ -232,59 +242,6 @@ class _LevelIndex:
         return np.asarray(idx, dtype=np.int64)
 
 
-# --------------------------------------------------------------------------------------------------
-# dense transforms (the definition; used by sample_weights and as the O(N) fallback)
-# --------------------------------------------------------------------------------------------------
-def _dense_transform(transform: str, temperature: float, eps: float, values: npt.NDArray[Any]) -> FloatArray:
-    """Normalised weights of one component over the given values (all of them seen levels).
-
-    ``values`` are "higher is more likely" quantities (scores, or staleness counts), ordered by level
-    position; ordered transforms break ties towards the earlier position. A component with no mass is
-    uniform.
-    """
-    n = values.size
-    if transform == "constant":
-        w = np.ones(n)
-    elif transform == "rank":
-        order = np.argsort(-values, kind="stable")
-        ranks = np.empty(n, dtype=np.float64)
-        ranks[order] = np.arange(1, n + 1, dtype=np.float64)
-        w = ranks ** (-1.0 / temperature)
-    elif transform == "eps_greedy":
-        w = np.full(n, eps / n)
-        w[int(np.argmax(values))] += 1.0 - eps
-    elif transform == "max":
-        w = (values == values.max()).astype(np.float64)
-    elif transform in ("power", "softmax"):
-        w = np.exp(_exponents(transform, values, temperature))
-    else:  # pragma: no cover - guarded by constructor checks
-        raise AssertionError(transform)
-    total = float(w.sum())
-    if not total > 0.0:
-        return np.full(n, 1.0 / n)
-    out: FloatArray = w / total
-    return out
-
-
-def _exponents(
-    transform: str, values: npt.NDArray[Any], temperature: float, shift: float | None = None
-) -> FloatArray:
-    """``(g(v) − shift)/β`` with ``g = log`` (power) or identity (softmax); ``shift`` defaults to ``max g``.
-
-    ``exp`` of the result is the transform's weight up to a common factor. Zero values under ``power``
-    give ``-inf`` (weight 0); if every weight would be 0 the result is all ``-inf``.
-    """
-    with np.errstate(divide="ignore"):
-        g = np.log(values) if transform == "power" else values.astype(np.float64)
-    if shift is None:
-        top = float(g.max()) if g.size else 0.0
-        shift = top if math.isfinite(top) else 0.0
-    return (g - shift) / temperature
-
-
-# --------------------------------------------------------------------------------------------------
-# LevelSampler
-# --------------------------------------------------------------------------------------------------
 class LevelSampler:
     """Prioritized Level Replay over a finite set of level ids.
 
@@ -298,7 +255,8 @@ class LevelSampler:
     :param score_transform: ``h`` in the paper: ``"rank"`` (``1/rank(S_i)^(1/β)``, default), ``"power"``
         (``S_i^(1/β)``, non-negative scores only), ``"softmax"`` (``exp(S_i/β)``), ``"eps_greedy"``
         (``1 − eps`` on the best level plus ``eps`` spread uniformly), ``"constant"`` (uniform) or
-        ``"max"`` (uniform over the levels tied for the best score).
+        ``"max"`` (uniform over the levels tied for the best score); or a transform added with
+        :func:`plr_gym.transforms.register_transform`.
     :param temperature: ``β`` in the paper (> 0); lower is greedier. Default 1.0 (the paper: 0.1).
     :param staleness_coef: ``ρ`` in the paper, in ``[0, 1]``: weight of the staleness distribution
         ``P_C`` in the replay mixture. Default 0.3 (the paper: 0.1 on Procgen, 0.3 on MiniGrid). (Not the
@@ -327,6 +285,10 @@ class LevelSampler:
         episodes so far: the plain mean of the first ``1/success_rate_alpha`` outcomes, then an
         exponentially weighted one). The level's score is ``p·(1 − p)``. Default 0.1.
     :param seed: seed of the sampler's own ``numpy.random.Generator``; same seed, same draws.
+    :param temperature_end: anneal ``β`` linearly from ``temperature`` (at the start of training) to this
+        value (at its end), following :meth:`set_progress`, which :class:`~plr_gym.PLRCallback` calls at
+        every rollout with the share of ``total_timesteps`` done (your own loop calls it yourself).
+        ``None`` (default): ``β`` stays ``temperature``. The current ``β`` is :attr:`temperature`.
 
     **Defaults** were chosen by the pre-registered rule of the evidence study (``docs/study.md``):
     ``value_l1``, ``rank`` with ``β = 1``, ``ρ = 0.3``, ``uniform_mass = 0.5``, proportionate schedule,
@@ -379,17 +341,22 @@ class LevelSampler:
         uniform_mass: float = 0.5,
         success_rate_alpha: float = 0.1,
         seed: int | None = None,
+        temperature_end: float | None = None,
     ) -> None:
         if callable(strategy):
             self.strategy: Strategy = strategy
         else:
             self.strategy = _check_choice("strategy", strategy, STRATEGIES)
-        self.score_transform = _check_choice("score_transform", score_transform, SCORE_TRANSFORMS)
-        self.staleness_transform = _check_choice(
-            "staleness_transform", staleness_transform, STALENESS_TRANSFORMS
-        )
+        choices = transform_names(_TRANSFORM_PARAMS)
+        self.score_transform = _check_choice("score_transform", score_transform, choices)
+        self.staleness_transform = _check_choice("staleness_transform", staleness_transform, choices)
         self.replay_schedule = _check_choice("replay_schedule", replay_schedule, REPLAY_SCHEDULES)
         self.temperature = _check_positive("temperature", temperature)
+        self.temperature_start = self.temperature
+        self.temperature_end = (
+            None if temperature_end is None else _check_positive("temperature_end", temperature_end)
+        )
+        self._progress = 0.0
         self.staleness_temperature = _check_positive("staleness_temperature", staleness_temperature)
         self.staleness_coef = _check_unit("staleness_coef", staleness_coef)
         self.replay_prob = _check_unit("replay_prob", replay_prob)
@@ -398,6 +365,11 @@ class LevelSampler:
         self.eps = _check_unit("eps", eps)
         self.uniform_mass = _check_unit("uniform_mass", uniform_mass)
         self.success_rate_alpha = _check_unit("success_rate_alpha", success_rate_alpha, open_low=True)
+        # h and g: the transform objects behind P_S and P_C (definition + fast sampling)
+        self._h: ScoreTransform = TRANSFORMS[self.score_transform](temperature=self.temperature, eps=self.eps)
+        self._g: ScoreTransform = TRANSFORMS[self.staleness_transform](
+            temperature=self.staleness_temperature, eps=self.eps
+        )
         if self.learns_outcomes and self.alpha != 1.0:
             raise ValueError(
                 f"alpha={alpha!r} is the step size of score averages; strategy='learnability' scores a level "
@@ -550,59 +522,45 @@ class LevelSampler:
         self._stale_tree: LinearStalenessTree | None = None
         if not self.uses_scores:
             return
-        if self.score_transform in _ORDERED:
-            self._score_keys = OrderedKeys()
+        h, g = self._h, self._g
+        if isinstance(h, OrderedTransform):
+            self._score_keys = h.structure(n)
             self._score_keys.rebuild(seen_idx, -self._scores[seen_idx])
-        elif self.score_transform in ("power", "softmax"):
+        elif isinstance(h, ExponentialTransform):
             self._score_tree = SumTree(n)
             self._rebuild_score_tree(None if reanchor or not self._n_seen else self._softmax_shift)
-        if self.score_transform == "rank":
-            self._rank_cdf = np.cumsum(np.arange(1, n + 1, dtype=np.float64) ** (-1.0 / self.temperature))
         if self.staleness_coef > 0:
-            if self.staleness_transform in _ORDERED:
-                self._stale_keys = OrderedKeys()
+            if isinstance(g, OrderedTransform):
+                self._stale_keys = g.structure(n)
                 self._stale_keys.rebuild(seen_idx, self._last[seen_idx])
-            elif self.staleness_transform == "power" and self.staleness_temperature == 1.0:
+            elif isinstance(g, ExponentialTransform) and g.linear:
                 self._stale_tree = LinearStalenessTree(n)
                 self._stale_tree.rebuild(self.seen, self._last)
-            if self.staleness_transform == "rank":
-                self._stale_rank_cdf = np.cumsum(
-                    np.arange(1, n + 1, dtype=np.float64) ** (-1.0 / self.staleness_temperature)
-                )
-
-    def _score_exponent(self, score: float) -> float:
-        """``g(S)`` with ``h(S) = exp(g(S)/β)``: ``log S`` for power, ``S`` for softmax."""
-        if self.score_transform == "power":
-            return math.log(score) if score > 0.0 else -math.inf
-        return score
-
-    def _leaf_weight(self, score: float, shift: float) -> float:
-        """``exp((g(S) − shift)/β)``, computed the same way on every path (so checkpoints rebuild the tree
-        bit for bit)."""
-        z = (self._score_exponent(score) - shift) / self.temperature
-        return math.exp(z) if z > -math.inf else 0.0
 
     def _rebuild_score_tree(self, shift: float | None = None) -> None:
-        """Recompute every ``power``/``softmax`` leaf, anchored at ``shift`` (default: best seen score)."""
-        assert self._score_tree is not None
+        """Recompute every leaf of an exponential transform (``power``, ``softmax``), anchored at ``shift``
+        (default: the exponent of the best seen score)."""
+        h = self._h
+        assert self._score_tree is not None and isinstance(h, ExponentialTransform)
         seen_idx = self._perm[: self._n_seen]
         weights = np.zeros(self._levels.size)
         if seen_idx.size:
             if shift is None:
-                top = self._score_exponent(float(self._scores[seen_idx].max()))
+                top = h.exponent(float(self._scores[seen_idx].max()))
                 shift = top if math.isfinite(top) else 0.0
             self._softmax_shift = shift
             scores = self._scores[seen_idx].tolist()
-            weights[seen_idx] = [self._leaf_weight(sc, shift) for sc in scores]
+            weights[seen_idx] = [h.leaf_weight(sc, shift) for sc in scores]
         self._score_tree.rebuild(weights)
 
     def _set_score_weight(self, i: int, score: float) -> None:
-        assert self._score_tree is not None
-        z = (self._score_exponent(score) - self._softmax_shift) / self.temperature
+        h = self._h
+        assert self._score_tree is not None and isinstance(h, ExponentialTransform)
+        z = (h.exponent(score) - self._softmax_shift) / self.temperature
         if z > _EXP_HEADROOM:  # a new best score far above the reference point: re-anchor everything
             self._rebuild_score_tree()
             return
-        self._score_tree.set(i, self._leaf_weight(score, self._softmax_shift))
+        self._score_tree.set(i, h.leaf_weight(score, self._softmax_shift))
         if self._n_seen and self._score_tree.total < _MIN_TOTAL:
             # every weight is tiny (the best score dropped far below the reference point): denormal or
             # zero leaves would distort the ratios, so re-anchor on the current best score
@@ -665,47 +623,40 @@ class LevelSampler:
     def _uniform_seen(self) -> int:
         return int(self._perm[int(self._rng.integers(self._n_seen))])
 
-    def _sample_ordered(self, keys: OrderedKeys, transform: str, cdf: FloatArray | None) -> int:
-        if transform == "rank":
-            assert cdf is not None
-            n = self._n_seen
-            u = self._rng.random() * cdf[n - 1]
-            k = min(int(np.searchsorted(cdf[:n], u, side="right")), n - 1)
-            return keys.kth(k)
-        if transform == "max":
-            return keys.kth(int(self._rng.integers(keys.count_tied_first())))
-        # eps_greedy
-        if self.eps > 0.0 and self._rng.random() < self.eps:
-            return self._uniform_seen()
-        return keys.kth(0)
+    def _sample_ordered(self, transform: ScoreTransform, keys: OrderedKeys) -> int:
+        assert isinstance(transform, OrderedTransform)
+        i = transform.draw(keys, self._n_seen, self._rng)
+        return self._uniform_seen() if i is None else i
+
+    def _sample_dense(self, transform: ScoreTransform, values: Callable[[IntArray], npt.NDArray[Any]]) -> int:
+        """``O(N)`` draw from ``transform``'s definition over ``values(seen positions)``."""
+        seen_idx = np.flatnonzero(self.seen)
+        return int(seen_idx[transform.draw_position(values(seen_idx), self._rng)])
 
     def _sample_score_index(self) -> int:
-        t = self.score_transform
         if self._score_keys is not None:
-            return self._sample_ordered(self._score_keys, t, getattr(self, "_rank_cdf", None))
+            return self._sample_ordered(self._h, self._score_keys)
         if self._score_tree is not None:
             total = self._score_tree.total
             if total > 0.0:
                 return self._score_tree.find(self._rng.random() * total)
-        return self._uniform_seen()  # constant transform, or a component with no mass
+            return self._uniform_seen()  # a component with no mass
+        if isinstance(self._h, UniformTransform):
+            return self._uniform_seen()
+        return self._sample_dense(self._h, lambda seen_idx: self._scores[seen_idx])
 
     def _sample_staleness_index(self) -> int:
-        t = self.staleness_transform
         if self._stale_keys is not None:
-            return self._sample_ordered(self._stale_keys, t, getattr(self, "_stale_rank_cdf", None))
+            return self._sample_ordered(self._g, self._stale_keys)
         if self._stale_tree is not None:
             total = self._stale_tree.total(self._t)
             if total > 0:
                 return self._stale_tree.find(int(self._rng.integers(total)), self._t)
             return self._uniform_seen()
-        if t == "constant":
+        if isinstance(self._g, UniformTransform):
             return self._uniform_seen()
-        # O(N) fallback: power with a non-unit temperature, or softmax, over staleness.
-        seen_idx = np.flatnonzero(self.seen)
-        w = _dense_transform(t, self.staleness_temperature, self.eps, self._t - self._last[seen_idx])
-        cdf = np.cumsum(w)
-        k = min(int(np.searchsorted(cdf, self._rng.random() * cdf[-1], side="right")), w.size - 1)
-        return int(seen_idx[k])
+        # O(N) fallback: e.g. power with a non-unit temperature, or softmax, over staleness.
+        return self._sample_dense(self._g, lambda seen_idx: self._t - self._last[seen_idx])
 
     def _mark_sampled(self, i: int) -> None:
         old_last, old_t = int(self._last[i]), self._t
@@ -739,10 +690,10 @@ class LevelSampler:
         if self._n_seen == 0:
             return out
         seen_idx = np.flatnonzero(self.seen)
-        p = _dense_transform(self.score_transform, self.temperature, self.eps, self._scores[seen_idx])
+        p = self._h.weights(self._scores[seen_idx])
         if self.staleness_coef > 0.0:
             stale = (self._t - self._last[seen_idx]).astype(np.float64)
-            pc = _dense_transform(self.staleness_transform, self.staleness_temperature, self.eps, stale)
+            pc = self._g.weights(stale)
             p = (1.0 - self.staleness_coef) * p + self.staleness_coef * pc
         if self.uniform_mass > 0.0:
             p = (1.0 - self.uniform_mass) * p + self.uniform_mass / seen_idx.size
@@ -795,7 +746,7 @@ class LevelSampler:
         if bad.any():
             k = int(np.argmax(bad))
             raise ValueError(f"score for level {int(lv[k])} must be finite, got {scf[k]!r}")
-        if (self.learns_outcomes or self.score_transform == "power") and self.uses_scores:
+        if (self.learns_outcomes or self._h.nonnegative) and self.uses_scores:
             bad_outcome = (scf < 0) | (scf > 1) if self.learns_outcomes else scf < 0
             if bad_outcome.any():
                 k = int(np.argmax(bad_outcome))
@@ -854,10 +805,10 @@ class LevelSampler:
                 )
             return s
         s = _check_real(f"score (level {level})", score)
-        if s < 0.0 and self.score_transform == "power" and self.uses_scores:
+        if s < 0.0 and self._h.nonnegative and self.uses_scores:
             raise ValueError(
-                f"score_transform='power' needs non-negative scores, got {s!r} for level {level}; "
-                "use score_transform='rank' or 'softmax' for signed scores (e.g. strategy='gae')"
+                f"score_transform={self.score_transform!r} needs non-negative scores, got {s!r} for level "
+                f"{level}; use score_transform='rank' or 'softmax' for signed scores (e.g. strategy='gae')"
             )
         return s
 
@@ -927,7 +878,8 @@ class LevelSampler:
         return {
             "strategy": strategy,
             "score_transform": self.score_transform,
-            "temperature": self.temperature,
+            "temperature": self.temperature_start,
+            "temperature_end": self.temperature_end,
             "staleness_coef": self.staleness_coef,
             "staleness_transform": self.staleness_transform,
             "staleness_temperature": self.staleness_temperature,
@@ -960,6 +912,7 @@ class LevelSampler:
             "num_explore": self._num_explore,
             "softmax_shift": self._softmax_shift,
             "rng": self._rng.bit_generator.state,
+            "progress": self._progress,
         }
         if self._success_rate is not None and self._outcomes is not None:
             state["success_rate"] = self._success_rate.copy()
@@ -988,6 +941,7 @@ class LevelSampler:
         self._softmax_shift = checked["softmax_shift"]
         if checked["success_rate"] is not None:
             self._success_rate, self._outcomes = checked["success_rate"], checked["outcomes"]
+        self._apply_progress(checked["progress"])  # β of a schedule (rebuilds if it changed)
         self._build_structures()
 
     def _validated_state(self, state: Any) -> dict[str, Any]:
@@ -1010,6 +964,7 @@ class LevelSampler:
         # state was written take their (behaviour-preserving) defaults
         theirs.setdefault("uniform_mass", 0.0)
         theirs.setdefault("success_rate_alpha", 0.1)
+        theirs.setdefault("temperature_end", None)
         diff = sorted(k for k in mine if k != "seed" and mine[k] != theirs.get(k))
         if diff:
             details = ", ".join(f"{k}: state has {theirs.get(k)!r}, sampler has {mine[k]!r}" for k in diff)
@@ -1031,14 +986,23 @@ class LevelSampler:
             raise ValueError(
                 f"state 'last_sampled' must be {n} ints in [0, num_samples={num_samples}] aligned with levels"
             )
-        if self.score_transform == "power" and self.uses_scores and (scores[order[:num_seen]] < 0).any():
-            raise ValueError("state 'scores' has negative scores, which score_transform='power' refuses")
+        if self._h.nonnegative and self.uses_scores and (scores[order[:num_seen]] < 0).any():
+            raise ValueError(
+                f"state 'scores' has negative scores, which score_transform={self.score_transform!r} refuses"
+            )
         next_index = _state_int(state, "next_index", 0, n - 1)
         num_replay = _state_int(state, "num_replay", 0, num_samples)
         num_explore = _state_int(state, "num_explore", 0, num_samples - num_replay)
         shift = state["softmax_shift"]
         if isinstance(shift, bool) or not isinstance(shift, numbers.Real) or not math.isfinite(float(shift)):
             raise ValueError(f"state 'softmax_shift' must be a finite float, got {shift!r}")
+        progress = state.get("progress", 0.0)  # states written before schedules existed: the start
+        if (
+            isinstance(progress, (bool, np.bool_))
+            or not isinstance(progress, (numbers.Real, np.floating))
+            or not 0.0 <= float(progress) <= 1.0
+        ):
+            raise ValueError(f"state 'progress' must be a number in [0, 1], got {progress!r}")
         rate = outcomes = None
         if self.learns_outcomes:
             if "success_rate" not in state or "outcomes" not in state:
@@ -1059,6 +1023,7 @@ class LevelSampler:
         pos = np.empty(n, dtype=np.int64)
         pos[order] = np.arange(n)
         return {
+            "progress": float(progress),
             "success_rate": None if rate is None else rate.copy(),
             "outcomes": None if outcomes is None else outcomes.copy(),
             "seed": None if seed is None else int(seed),
@@ -1120,6 +1085,48 @@ class LevelSampler:
     def load_from(self, path: str | os.PathLike[str]) -> None:
         """Restore this sampler's state from a file written by :meth:`save`."""
         self.load_state_dict(_read_state(path))
+
+    def set_progress(self, progress: float) -> None:
+        """Tell the sampler how far training is, ``progress`` in ``[0, 1]`` (share of the budget done).
+
+        With ``temperature_end``, ``β`` becomes ``temperature + (temperature_end − temperature)·progress``
+        and the sampling structures are rebuilt (``O(N log N)``, once per call: call it per rollout, not
+        per episode). Without it, only the progress is recorded. Part of the level-source protocol;
+        saved in :meth:`state_dict`.
+
+        Example:
+            >>> s = LevelSampler(range(4), temperature=1.0, temperature_end=0.1)
+            >>> s.set_progress(0.5)
+            >>> round(s.temperature, 2)
+            0.55
+        """
+        if (
+            isinstance(progress, (bool, np.bool_))
+            or not isinstance(progress, (numbers.Real, np.floating))
+            or not 0.0 <= float(progress) <= 1.0
+        ):
+            raise ValueError(f"progress must be a number in [0, 1], got {progress!r}")
+        self._apply_progress(float(progress))
+
+    def _apply_progress(self, progress: float) -> None:
+        if self.temperature_end is not None:
+            temperature = self.temperature_start + (self.temperature_end - self.temperature_start) * progress
+            if temperature != self.temperature:
+                old = (self.temperature, self._h, self._softmax_shift)
+                self.temperature = temperature
+                self._h = TRANSFORMS[self.score_transform](temperature=temperature, eps=self.eps)
+                try:  # re-anchored: exp((g − shift)/β) must stay finite at the new, lower β
+                    self._build_structures(reanchor=True)
+                except BaseException:
+                    self.temperature, self._h, self._softmax_shift = old
+                    self._build_structures()
+                    raise
+        self._progress = progress
+
+    @property
+    def progress(self) -> float:
+        """The last :meth:`set_progress` value (0 before any)."""
+        return self._progress
 
     # The level-source protocol (:class:`plr_gym.source.LevelSource`), through which the wrappers and
     # callbacks use a sampler: a level per episode, no rollout plan.
@@ -1282,8 +1289,6 @@ def sampler_defaults() -> dict[str, Any]:
         >>> sampler_defaults()["replay_schedule"]
         'proportionate'
     """
-    import inspect
-
     params = inspect.signature(LevelSampler.__init__).parameters
     return {
         name: p.default

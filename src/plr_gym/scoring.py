@@ -47,7 +47,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Optional, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -101,16 +101,16 @@ class EpisodeData:
     :param success: the episode's outcome (True = the task was solved), for ``learnability``.
     """
 
-    rewards: Optional[FloatArray] = None
-    values: Optional[FloatArray] = None
-    advantages: Optional[FloatArray] = None
+    rewards: FloatArray | None = None
+    values: FloatArray | None = None
+    advantages: FloatArray | None = None
     next_value: float = 0.0
-    next_values: Optional[FloatArray] = None
+    next_values: FloatArray | None = None
     gamma: float = 0.99
-    log_policy: Optional[FloatArray] = None
-    entropies: Optional[FloatArray] = None
-    max_return: Optional[float] = None
-    success: Optional[bool] = None
+    log_policy: FloatArray | None = None
+    entropies: FloatArray | None = None
+    max_return: float | None = None
+    success: bool | None = None
 
 
 def _need(ep: EpisodeData, name: str, strategy: str) -> FloatArray:
@@ -204,7 +204,7 @@ def learnability(ep: EpisodeData) -> float:
     return 1.0 if bool(ep.success) else 0.0
 
 
-def episode_success(info: Any, success_fn: Optional[Callable[[Any], Any]] = None) -> Optional[bool]:
+def episode_success(info: Any, success_fn: Callable[[Any], Any] | None = None) -> bool | None:
     """The outcome of an episode from its last step's ``info`` dict, or ``None`` if it cannot be told.
 
     ``success_fn(info)`` if given; else ``info["is_success"]``; else the raw episodic return
@@ -248,7 +248,7 @@ class Strategy:
     """
 
     name: str
-    score_fn: Optional[Callable[[EpisodeData], float]]
+    score_fn: Callable[[EpisodeData], float] | None
     needs_policy: bool = False
     discrete_only: bool = False
     outcome: bool = False

@@ -113,6 +113,10 @@ class LevelSource(Protocol):
         """Close the rollout."""
         ...
 
+    def set_progress(self, progress: float) -> None:
+        """How far training is, in ``[0, 1]`` (front ends call it per rollout; schedules follow it)."""
+        ...
+
     def discard_unplayed(self) -> None:
         """Forget levels handed out for a rollout no env has played yet (after restoring a checkpoint)."""
         ...
@@ -310,9 +314,15 @@ class BufferLevelSource:
         if self._open:
             self._last_mode, self._open = self._mode, False
 
+    def set_progress(self, progress: float) -> None:
+        """Nothing is scheduled in Robust PLR's plan: accepted and ignored (checked to lie in ``[0, 1]``)."""
+        if isinstance(progress, bool) or not isinstance(progress, (int, float)) or not 0 <= progress <= 1:
+            raise ValueError(f"progress must be a number in [0, 1], got {progress!r}")
+
     def discard_unplayed(self) -> None:
-        """Forget the open plan without closing it (its levels were never played): the next
-        :meth:`begin_rollout` plans afresh, e.g. from a buffer just restored from a checkpoint."""
+        """Forget the open plan without closing it (no mutation, no mode change): the next
+        :meth:`begin_rollout` plans afresh, e.g. from a buffer just restored from a checkpoint. Call it
+        only when the plan's levels were not played (PLRCallback does, right after ``learn()``'s reset)."""
         if self._open:
             self._mode, self._open, self.assigned, self.replayed = "none", False, [], []
 
@@ -480,6 +490,9 @@ def make_level_source(
             )
         if not isinstance(sampler, LevelSource) or isinstance(sampler, type):
             raise TypeError(f"{owner}: sampler must be a plr_gym.LevelSampler, got {type(sampler).__name__}")
+        planned = getattr(sampler, "n_envs", None)  # a source that assigns levels per env
+        if planned is not None and planned != n_envs:
+            raise ValueError(f"{owner}: the level source has n_envs={planned}, the vector env {n_envs} envs")
         return sampler
     if "levels" not in sampler_kwargs:
         raise ValueError(

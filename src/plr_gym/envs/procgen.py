@@ -56,7 +56,7 @@ import numbers
 import struct
 import warnings
 from collections.abc import Mapping
-from typing import Any, Optional, SupportsFloat, Union
+from typing import Any, SupportsFloat, Union
 
 import gymnasium as gym
 import numpy as np
@@ -337,7 +337,7 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
     _cache: collections.OrderedDict[int, bytes]
     _cache_hits: int
     _cache_misses: int
-    _level: Optional[int]
+    _level: int | None
     _elapsed: int
     _needs_reset: bool
     _frame: ObsType
@@ -354,7 +354,7 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
         num_levels: int = 0,
         start_level: int = 0,
         level_cache_size: int = 256,
-        render_mode: Optional[str] = None,
+        render_mode: str | None = None,
         center_agent: bool = True,
         use_backgrounds: bool = True,
         restrict_themes: bool = False,
@@ -443,7 +443,7 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
     # ------------------------------------------------------------------------------------------ API
 
     @property
-    def level(self) -> Optional[int]:
+    def level(self) -> int | None:
         """The level being played (``None`` before the first reset)."""
         return self._level
 
@@ -468,7 +468,7 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
         }
 
     def reset(
-        self, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[ObsType, dict[str, Any]]:
         """Start an episode on a level: ``options["level"]``, else ``seed``, else one drawn by ``np_random``.
 
@@ -476,7 +476,7 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
         :param options: ``{"level": s}`` selects level ``s``; no other keys are understood.
         :return: the level's first observation and ``{"level": s}``.
         """
-        level: Optional[int] = None
+        level: int | None = None
         if options:
             if not isinstance(options, Mapping):
                 raise TypeError(f"options must be a dict or None, got {options!r}")
@@ -530,7 +530,7 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
         info = {"level": self._level, "level_complete": level_complete}
         return self._frame.copy(), float(reward[0]), terminated, truncated, info
 
-    def render(self) -> Optional[ObsType]:
+    def render(self) -> ObsType | None:
         """The current ``(64, 64, 3)`` frame if ``render_mode == "rgb_array"``, else ``None``."""
         if self.render_mode != "rgb_array":
             return None

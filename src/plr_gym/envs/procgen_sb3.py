@@ -8,7 +8,7 @@ module so that Gymnasium users do not import Stable-Baselines3.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -128,7 +128,7 @@ class ProcgenVecEnv(VecEnv):
     def close(self) -> None:
         self._batch.close()
 
-    def get_images(self) -> Sequence[Optional[npt.NDArray[Any]]]:
+    def get_images(self) -> Sequence[npt.NDArray[Any] | None]:
         return list(self._batch.frames.copy())
 
     # ------------------------------------------------------------------ LevelWrapper contract

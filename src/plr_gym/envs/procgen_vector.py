@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -54,7 +54,7 @@ def _check_num_envs(num_envs: object) -> int:
     return int(num_envs)
 
 
-def _check_queued_level(level: object, name: str) -> Optional[int]:
+def _check_queued_level(level: object, name: str) -> int | None:
     """A level for ``next_level``: an int level id or ``None`` (clears the queue)."""
     if level is None:
         return None
@@ -125,7 +125,7 @@ class ProcgenBatch:
         self._state_cbuffer = cffi.FFI().from_buffer(self._state_buffer)
         n = self.num_envs
         self.current = np.zeros(n, dtype=np.int64)  # level of each env's current episode
-        self.queued: list[Optional[int]] = [None] * n  # next_level of each env (LevelWrapper semantics)
+        self.queued: list[int | None] = [None] * n  # next_level of each env (LevelWrapper semantics)
         self.elapsed = np.zeros(n, dtype=np.int64)
         self.frames = np.zeros((n, *_OBS_SHAPE), dtype=np.uint8)  # each env's latest frame
         self.rng = np.random.default_rng()
@@ -133,7 +133,7 @@ class ProcgenBatch:
         self.closed = False
 
     # ------------------------------------------------------------------ levels
-    def choose(self, i: int, seed: Optional[int], option: Optional[int]) -> int:
+    def choose(self, i: int, seed: int | None, option: int | None) -> int:
         """Level of env ``i``'s next episode (``LevelWrapper``'s precedence); consumes its queued level."""
         queued = self.queued[i]
         self.queued[i] = None
@@ -421,12 +421,12 @@ class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
                 raise TypeError(
                     f"options['reset_mask'] must be a boolean numpy array of shape ({n},), got {mask!r}"
                 )
-        option_levels: list[Optional[int]] = [None] * n
+        option_levels: list[int | None] = [None] * n
         if "level" in opts:
             option_levels = [
                 _check_level(lvl, "options['level']") for lvl in per_env(opts["level"], n, "options['level']")
             ]
-        seeds: list[Optional[int]] = [None] * n
+        seeds: list[int | None] = [None] * n
         if isinstance(seed, (list, tuple, np.ndarray)):
             seeds = [None if s is None else _check_level(s, "seed") for s in per_env(seed, n, "seed")]
         elif seed is not None:

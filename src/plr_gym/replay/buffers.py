@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from typing import Any, NamedTuple, Optional, Union
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch as th
@@ -68,10 +68,10 @@ class PrioritizedReplayBufferSamples(NamedTuple):
     next_observations: th.Tensor
     dones: th.Tensor
     rewards: th.Tensor
-    discounts: Optional[th.Tensor]
+    discounts: th.Tensor | None
     weights: th.Tensor
     indices: NDArray[np.int64]
-    levels: Optional[NDArray[np.int64]] = None
+    levels: NDArray[np.int64] | None = None
 
 
 class PrioritizedDictReplayBufferSamples(NamedTuple):
@@ -89,10 +89,10 @@ class PrioritizedDictReplayBufferSamples(NamedTuple):
     next_observations: TensorDict
     dones: th.Tensor
     rewards: th.Tensor
-    discounts: Optional[th.Tensor]
+    discounts: th.Tensor | None
     weights: th.Tensor
     indices: NDArray[np.int64]
-    levels: Optional[NDArray[np.int64]] = None
+    levels: NDArray[np.int64] | None = None
 
 
 _INT64_MAX = int(np.iinfo(np.int64).max)
@@ -118,22 +118,22 @@ class _PrioritizedBufferBase(ReplayBuffer):
         buffer_size: int,
         observation_space: spaces.Space[Any],
         action_space: spaces.Space[Any],
-        device: Union[th.device, str] = "auto",
+        device: th.device | str = "auto",
         n_envs: int = 1,
         optimize_memory_usage: bool = False,
         handle_timeout_termination: bool = True,
         *,
         prioritization: str = "proportional",
-        alpha: Optional[float] = None,
-        beta: Optional[float] = None,
+        alpha: float | None = None,
+        beta: float | None = None,
         eps: float = 1e-6,
         n_steps: int = 1,
         gamma: float = 0.99,
         replacement: bool = True,
         recent_data_ratio: float = 0.0,
-        recent_data_steps: Optional[int] = None,
+        recent_data_steps: int | None = None,
         rank_refresh_interval: int = 1000,
-        seed: Optional[int] = None,
+        seed: int | None = None,
     ) -> None:
         if optimize_memory_usage:
             raise ValueError(
@@ -179,7 +179,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
         self.capacity = self.buffer_size * self.n_envs
         # Level id of each transition's episode (infos[i]["level"] at add time), -1 when unknown.
         self.levels: NDArray[np.int64] = np.full((self.buffer_size, self.n_envs), -1, dtype=np.int64)
-        self._reward_ends: Optional[RewardRebalancedEnds] = None  # built by the first reward-sequence draw
+        self._reward_ends: RewardRebalancedEnds | None = None  # built by the first reward-sequence draw
         self._warned_no_update = False
 
     # ------------------------------------------------------------------ state and hyper-parameters
@@ -215,7 +215,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
         return self.replay_priorities.recent_data_ratio
 
     @property
-    def recent_data_steps(self) -> Optional[int]:
+    def recent_data_steps(self) -> int | None:
         """Number of newest steps (per env) for that share."""
         return self.replay_priorities.recent_data_steps
 
@@ -297,8 +297,8 @@ class _PrioritizedBufferBase(ReplayBuffer):
 
     def add(
         self,
-        obs: Union[NDArray[Any], dict[str, NDArray[Any]]],
-        next_obs: Union[NDArray[Any], dict[str, NDArray[Any]]],
+        obs: NDArray[Any] | dict[str, NDArray[Any]],
+        next_obs: NDArray[Any] | dict[str, NDArray[Any]],
         action: NDArray[Any],
         reward: NDArray[Any],
         done: NDArray[Any],
@@ -374,9 +374,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
         if self._reward_ends is not None:
             self._reward_ends.add(slots, self.rewards[row])
 
-    def update_priorities(
-        self, indices: Union[ArrayLike, th.Tensor], priorities: Union[ArrayLike, th.Tensor]
-    ) -> None:
+    def update_priorities(self, indices: ArrayLike | th.Tensor, priorities: ArrayLike | th.Tensor) -> None:
         """
         Set the priority of sampled transitions, typically to their absolute TD error.
 
@@ -431,8 +429,8 @@ class _PrioritizedBufferBase(ReplayBuffer):
         return indices, weights
 
     def sample(  # type: ignore[override]
-        self, batch_size: int, env: Optional[VecNormalize] = None
-    ) -> Union[PrioritizedReplayBufferSamples, PrioritizedDictReplayBufferSamples]:
+        self, batch_size: int, env: VecNormalize | None = None
+    ) -> PrioritizedReplayBufferSamples | PrioritizedDictReplayBufferSamples:
         """
         Sample a prioritized batch; each sample's env comes from the tree, not from a random draw.
 
@@ -444,12 +442,12 @@ class _PrioritizedBufferBase(ReplayBuffer):
         return self._get_prioritized_samples(indices, weights, env)
 
     def _get_prioritized_samples(
-        self, slots: NDArray[np.int64], weights: NDArray[np.float64], env: Optional[VecNormalize]
-    ) -> Union[PrioritizedReplayBufferSamples, PrioritizedDictReplayBufferSamples]:
+        self, slots: NDArray[np.int64], weights: NDArray[np.float64], env: VecNormalize | None
+    ) -> PrioritizedReplayBufferSamples | PrioritizedDictReplayBufferSamples:
         rewards_f = self.rewards.reshape(-1)
         dones_f = self.dones.reshape(-1)
         timeouts_f = self.timeouts.reshape(-1)
-        discounts: Optional[th.Tensor] = None
+        discounts: th.Tensor | None = None
         if self.n_steps == 1:
             last = slots
             rewards = self._normalize_reward(rewards_f[slots].reshape(-1, 1), env)
@@ -481,14 +479,14 @@ class _PrioritizedBufferBase(ReplayBuffer):
             levels=self.levels.reshape(-1)[slots],
         )
 
-    def _gather_obs(self, slots: NDArray[np.int64], next_obs: bool, env: Optional[VecNormalize]) -> Any:
+    def _gather_obs(self, slots: NDArray[np.int64], next_obs: bool, env: VecNormalize | None) -> Any:
         source = self.next_observations if next_obs else self.observations
         data = source.reshape(self.capacity, *self.obs_shape)[slots]
         return self.to_torch(np.asarray(self._normalize_obs(data, env)))
 
     def _make_samples(
         self, **fields: Any
-    ) -> Union[PrioritizedReplayBufferSamples, PrioritizedDictReplayBufferSamples]:
+    ) -> PrioritizedReplayBufferSamples | PrioritizedDictReplayBufferSamples:
         return PrioritizedReplayBufferSamples(**fields)
 
     # ------------------------------------------------------------------ sequences
@@ -496,7 +494,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
         self,
         batch_size: int,
         batch_length: int,
-        env: Optional[VecNormalize] = None,
+        env: VecNormalize | None = None,
         allow_episode_crossing: bool = False,
     ) -> SequenceSamples:
         """
@@ -524,7 +522,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
         batch_size: int,
         batch_length: int,
         nonzero_reward_prob: float = 0.5,
-        env: Optional[VecNormalize] = None,
+        env: VecNormalize | None = None,
     ) -> SequenceSamples:
         """
         Reward-rebalanced sequences (UNREAL's reward prediction): each sequence ends at a step whose
@@ -559,7 +557,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
         length: int,
         anchor_at_end: bool,
         allow_episode_crossing: bool,
-        env: Optional[VecNormalize],
+        env: VecNormalize | None,
     ) -> SequenceSamples:
         slots, mask = sequence_slots(
             anchors,
@@ -603,7 +601,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
     def _obs_arrays(self) -> dict[str, NDArray[Any]]:
         return {"observations": self.observations, "next_observations": self.next_observations}
 
-    def save(self, path: Union[str, os.PathLike[str]]) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         """
         Save the buffer, its priorities and its RNG state to an ``.npz`` file (no pickle: loading it
         runs no code). A buffer loaded from it samples exactly what this one would have sampled next.
@@ -629,7 +627,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
         arrays.update(self._obs_arrays())
         save_npz(path, arrays)
 
-    def load(self, path: Union[str, os.PathLike[str]]) -> None:
+    def load(self, path: str | os.PathLike[str]) -> None:
         """
         Restore a buffer saved by :meth:`save` into this one, which must have been built with the same
         spaces and settings.
@@ -839,7 +837,7 @@ class PrioritizedReplayBuffer(_PrioritizedBufferBase):
     observations: NDArray[Any]
     next_observations: NDArray[Any]
 
-    def sample(self, batch_size: int, env: Optional[VecNormalize] = None) -> PrioritizedReplayBufferSamples:  # type: ignore[override]
+    def sample(self, batch_size: int, env: VecNormalize | None = None) -> PrioritizedReplayBufferSamples:  # type: ignore[override]
         """
         Sample a prioritized batch; each sample's env comes from the tree, not from a random draw.
 
@@ -880,7 +878,7 @@ class PrioritizedDictReplayBuffer(_PrioritizedBufferBase, DictReplayBuffer):
         buffer_size: int,
         observation_space: spaces.Dict,
         action_space: spaces.Space[Any],
-        device: Union[th.device, str] = "auto",
+        device: th.device | str = "auto",
         n_envs: int = 1,
         optimize_memory_usage: bool = False,
         handle_timeout_termination: bool = True,
@@ -903,7 +901,7 @@ class PrioritizedDictReplayBuffer(_PrioritizedBufferBase, DictReplayBuffer):
         )
 
     def sample(  # type: ignore[override]
-        self, batch_size: int, env: Optional[VecNormalize] = None
+        self, batch_size: int, env: VecNormalize | None = None
     ) -> PrioritizedDictReplayBufferSamples:
         """
         Sample a prioritized batch of dict observations.
@@ -916,7 +914,7 @@ class PrioritizedDictReplayBuffer(_PrioritizedBufferBase, DictReplayBuffer):
         assert isinstance(samples, PrioritizedDictReplayBufferSamples)
         return samples
 
-    def _gather_obs(self, slots: NDArray[np.int64], next_obs: bool, env: Optional[VecNormalize]) -> Any:
+    def _gather_obs(self, slots: NDArray[np.int64], next_obs: bool, env: VecNormalize | None) -> Any:
         source = self.next_observations if next_obs else self.observations
         data = {key: arr.reshape(self.capacity, *self.obs_shape[key])[slots] for key, arr in source.items()}
         normalized = self._normalize_obs(data, env)
@@ -925,7 +923,7 @@ class PrioritizedDictReplayBuffer(_PrioritizedBufferBase, DictReplayBuffer):
 
     def _make_samples(
         self, **fields: Any
-    ) -> Union[PrioritizedReplayBufferSamples, PrioritizedDictReplayBufferSamples]:
+    ) -> PrioritizedReplayBufferSamples | PrioritizedDictReplayBufferSamples:
         return PrioritizedDictReplayBufferSamples(**fields)
 
     def _obs_arrays(self) -> dict[str, NDArray[Any]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Optional, Union
+from typing import Any, Callable, NamedTuple, Union
 
 import numpy as np
 import torch as th
@@ -50,10 +50,10 @@ class EpisodicReplayBufferSamples(NamedTuple):
     next_observations: th.Tensor
     dones: th.Tensor
     rewards: th.Tensor
-    discounts: Optional[th.Tensor]
+    discounts: th.Tensor | None
     weights: th.Tensor
     indices: NDArray[np.int64]
-    levels: Optional[NDArray[np.int64]]
+    levels: NDArray[np.int64] | None
     steps_to_end: NDArray[np.int64]
     returns_to_go: th.Tensor
 
@@ -92,7 +92,7 @@ class EpisodicInfoMixin:
     next_observations: Any
 
     def __init__(
-        self, *args: Any, episodic_info: bool = False, value_fn: Optional[ValueFn] = None, **kwargs: Any
+        self, *args: Any, episodic_info: bool = False, value_fn: ValueFn | None = None, **kwargs: Any
     ):
         if not isinstance(episodic_info, (bool, np.bool_)):
             raise TypeError(f"episodic_info must be a bool, got {episodic_info!r}")
@@ -108,7 +108,7 @@ class EpisodicInfoMixin:
         self._episode_lengths = np.zeros(self.n_envs if self.episodic_info else 0, dtype=np.int64)
         self._episodic_started = np.zeros(1, dtype=bool)
         # Each env's truncation bootstrap for the step being added, computed before it is stored.
-        self._pending_bootstrap: Optional[NDArray[np.float64]] = None
+        self._pending_bootstrap: NDArray[np.float64] | None = None
 
     # ------------------------------------------------------------------ hooks on the base buffer
 
@@ -223,7 +223,7 @@ class EpisodicInfoMixin:
         self.returns_to_go[rows, env] = returns
         self.steps_to_end[rows, env] = np.arange(length)
 
-    def sample(self, batch_size: int, env: Optional[VecNormalize] = None) -> Any:
+    def sample(self, batch_size: int, env: VecNormalize | None = None) -> Any:
         """
         Sample a prioritized batch (see :meth:`PrioritizedReplayBuffer.sample`); with
         ``episodic_info=True`` it is an :class:`EpisodicReplayBufferSamples`.
@@ -297,7 +297,7 @@ class EpisodicReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
         ([3.0, 4.0, 4.0], [2, 1, 0])
     """
 
-    def __init__(self, *args: Any, value_fn: Optional[ValueFn] = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, value_fn: ValueFn | None = None, **kwargs: Any) -> None:
         if "episodic_info" in kwargs:
             raise TypeError("EpisodicReplayBuffer always keeps episodic info; do not pass episodic_info")
         super().__init__(*args, episodic_info=True, value_fn=value_fn, **kwargs)
@@ -305,7 +305,7 @@ class EpisodicReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
             self._warned_no_update = True  # uniform replay: no priorities to update
 
     def sample(  # type: ignore[override]
-        self, batch_size: int, env: Optional[VecNormalize] = None
+        self, batch_size: int, env: VecNormalize | None = None
     ) -> EpisodicReplayBufferSamples:
         """
         Sample a prioritized batch with episodic information.

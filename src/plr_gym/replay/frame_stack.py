@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Optional, Union
+from typing import Any
 
 import numpy as np
 import torch as th
@@ -101,13 +101,13 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
         buffer_size: int,
         observation_space: spaces.Space[Any],
         action_space: spaces.Space[Any],
-        device: Union[th.device, str] = "auto",
+        device: th.device | str = "auto",
         n_envs: int = 1,
         optimize_memory_usage: bool = False,
         handle_timeout_termination: bool = True,
         *,
         n_stack: int = 4,
-        channels_order: Optional[str] = None,
+        channels_order: str | None = None,
         padding: str = "zeros",
         **kwargs: Any,
     ) -> None:
@@ -220,8 +220,8 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
 
     def add(
         self,
-        obs: Union[NDArray[Any], dict[str, NDArray[Any]]],
-        next_obs: Union[NDArray[Any], dict[str, NDArray[Any]]],
+        obs: NDArray[Any] | dict[str, NDArray[Any]],
+        next_obs: NDArray[Any] | dict[str, NDArray[Any]],
         action: NDArray[Any],
         reward: NDArray[Any],
         done: NDArray[Any],
@@ -360,7 +360,7 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
                 frames[pad] = 0
         return self._stacks_of(frames)
 
-    def _gather_obs(self, slots: NDArray[np.int64], next_obs: bool, env: Optional[VecNormalize]) -> Any:
+    def _gather_obs(self, slots: NDArray[np.int64], next_obs: bool, env: VecNormalize | None) -> Any:
         data = np.asarray(self._normalize_obs(self.observations_at(slots, next_obs), env))
         # `data` is a fresh array (never a view of the storage), so the tensor may share its memory.
         return th.as_tensor(np.ascontiguousarray(data)).to(self.device)
@@ -403,7 +403,7 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
         )
         return arrays
 
-    def load(self, path: Union[str, os.PathLike[str]]) -> None:
+    def load(self, path: str | os.PathLike[str]) -> None:
         """
         Restore a buffer saved by :meth:`save` (frames, terminal frames, priorities, RNG state).
 

@@ -10,7 +10,7 @@ buffers), draws batches of slots by priority and returns their importance weight
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -107,14 +107,14 @@ class ReplayPriorities:
         n_envs: int = 1,
         *,
         prioritization: str = "proportional",
-        alpha: Optional[float] = None,
-        beta: Optional[float] = None,
+        alpha: float | None = None,
+        beta: float | None = None,
         eps: float = 1e-6,
         replacement: bool = True,
         recent_data_ratio: float = 0.0,
-        recent_data_steps: Optional[int] = None,
+        recent_data_steps: int | None = None,
         rank_refresh_interval: int = 1000,
-        seed: Optional[int] = None,
+        seed: int | None = None,
     ) -> None:
         if not is_int(n_rows) or n_rows < 1:
             raise ValueError(f"n_rows must be an int >= 1, got {n_rows!r}")

@@ -15,7 +15,7 @@ those slots into a :class:`SequenceSamples`. The layout is that of SB3's replay 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple, Union
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -52,9 +52,9 @@ class SequenceSamples(NamedTuple):
         ('mask', 'weights', 'indices')
     """
 
-    observations: Union[th.Tensor, TensorDict]
+    observations: th.Tensor | TensorDict
     actions: th.Tensor
-    next_observations: Union[th.Tensor, TensorDict]
+    next_observations: th.Tensor | TensorDict
     rewards: th.Tensor
     dones: th.Tensor
     timeouts: th.Tensor

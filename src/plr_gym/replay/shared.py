@@ -7,7 +7,7 @@ import os
 import sys
 import weakref
 from multiprocessing import shared_memory
-from typing import Any, Optional, SupportsFloat, Union
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -111,7 +111,7 @@ class SharedReplayWriter:
         self.lock = lock
         self.buffer_size = buffer_size
         self.handle_timeout_termination = bool(handle_timeout_termination)
-        self._segment: Optional[shared_memory.SharedMemory] = None
+        self._segment: shared_memory.SharedMemory | None = None
         self._arrays: dict[str, NDArray[Any]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
@@ -219,13 +219,13 @@ class SharedReplayBuffer(ReplayBuffer):
         buffer_size: int,
         observation_space: spaces.Space[Any],
         action_space: spaces.Space[Any],
-        device: Union[th.device, str] = "auto",
+        device: th.device | str = "auto",
         n_envs: int = 1,
         optimize_memory_usage: bool = False,
         handle_timeout_termination: bool = True,
         *,
         local_add: bool = True,
-        seed: Optional[int] = None,
+        seed: int | None = None,
     ) -> None:
         if optimize_memory_usage:
             raise ValueError("SharedReplayBuffer does not support optimize_memory_usage=True; pass False")
@@ -351,7 +351,7 @@ class SharedReplayBuffer(ReplayBuffer):
                 self.timeouts[row, e] = float(timeout)
                 self.counts[e] = count + 1
 
-    def sample(self, batch_size: int, env: Optional[VecNormalize] = None) -> ReplayBufferSamples:
+    def sample(self, batch_size: int, env: VecNormalize | None = None) -> ReplayBufferSamples:
         """
         Sample transitions uniformly over all stored ones, consistently with concurrent writers.
 
@@ -455,7 +455,7 @@ class ReplayWriterWrapper(gym.Wrapper[Any, Any, Any, Any]):
         if not isinstance(writer, SharedReplayWriter):
             raise TypeError(f"writer must be a SharedReplayWriter, got {type(writer).__name__}")
         self.writer = writer
-        self._obs: Optional[NDArray[Any]] = None
+        self._obs: NDArray[Any] | None = None
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(**kwargs)

@@ -29,14 +29,14 @@ use ``deterministic=True`` and one-step targets (``γ' = gamma``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Optional, Protocol, Union
+from typing import Any, Protocol, Union
 
 import torch as th
 from stable_baselines3 import DQN, SAC, TD3
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.type_aliases import TensorDict
 
-_QRDQN: Optional[type[OffPolicyAlgorithm]]
+_QRDQN: type[OffPolicyAlgorithm] | None
 try:
     from sb3_contrib import QRDQN as _QRDQN
 except ImportError:  # pragma: no cover - sb3-contrib is optional
@@ -60,13 +60,13 @@ class Transitions(Protocol):
     samples and :class:`plr_gym.offpolicy.TransitionBatch` all have these fields."""
 
     @property
-    def observations(self) -> Union[th.Tensor, TensorDict]: ...  # (batch, *obs_shape)
+    def observations(self) -> th.Tensor | TensorDict: ...  # (batch, *obs_shape)
 
     @property
     def actions(self) -> th.Tensor: ...  # (batch, action_dim)
 
     @property
-    def next_observations(self) -> Union[th.Tensor, TensorDict]: ...  # (batch, *obs_shape)
+    def next_observations(self) -> th.Tensor | TensorDict: ...  # (batch, *obs_shape)
 
     @property
     def rewards(self) -> th.Tensor: ...  # (batch, 1)
@@ -137,7 +137,7 @@ def sac_td_terms(
     discounts: Discount,
     *,
     deterministic: bool,
-    ent_coef: Optional[th.Tensor] = None,
+    ent_coef: th.Tensor | None = None,
 ) -> tuple[tuple[th.Tensor, ...], th.Tensor]:
     """
     SAC's ``(current, target)``: one ``Q_k(s, a)`` per critic (with gradient) and the soft target (without),
@@ -202,7 +202,7 @@ def td3_td_terms(
     return current_q_values, target_q_values
 
 
-def absolute_td_error(current: Union[th.Tensor, Sequence[th.Tensor]], target: th.Tensor) -> th.Tensor:
+def absolute_td_error(current: th.Tensor | Sequence[th.Tensor], target: th.Tensor) -> th.Tensor:
     """
     ``|δ| = mean_k |mean_j target_j − mean_j current_k,j|``, detached, shape ``(batch,)``.
 
@@ -224,7 +224,7 @@ def absolute_td_error(current: Union[th.Tensor, Sequence[th.Tensor]], target: th
 def td_errors(
     model: OffPolicyAlgorithm,
     batch: Transitions,
-    discounts: Optional[Discount] = None,
+    discounts: Discount | None = None,
     *,
     deterministic: bool = True,
 ) -> th.Tensor:

@@ -215,7 +215,9 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         n = self.num_envs
         self._needs_reset = True
         everyone = np.arange(n)
-        first = list(self.source.next_levels(everyone))
+        self.source.begin_rollout()  # a plan-making source plans one if none is open (else: a no-op)
+        drawn = self.source.next_levels(everyone)
+        first: list[Any] = drawn.tolist() if isinstance(drawn, np.ndarray) else list(drawn)
         queued = self.source.next_levels(everyone)
         self.venv.set_options([{**o, "level": lvl} for o, lvl in zip(self._user_options, first)])
         self._user_options = [{} for _ in range(n)]

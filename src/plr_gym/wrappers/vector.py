@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,13 +27,19 @@ __all__ = ["PrioritizedLevelReplay"]
 _MAX_LOGGED_STEPS = 1 << 16
 
 
-class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
+if TYPE_CHECKING:
+    _VectorWrapper = VectorWrapper[Any, Any, Any, Any, Any]
+else:  # Gymnasium < 1.3's VectorWrapper takes no type parameters (RLlib pins gymnasium 1.2)
+    _VectorWrapper = VectorWrapper
+
+
+class PrioritizedLevelReplay(_VectorWrapper):
     """Play the levels a :class:`~plr_gym.LevelSampler` chooses, in ``SyncVectorEnv``/``AsyncVectorEnv``.
 
     Each sub-environment must be wrapped in :class:`~plr_gym.wrappers.LevelWrapper`, e.g.
-    ``gym.make_vec(env_id, num_envs, wrappers=[LevelWrapper])``. Levels reach the sub-environments as their
-    reset seeds (:meth:`reset`) or through ``set_attr("next_level", ...)`` before an autoreset; only level ids
-    cross process boundaries and the sampler stays in the main process.
+    ``gym.make_vec(env_id, num_envs, wrappers=[LevelWrapper])``. Levels reach the sub-environments through
+    ``set_attr("next_level", ...)``, consumed by their next reset or autoreset; only level ids (or level
+    objects) cross process boundaries and the level source stays in the main process.
 
     Info keys, on every :meth:`reset` and :meth:`step` (Gymnasium's vector convention):
 
@@ -231,6 +237,7 @@ class PrioritizedLevelReplay(VectorWrapper[Any, Any, Any, Any, Any]):
                 )
         indices = np.flatnonzero(mask)
         self._needs_reset = True
+        self.source.begin_rollout()  # a plan-making source plans one if none is open (else: a no-op)
         levels = self._draw(indices)
         # each reset env's LevelWrapper consumes the level queued in it (ids and level objects alike)
         queued: list[Any] = (
