@@ -57,7 +57,7 @@ import itertools
 import math
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, Optional, SupportsFloat
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -295,7 +295,7 @@ class _EpisodeMarks(ConnectorV2):
         rl_module: Any,
         batch: dict[str, Any],
         episodes: list[Any],
-        shared_data: Optional[dict[str, Any]] = None,
+        shared_data: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Any:
         marks = []
@@ -390,7 +390,7 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
         rl_module: Any,
         episodes: list[Any],
         batch: dict[str, Any],
-        shared_data: Optional[dict[str, Any]] = None,
+        shared_data: dict[str, Any] | None = None,
         metrics: Any = None,
         **kwargs: Any,
     ) -> Any:
