@@ -5,8 +5,9 @@ imports it, so the core stays Ray-free.
 
 How the pieces fit (one shared level source, many processes):
 
-- **Env side.** :class:`PLREnvCreator` is the ``config.env`` of the algorithm: in every env runner it builds
-  each sub-env with your ``make_env(env_config)`` and wraps it in :class:`PLREnv`, which draws the level of
+- **Env side.** :class:`PLRRLlibEnv` is the ``config.env`` of the algorithm: in every env runner its
+  :class:`PLREnvCreator` (carried in ``env_config``) builds each sub-env with your ``make_env(env_config)``
+  and wraps it in :class:`PLREnv`, which draws the level of
   every episode from the shared source (``source.next_levels([env_index])``) and plays it through
   :class:`~plr_gym.wrappers.LevelWrapper` (an ``int`` level is the reset seed). ``info["level"]`` (and
   ``info["plr_env"]``, the env's global index) is set on every reset and step, so each episode carries its
@@ -89,8 +90,6 @@ __all__ = [
 
 #: ``config.learner_config_dict`` key holding the level source for the learner.
 SOURCE_KEY = "plr_source"
-#: ``config.learner_config_dict`` key holding the scoring strategy (name or callable).
-STRATEGY_KEY = "plr_strategy"
 #: ``shared_data`` key under which the episode marks travel from the front of the pipeline to GAE.
 _MARKS_KEY = "plr_episode_marks"
 
@@ -542,7 +541,6 @@ class PLRPPOTorchLearner(PPOTorchLearner):
             gamma=self.config.gamma,
             lambda_=self.config.lambda_,  # type: ignore[attr-defined]
             source=settings[SOURCE_KEY],
-            strategy=settings.get(STRATEGY_KEY),
         )
         pipeline.insert_after("GeneralAdvantageEstimation", scorer)
         pipeline.remove("GeneralAdvantageEstimation")
@@ -563,22 +561,30 @@ def add_plr(
     source: Any,
     make_env: Callable[[Mapping[str, Any]], gym.Env[Any, Any]] | str | None = None,
     *,
-    strategy: Any = None,
     learner_class: type | None = None,
 ) -> AlgorithmConfig:
     """Turn a PPO config into a PLR run over ``source`` (returns ``config``, changed in place).
 
-    Sets ``config.env`` to a :class:`PLREnvCreator` (``make_env``, or the config's Gymnasium id if
-    ``make_env`` is ``None``), the learner class to :class:`PLRPPOTorchLearner` and puts the source into
-    ``config.learner_config_dict``. Call it after ``env_runners(num_envs_per_env_runner=...)``.
+    Sets ``config.env`` to :class:`PLRRLlibEnv` with a :class:`PLREnvCreator` (``make_env``, or the
+    config's Gymnasium id if ``make_env`` is ``None``) in ``env_config``, the learner class to
+    :class:`PLRPPOTorchLearner`, puts the source into ``config.learner_config_dict`` and calls
+    ``source.begin_rollout()`` (the first training batch's replay fraction counts from here). Call it after
+    ``env_runners(num_envs_per_env_runner=...)``. The scoring strategy is the source's ``strategy``.
 
     :param config: a ``PPOConfig`` on the new API stack (torch, single-agent).
     :param source: the level source shared by env runners and learner, e.g.
         ``plr_gym.distributed.RemoteLevelSource(host_level_source(LevelSampler(...)))``.
     :param make_env: ``make_env(env_config) -> gym.Env`` whose ``reset(seed=level)`` plays ``level``, or a
         Gymnasium id; ``None``: the id already set with ``config.environment(env=...)``.
-    :param strategy: scoring strategy; ``None``: the source's ``strategy``.
     :param learner_class: a subclass of :class:`PLRPPOTorchLearner` (default: that class).
+
+    Example (a local sampler shows the wiring; a real run shares a
+    :class:`~plr_gym.distributed.RemoteLevelSource` between the processes):
+        >>> from ray.rllib.algorithms.ppo import PPOConfig
+        >>> from plr_gym import LevelSampler
+        >>> config = add_plr(PPOConfig(), LevelSampler(range(10), strategy="value_l1"), "CartPole-v1")
+        >>> config.env.__name__, config.learner_class.__name__, plr_source(config).num_levels
+        ('PLRRLlibEnv', 'PLRPPOTorchLearner', 10)
     """
     from ray.rllib.algorithms.ppo import PPOConfig
 
@@ -594,9 +600,7 @@ def add_plr(
         learner_class = PLRPPOTorchLearner
     elif not (isinstance(learner_class, type) and issubclass(learner_class, PLRPPOTorchLearner)):
         raise TypeError("add_plr: learner_class must be a subclass of PLRPPOTorchLearner")
-    info = _check_source(source, "add_plr")
-    if strategy is not None:
-        info = strategy_spec(strategy)
+    _check_source(source, "add_plr")
     if make_env is None:
         if not isinstance(config.env, str):
             raise ValueError(
@@ -609,9 +613,8 @@ def add_plr(
     config.environment(env=PLRRLlibEnv, env_config={**(config.env_config or {}), CREATOR_KEY: creator})
     config.learners(
         learner_class=learner_class,
-        learner_config_dict={**config.learner_config_dict, SOURCE_KEY: source, STRATEGY_KEY: strategy},
+        learner_config_dict={**config.learner_config_dict, SOURCE_KEY: source},
     )
-    del info
     return config
 
 
