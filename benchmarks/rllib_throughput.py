@@ -9,8 +9,10 @@ MiniGrid DoorKey-5x5 with flat float observations) samples ``--steps`` env steps
   :class:`~plr_gym.distributed.RemoteLevelSource` (``--prefetch`` levels per env ready), ``info["level"]``
   on every step.
 
-Rounds alternate plain / PLR (the machine may be shared: compare the ratio, measured under the same load).
-Prints a Markdown table: env steps per second of the median round, and the median per-round ratio PLR /
+A second plain runner, built the same way, is the control: its ratio to the first shows how much two
+identical runners differ here (module weights, episodes, the machine's other jobs). Rounds rotate the
+order of the runners (the machine may be shared: compare the ratios, measured under the same load).
+Prints a Markdown table: env steps per second of the median round, and the median per-round ratio to
 plain by wall-clock and by process CPU time. The learner side (scoring in the GAE connector) is not timed.
 
     python benchmarks/rllib_throughput.py            # 8 rounds of 4000 steps, 4 envs
@@ -64,7 +66,11 @@ def build_runners(num_envs: int, prefetch: int) -> dict[str, Any]:
         host_level_source(LevelSampler(range(200), strategy="value_l1", seed=0)), prefetch=prefetch
     )
     plr = add_plr(config(), source, make_env)
-    return {"plain": SingleAgentEnvRunner(config=plain), "PLR": SingleAgentEnvRunner(config=plr)}
+    return {
+        "plain": SingleAgentEnvRunner(config=plain),
+        "PLR": SingleAgentEnvRunner(config=plr),
+        "plain (control)": SingleAgentEnvRunner(config=plain.copy()),
+    }
 
 
 def main() -> None:
@@ -91,7 +97,8 @@ def main() -> None:
         wall: dict[str, list[float]] = {name: [] for name in runners}
         cpu: dict[str, list[float]] = {name: [] for name in runners}
         for k in range(args.rounds):
-            order = list(runners) if k % 2 == 0 else list(reversed(runners))
+            names = list(runners)
+            order = names[k % len(names) :] + names[: k % len(names)]
             for name in order:
                 w0, c0 = time.perf_counter(), time.process_time()
                 episodes = runners[name].sample(num_timesteps=args.steps)
