@@ -45,6 +45,7 @@ class _Front(ConnectorV2):
                     "level": e.get_infos(-1)["level"],
                     "levels": {info["level"] for info in e.get_infos()},
                     "env": e.get_infos(-1)["plr_env"],
+                    "return": float(np.sum(e.get_rewards())),
                 }
                 for e in episodes
             ]
@@ -207,6 +208,41 @@ def test_ppo_two_env_runners_scores_levels_and_metrics(local_ray) -> None:
             assert key in metrics, (key, metrics)
     assert sum(plr_metrics(r)["plr/episodes_scored"] for r in results) == len(stored)
     assert plr_metrics(results[-1])["plr/num_seen"] == ray.get(actor.call.remote("num_seen"))
+
+
+@pytest.mark.slow
+def test_learnability_outcomes_reach_the_source_from_the_env_runners(local_ray) -> None:
+    FRONT.clear()
+    BACK.clear()
+    actor = host_level_source(RecordingSampler(range(30), strategy="learnability", seed=0))
+    source = RecordingClient(actor, prefetch=2, push_every=1)
+    config = (
+        PPOConfig()
+        .env_runners(num_env_runners=2, num_envs_per_env_runner=2, rollout_fragment_length=50)
+        .training(train_batch_size=400, minibatch_size=200, num_epochs=1)
+        .learners(num_learners=0)
+        .debugging(seed=0)
+    )
+    add_plr(config, source, make_doorkey, learner_class=RecordingLearner)
+    algo = config.build_algo()
+    try:
+        result = algo.train()
+    finally:
+        algo.stop()
+    stored = ray.get(actor.call.remote("stored"))
+    # every completed episode's outcome (return > 0: MiniGrid's success), chunks stitched by episode id
+    returns: dict[str, float] = {}
+    outcomes = []
+    for chunk in FRONT[0]:
+        returns[chunk["id"]] = returns.get(chunk["id"], 0.0) + chunk["return"]
+        if chunk["done"]:
+            outcomes.append((chunk["level"], 1.0 if returns[chunk["id"]] > 0 else 0.0))
+    assert len(outcomes) >= 4
+    got = [(level, score) for levels, scores in stored for level, score in zip(levels, scores)]
+    assert sorted(got) == sorted(outcomes)
+    assert all(len(levels) == 1 for levels, _ in stored)  # one report per episode, from the env side
+    assert "plr/episodes_scored" not in plr_metrics(result)  # the learner scores nothing
+    assert plr_metrics(result)["plr/num_seen"] == ray.get(actor.call.remote("num_seen"))
 
 
 def test_plr_env_plays_the_sources_levels_and_reports_outcomes() -> None:
