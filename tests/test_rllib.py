@@ -26,7 +26,14 @@ from ray.rllib.evaluation.postprocessing import Postprocessing  # noqa: E402
 
 from plr_gym import LevelSampler  # noqa: E402
 from plr_gym.distributed import RemoteLevelSource, host_level_source  # noqa: E402
-from plr_gym.rllib import PLREnv, PLREnvCreator, PLRPPOTorchLearner, add_plr, plr_metrics  # noqa: E402
+from plr_gym.rllib import (  # noqa: E402
+    PLREnv,
+    PLREnvCreator,
+    PLRPPOTorchLearner,
+    add_plr,
+    plr_metrics,
+    plr_ppo_config,
+)
 
 # ------------------------------------------------------------------------------------------------ records
 FRONT: list[list[dict]] = []  # per update: the chunks as the learner received them (before RLlib's pieces)
@@ -273,6 +280,12 @@ def test_bad_input_names_the_argument() -> None:
         add_plr(object(), sampler, make_doorkey)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="make_env"):
         add_plr(PPOConfig(), sampler)
+    with pytest.raises(ValueError, match="multi"):
+        add_plr(PPOConfig().multi_agent(policies={"a", "b"}, policy_mapping_fn=lambda *a, **k: "a"), sampler)
+    with pytest.raises(TypeError, match="learner_class"):
+        add_plr(PPOConfig(), sampler, make_doorkey, learner_class=object)
+    with pytest.raises(ValueError, match="source= or LevelSampler"):
+        plr_ppo_config(make_doorkey, source=sampler, levels=range(3))
 
 
 # ------------------------------------------------------------------------------------------------ scorer unit

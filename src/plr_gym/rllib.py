@@ -406,9 +406,15 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
         if marks is None or self.strategy_info.outcome or not self.strategy_info.uses_scores:
             self._log(metrics, [])
             return batch
-        if list(batch) != [DEFAULT_MODULE_ID] or capture.values.get(DEFAULT_MODULE_ID) is None:
+        if list(batch) != [DEFAULT_MODULE_ID]:
             raise ValueError(
-                "PLR scoring in RLlib supports single-agent PPO (one module with a value function)"
+                "PLR scoring in RLlib supports single-agent PPO (one module with a value function), got "
+                f"modules {list(batch)}"
+            )
+        if capture.values.get(DEFAULT_MODULE_ID) is None:
+            raise RuntimeError(
+                "PLR scoring: RLlib's GAE piece computed no values through rl_module.foreach_module; "
+                "plr_gym.rllib is written against ray[rllib]==2.60.0"
             )
         lens = [m["len"] + 1 for m in marks]  # RLlib appended one bootstrap step to each chunk
         values = unpad_data_if_necessary(
@@ -530,7 +536,7 @@ class PLRPPOTorchLearner(PPOTorchLearner):
             )
         pipeline = self._learner_connector
         if pipeline is None:
-            return
+            raise ValueError("PLRPPOTorchLearner: the learner has no learner connector pipeline to score in")
         names = [type(c).__name__ for c in pipeline.connectors]
         if "GeneralAdvantageEstimation" not in names:
             raise ValueError(
@@ -595,7 +601,7 @@ def add_plr(
     if config.framework_str != "torch":
         raise ValueError(f"add_plr: config must use framework='torch', got {config.framework_str!r}")
     if config.is_multi_agent:
-        raise ValueError("add_plr: config must be single-agent")
+        raise ValueError("add_plr: config must be single-agent (multi_agent() is not supported)")
     if learner_class is None:
         learner_class = PLRPPOTorchLearner
     elif not (isinstance(learner_class, type) and issubclass(learner_class, PLRPPOTorchLearner)):
