@@ -10,6 +10,8 @@ The end-to-end test checks, against records kept outside the code under test:
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -52,6 +54,7 @@ class _Front(ConnectorV2):
                     "level": e.get_infos(-1)["level"],
                     "levels": {info["level"] for info in e.get_infos()},
                     "env": e.get_infos(-1)["plr_env"],
+                    "pid": e.get_infos(-1)["pid"],
                     "return": float(np.sum(e.get_rewards())),
                 }
                 for e in episodes
@@ -96,14 +99,14 @@ class RecordingSampler(LevelSampler):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.stored: list[tuple[list[int], list[float]]] = []
-        self.handed: list[tuple[int, int]] = []
+        self.handed: list[tuple[int, int, int]] = []  # (process, env index given to the client, level)
 
     def update_batch(self, levels, scores):
         super().update_batch(levels, scores)
         self.stored.append(([int(x) for x in levels], [float(x) for x in scores]))
 
-    def record_handout(self, envs, levels):
-        self.handed.extend(zip([int(e) for e in envs], [int(x) for x in levels]))
+    def record_handout(self, pid, envs, levels):
+        self.handed.extend((pid, int(e), int(x)) for e, x in zip(envs, levels))
 
 
 class RecordingClient(RemoteLevelSource):
@@ -111,7 +114,8 @@ class RecordingClient(RemoteLevelSource):
 
     def next_levels(self, envs):
         levels = super().next_levels(envs)
-        ray.get(self.actor.call.remote("record_handout", (list(np.asarray(envs)), list(levels))))
+        record = (os.getpid(), list(np.asarray(envs)), list(levels))
+        ray.get(self.actor.call.remote("record_handout", record))
         return levels
 
 
@@ -121,7 +125,19 @@ def make_doorkey(env_config):
     from minigrid.wrappers import ImgObsWrapper
 
     env = FlattenObservation(ImgObsWrapper(gym.make("MiniGrid-DoorKey-5x5-v0", max_steps=40)))
-    return DtypeObservation(env, np.float32)
+    return _Pid(DtypeObservation(env, np.float32))
+
+
+class _Pid(gym.Wrapper):
+    """Tags every info with the env's process id (to match an episode to its env runner's hand-outs)."""
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return obs, {**info, "pid": os.getpid()}
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, {**info, "pid": os.getpid()}
 
 
 @pytest.fixture(scope="module")
@@ -195,11 +211,20 @@ def test_ppo_two_env_runners_scores_levels_and_metrics(local_ray) -> None:
     assert [level for level, _ in stored] == [level for level, _ in expected]
     np.testing.assert_allclose([s for _, s in stored], [s for _, s in expected], rtol=1e-5, atol=1e-6)
 
-    # (2) every episode's level was handed out to its env
-    per_env: dict[int, list[int]] = {}
-    for env, level in handed:
-        per_env.setdefault(env, []).append(level)
-    assert sorted(per_env) == [2, 3, 4, 5]  # env runners 1 and 2, two sub-envs each
+    # (2) every episode's level was handed out to its env (sub-env k of a runner is env k of the runner's
+    # source client; info["plr_env"] = worker_index * 2 + k)
+    per_env: dict[tuple[int, int], list[int]] = {}
+    for pid, env, level in handed:
+        per_env.setdefault((pid, env), []).append(level)
+    assert len({pid for pid, _ in per_env}) == 2 and {env for _, env in per_env} == {0, 1}
+    index_of: dict[tuple[int, int], set[int]] = {}
+    for chunks in FRONT:
+        for chunk in chunks:
+            key = (chunk["pid"], chunk["env"] % 2)
+            index_of.setdefault(key, set()).add(chunk["env"])
+            chunk["env"] = key
+    assert all(len(v) == 1 for v in index_of.values())  # one global index per (runner, sub-env)
+    assert sorted(i for v in index_of.values() for i in v) == [2, 3, 4, 5]  # env runners 1 and 2
     for chunks in FRONT:
         for chunk in chunks:
             assert chunk["levels"] == {chunk["level"]}, "one level per episode chunk"

@@ -8,7 +8,8 @@ How the pieces fit (one shared level source, many processes):
 - **Env side.** :class:`PLRRLlibEnv` is the ``config.env`` of the algorithm: in every env runner its
   :class:`PLREnvCreator` (carried in ``env_config``) builds each sub-env with your ``make_env(env_config)``
   and wraps it in :class:`PLREnv`, which draws the level of
-  every episode from the shared source (``source.next_levels([env_index])``) and plays it through
+  every episode from the shared source (``source.next_levels([k])``, ``k`` its index in its env runner)
+  and plays it through
   :class:`~plr_gym.wrappers.LevelWrapper` (an ``int`` level is the reset seed). ``info["level"]`` (and
   ``info["plr_env"]``, the env's global index) is set on every reset and step, so each episode carries its
   level into the learner.
@@ -68,6 +69,7 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.connectors.learner import GeneralAdvantageEstimation
 from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
+from ray.rllib.env.env_context import EnvContext
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.numpy import convert_to_numpy
 from ray.rllib.utils.postprocessing.zero_padding import unpad_data_if_necessary
@@ -133,7 +135,11 @@ class PLREnv(gym.Wrapper[Any, Any, Any, Any]):
     :param env: the env; its ``reset(seed=level)`` must select the level.
     :param source: the level source (a :class:`plr_gym.distributed.RemoteLevelSource` when the env runs in
         another process than the source).
-    :param env_index: the env's index for ``source.next_levels`` (unique across env runners).
+    :param env_index: the env's index, reported in ``info["plr_env"]`` (unique across env runners).
+    :param source_index: the env's index in its ``source.next_levels`` calls (default ``env_index``). In an
+        RLlib run it is the sub-env's index within its env runner: each runner has its own source client,
+        and a :class:`~plr_gym.distributed.RemoteLevelSource` sizes its prefetch queue by the indices it
+        serves.
 
     Example:
         >>> import gymnasium as gym, minigrid
@@ -145,16 +151,22 @@ class PLREnv(gym.Wrapper[Any, Any, Any, Any]):
         (True, 0)
     """
 
-    def __init__(self, env: gym.Env[Any, Any], source: Any, env_index: int = 0) -> None:
-        if isinstance(env_index, bool) or not isinstance(env_index, (int, np.integer)) or env_index < 0:
-            raise ValueError(f"PLREnv: env_index must be an int >= 0, got {env_index!r}")
+    def __init__(
+        self, env: gym.Env[Any, Any], source: Any, env_index: int = 0, source_index: int | None = None
+    ) -> None:
+        if source_index is None:
+            source_index = env_index
+        for name, value in (("env_index", env_index), ("source_index", source_index)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(f"PLREnv: {name} must be an int >= 0, got {value!r}")
         info = _check_source(source, "PLREnv")
         if not _has_level_wrapper(env):
             env = LevelWrapper(env)
         super().__init__(env)
         self.source = source
         self.env_index = int(env_index)
-        self._envs = np.array([self.env_index], dtype=np.int64)
+        self.source_index = int(source_index)
+        self._envs = np.array([self.source_index], dtype=np.int64)
         self._outcome = info.outcome
         self._level: Any = None
         self._return = 0.0
@@ -202,12 +214,14 @@ class PLREnvCreator:
     """The ``config.env`` of a PLR run: builds each sub-env with ``make_env`` and wraps it in :class:`PLREnv`.
 
     RLlib calls it once per sub-env with an ``EnvContext`` (the env config plus ``worker_index``). Sub-env
-    ``k`` of env runner ``w`` gets ``env_index = w * num_envs_per_env_runner + k`` (``k`` counts the
-    creations in the runner's process, so it relies on RLlib's default synchronous vectorisation; with
+    ``k`` of env runner ``w`` gets ``env_index = w * num_envs_per_env_runner + k`` (in ``info["plr_env"]``)
+    and draws its levels as env ``k`` of its runner's source client (``k`` counts the creations in the
+    runner's process, so it relies on RLlib's default synchronous vectorisation; with
     ``gym_env_vectorize_mode="ASYNC"`` indices repeat, which only matters for sources that care about env
     indices). The creator is pickled into every env runner, with the source client.
 
-    :param make_env: ``make_env(env_config) -> gym.Env`` (or a registered Gymnasium id).
+    :param make_env: ``make_env(env_config) -> gym.Env`` (or a registered Gymnasium id); ``env_config`` is
+        RLlib's ``EnvContext`` (``worker_index``, ``vector_index`` = ``k``) without the creator's key.
     :param source: the level source.
     :param num_envs_per_env_runner: sub-envs per env runner.
     """
@@ -246,21 +260,24 @@ class PLREnvCreator:
         self.__dict__.update(state)
         self._created = itertools.count()
 
-    def make(self, env_config: Mapping[str, Any]) -> tuple[gym.Env[Any, Any], int]:
-        """The unwrapped env made from ``env_config`` (minus RLlib's and PLR's own keys) and its index."""
+    def make(self, env_config: Mapping[str, Any]) -> tuple[gym.Env[Any, Any], int, int]:
+        """The unwrapped env made from ``env_config`` (minus RLlib's and PLR's own keys), its index across
+        env runners and its index within its runner."""
         worker = int(getattr(env_config, "worker_index", 0) or 0)
-        config = {k: v for k, v in dict(env_config).items() if k not in ("num_envs", CREATOR_KEY)}
+        local = next(self._created) % self.num_envs_per_env_runner
+        config: Any = {k: v for k, v in dict(env_config).items() if k not in ("num_envs", CREATOR_KEY)}
+        if isinstance(env_config, EnvContext):
+            config = env_config.copy_with_overrides(env_config=config, vector_index=local)
         if isinstance(self.make_env, str):
             env = gym.make(self.make_env, **config)
         else:
             env = self.make_env(config)
-        index = worker * self.num_envs_per_env_runner + next(self._created) % self.num_envs_per_env_runner
-        return env, index
+        return env, worker * self.num_envs_per_env_runner + local, local
 
     def __call__(self, env_config: Mapping[str, Any]) -> PLREnv:
         """A :class:`PLREnv` over ``make_env(env_config)``."""
-        env, index = self.make(env_config)
-        return PLREnv(env, self.source, env_index=index)
+        env, index, local = self.make(env_config)
+        return PLREnv(env, self.source, env_index=index, source_index=local)
 
 
 #: ``env_config`` key holding the :class:`PLREnvCreator` of a run (set by :func:`add_plr`).
@@ -279,8 +296,8 @@ class PLRRLlibEnv(PLREnv):
         creator = env_config.get(CREATOR_KEY) if isinstance(env_config, Mapping) else None
         if not isinstance(creator, PLREnvCreator):
             raise ValueError(f"PLRRLlibEnv: env_config needs {CREATOR_KEY!r}: a PLREnvCreator (use add_plr)")
-        env, index = creator.make(env_config)
-        super().__init__(env, creator.source, env_index=index)
+        env, index, local = creator.make(env_config)
+        super().__init__(env, creator.source, env_index=index, source_index=local)
 
 
 # -------------------------------------------------------------------------------------------- learner side
