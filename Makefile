@@ -22,7 +22,7 @@ $(VENV)/.core-installed: pyproject.toml | $(PY)
 # Everything: tests, Procgen, sb3-contrib and the benchmark peers.
 $(VENV)/.all-installed: pyproject.toml | $(PY)
 	$(PIP) install --quiet torch==$(TORCH_VERSION)
-	$(PIP) install --quiet -e ".[test,procgen,minigrid,contrib,bench,cli,docs,distributed]"
+	$(PIP) install --quiet -e ".[test,procgen,minigrid,contrib,bench,cli,docs,distributed,rllib]"
 	touch $@ $(VENV)/.core-installed
 
 demo: $(VENV)/.core-installed

@@ -1,0 +1,131 @@
+"""RLlib env-runner throughput with and without PLR (plr_gym.rllib). Not a test.
+
+One ``SingleAgentEnvRunner`` (in this process, PPO's default RLModule acting, ``--num-envs`` sub-envs of
+MiniGrid DoorKey-5x5 with flat float observations) samples ``--steps`` env steps per round:
+
+- **plain**: the env as RLlib makes it (``reset`` with RLlib's seeds);
+- **PLR**: the same env under :func:`plr_gym.rllib.add_plr`: each reset draws its level from a
+  :class:`~plr_gym.LevelSampler` hosted in a Ray actor, through a
+  :class:`~plr_gym.distributed.RemoteLevelSource` (``--prefetch`` levels per env ready), ``info["level"]``
+  on every step.
+
+A second plain runner, built the same way, is the control: its ratio to the first shows how much two
+identical runners differ here (module weights, episodes, the machine's other jobs). Rounds rotate the
+order of the runners (the machine may be shared: compare the ratios, measured under the same load).
+Prints a Markdown table: env steps per second of the median round, and the median per-round ratio to
+plain by wall-clock and by process CPU time. The learner side (scoring in the GAE connector) is not timed.
+
+    python benchmarks/rllib_throughput.py            # 8 rounds of 4000 steps, 4 envs
+    python benchmarks/rllib_throughput.py --quick    # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from _provenance import cpu_model, git_commit, load_average
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+
+def make_env(env_config: Any) -> Any:
+    import gymnasium as gym
+    import minigrid  # noqa: F401
+    from minigrid.wrappers import ImgObsWrapper
+
+    env = gym.wrappers.FlattenObservation(ImgObsWrapper(gym.make("MiniGrid-DoorKey-5x5-v0")))
+    return gym.wrappers.DtypeObservation(env, np.float32)
+
+
+def build_runners(num_envs: int, prefetch: int) -> dict[str, Any]:
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+    from ray.tune.registry import register_env
+
+    from plr_gym import LevelSampler
+    from plr_gym.distributed import RemoteLevelSource, host_level_source
+    from plr_gym.rllib import add_plr
+
+    register_env("plr_bench_doorkey", make_env)
+
+    def config() -> Any:
+        return PPOConfig().env_runners(num_env_runners=0, num_envs_per_env_runner=num_envs).debugging(seed=0)
+
+    plain = config().environment(env="plr_bench_doorkey")
+    source = RemoteLevelSource(
+        host_level_source(LevelSampler(range(200), strategy="value_l1", seed=0)), prefetch=prefetch
+    )
+    plr = add_plr(config(), source, make_env)
+    return {
+        "plain": SingleAgentEnvRunner(config=plain),
+        "PLR": SingleAgentEnvRunner(config=plr),
+        "plain (control)": SingleAgentEnvRunner(config=plain.copy()),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--num-envs", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=4000, help="env steps per round")
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--prefetch", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="2 rounds of 400 steps")
+    args = parser.parse_args()
+    if args.quick:
+        args.steps, args.rounds = 400, 2
+
+    import ray
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        runners = build_runners(args.num_envs, args.prefetch)
+        for runner in runners.values():  # warm-up: first resets, prefetch queue, torch
+            runner.sample(num_timesteps=max(100, args.steps // 10))
+        wall: dict[str, list[float]] = {name: [] for name in runners}
+        cpu: dict[str, list[float]] = {name: [] for name in runners}
+        for k in range(args.rounds):
+            names = list(runners)
+            order = names[k % len(names) :] + names[: k % len(names)]
+            for name in order:
+                w0, c0 = time.perf_counter(), time.process_time()
+                episodes = runners[name].sample(num_timesteps=args.steps)
+                wall[name].append(time.perf_counter() - w0)
+                cpu[name].append(time.process_time() - c0)
+                assert sum(len(e) for e in episodes) >= args.steps
+        for runner in runners.values():
+            runner.stop()
+    finally:
+        ray.shutdown()
+
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    print(f"- command: `python benchmarks/rllib_throughput.py {' '.join(sys.argv[1:])}`".rstrip())
+    print(f"- commit: {git_commit()}")
+    print(f"- date: {now}")
+    print(f"- machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"- load: {load_average()}")
+    print(f"- {args.rounds} rounds of {args.steps} env steps, {args.num_envs} envs, prefetch {args.prefetch}")
+    print()
+    print("| env runner | steps/s (median round) | ratio to plain (wall) | ratio to plain (CPU) |")
+    print("| --- | --- | --- | --- |")
+    for name in wall:
+        rate = args.steps / float(np.median(wall[name]))
+        ratio_wall = float(np.median(np.array(wall["plain"]) / np.array(wall[name])))
+        ratio_cpu = float(np.median(np.array(cpu["plain"]) / np.array(cpu[name])))
+        print(f"| {name} | {rate:,.0f} | {ratio_wall:.3f} | {ratio_cpu:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
