@@ -530,7 +530,7 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
         info = {"level": self._level, "level_complete": level_complete}
         return self._frame.copy(), float(reward[0]), terminated, truncated, info
 
-    def render(self) -> ObsType | None:
+    def render(self) -> ObsType | None:  # type: ignore[override, unused-ignore]  # gymnasium 1.2
         """The current ``(64, 64, 3)`` frame if ``render_mode == "rgb_array"``, else ``None``."""
         if self.render_mode != "rgb_array":
             return None

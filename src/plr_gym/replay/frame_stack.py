@@ -145,7 +145,7 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
         self.channels_first = channels_first
         self._stack_axis = axis
         self._frame_shape = (*shape[:axis], shape[axis] // n_stack, *shape[axis + 1 :])
-        placeholder = spaces.Box(0, 1, (0,), observation_space.dtype)
+        placeholder = spaces.Box(0, 1, (0,), observation_space.dtype)  # type: ignore[arg-type, unused-ignore]
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*not have apparently enough memory.*")
             super().__init__(

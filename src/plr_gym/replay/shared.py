@@ -476,4 +476,4 @@ class ReplayWriterWrapper(gym.Wrapper[Any, Any, Any, Any]):
 
     def close(self) -> None:
         self.writer.close()
-        super().close()
+        super().close()  # type: ignore[no-untyped-call, unused-ignore]  # gymnasium 1.2

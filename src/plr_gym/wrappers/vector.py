@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,13 +27,8 @@ __all__ = ["PrioritizedLevelReplay"]
 _MAX_LOGGED_STEPS = 1 << 16
 
 
-if TYPE_CHECKING:
-    _VectorWrapper = VectorWrapper[Any, Any, Any, Any, Any]
-else:  # Gymnasium < 1.3's VectorWrapper takes no type parameters (RLlib pins gymnasium 1.2)
-    _VectorWrapper = VectorWrapper
-
-
-class PrioritizedLevelReplay(_VectorWrapper):
+# Gymnasium < 1.3's VectorWrapper takes no type parameters (RLlib pins gymnasium 1.2); later ones take five.
+class PrioritizedLevelReplay(VectorWrapper):  # type: ignore[type-arg, unused-ignore]
     """Play the levels a :class:`~plr_gym.LevelSampler` chooses, in ``SyncVectorEnv``/``AsyncVectorEnv``.
 
     Each sub-environment must be wrapped in :class:`~plr_gym.wrappers.LevelWrapper`, e.g.
@@ -213,7 +208,7 @@ class PrioritizedLevelReplay(_VectorWrapper):
             )
 
     # ------------------------------------------------------------------ VectorEnv API
-    def reset(
+    def reset(  # type: ignore[override, unused-ignore]  # gymnasium 1.2: seed list[int]
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         """Reset all envs, or those in ``options["reset_mask"]``, on freshly sampled levels.
