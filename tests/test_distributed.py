@@ -9,19 +9,18 @@ from typing import Any
 
 import numpy as np
 import pytest
+import ray  # the test extra installs it: a missing Ray is an error, not a skip
 
-ray = pytest.importorskip("ray")
-
-from plr_gym import LevelBuffer, LevelSampler  # noqa: E402
-from plr_gym.checkpoint import checkpoint_files, write_checkpoint_dir  # noqa: E402
-from plr_gym.distributed import (  # noqa: E402
+from plr_gym import LevelBuffer, LevelSampler
+from plr_gym.checkpoint import checkpoint_files, write_checkpoint_dir
+from plr_gym.distributed import (
     REMOTE_FILE,
     LevelSourceActor,
     LevelSourceUnavailable,
     RemoteLevelSource,
     host_level_source,
 )
-from plr_gym.source import BufferLevelSource, LevelSource  # noqa: E402
+from plr_gym.source import BufferLevelSource, LevelSource
 
 
 @pytest.fixture(scope="module")
@@ -278,7 +277,6 @@ def test_hosted_buffer_source_plans_rollouts(local_ray: None) -> None:
 
 # ------------------------------------------------------------------------------------------- SB3, pickling
 def test_sb3_ppo_with_a_remote_source(local_ray: None, tmp_path: Path) -> None:
-    pytest.importorskip("minigrid")
     from minigrid.wrappers import FlatObsWrapper
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
@@ -306,7 +304,6 @@ def test_sb3_ppo_with_a_remote_source(local_ray: None, tmp_path: Path) -> None:
 
 
 def test_gymnasium_vector_wrapper_with_a_remote_source(local_ray: None) -> None:
-    pytest.importorskip("minigrid")
     import gymnasium as gym
     from minigrid.wrappers import ImgObsWrapper
 

@@ -12,23 +12,21 @@ from __future__ import annotations
 
 import os
 
+import gymnasium as gym
+import minigrid  # noqa: F401  (the test extra installs it, RLlib and Ray: a missing one is an error)
 import numpy as np
 import pytest
+import ray
+import ray.rllib
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.evaluation.postprocessing import Postprocessing
 
-ray = pytest.importorskip("ray")
-pytest.importorskip("ray.rllib")
-pytest.importorskip("minigrid")
-
-import gymnasium as gym  # noqa: E402
-from ray.rllib.algorithms.ppo import PPOConfig  # noqa: E402
-from ray.rllib.connectors.connector_v2 import ConnectorV2  # noqa: E402
-from ray.rllib.core import DEFAULT_MODULE_ID  # noqa: E402
-from ray.rllib.core.columns import Columns  # noqa: E402
-from ray.rllib.evaluation.postprocessing import Postprocessing  # noqa: E402
-
-from plr_gym import LevelSampler  # noqa: E402
-from plr_gym.distributed import RemoteLevelSource, host_level_source  # noqa: E402
-from plr_gym.rllib import (  # noqa: E402
+from plr_gym import LevelSampler
+from plr_gym.distributed import RemoteLevelSource, host_level_source
+from plr_gym.rllib import (
     PLREnv,
     PLREnvCreator,
     PLRPPOTorchLearner,
@@ -120,7 +118,6 @@ class RecordingClient(RemoteLevelSource):
 
 
 def make_doorkey(env_config):
-    import minigrid  # noqa: F401  (registers the envs in the env runner's process)
     from gymnasium.wrappers import DtypeObservation, FlattenObservation
     from minigrid.wrappers import ImgObsWrapper
 

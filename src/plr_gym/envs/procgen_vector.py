@@ -518,7 +518,9 @@ class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
         return self._batch.get_state(index)
 
     def close_extras(self, **kwargs: Any) -> None:
-        self._batch.close()
+        batch = getattr(self, "_batch", None)  # None: the constructor refused its arguments
+        if batch is not None:
+            batch.close()
 
     def __repr__(self) -> str:
         mode = self._batch.distribution_mode
