@@ -320,9 +320,10 @@ class BufferLevelSource:
             raise ValueError(f"progress must be a number in [0, 1], got {progress!r}")
 
     def discard_unplayed(self) -> None:
-        """Forget the open plan without closing it (no mutation, no mode change): the next
-        :meth:`begin_rollout` plans afresh, e.g. from a buffer just restored from a checkpoint. Call it
-        only when the plan's levels were not played (PLRCallback does, right after ``learn()``'s reset)."""
+        """Forget the open plan without closing it (no ACCEL children; ``rollout_mode`` is ``"none"``
+        again): the next :meth:`begin_rollout` plans afresh, e.g. from a buffer just restored from a
+        checkpoint. Call it only when the plan's levels were not played (PLRCallback does, right after
+        ``learn()``'s reset)."""
         if self._open:
             self._mode, self._open, self.assigned, self.replayed = "none", False, [], []
 
