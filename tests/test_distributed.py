@@ -183,11 +183,25 @@ def test_killed_actor_restarts_from_its_checkpoint_without_double_counting(
     assert int(client.state_dict()["outcomes"].sum()) == 16
 
 
+def _wait_until_dead(actor: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=1.0)
+        except ray.exceptions.RayActorError:
+            return
+        except ray.exceptions.GetTimeoutError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"the actor was killed but still answers after {timeout} s")
+
+
 def test_dead_actor_gives_a_clear_error(local_ray: None) -> None:
     actor = host_level_source(sampler(), max_restarts=0)
     client = RemoteLevelSource(actor, prefetch=0, retry_timeout=0.5)
     client.next_levels(np.arange(2))
     ray.kill(actor)
+    _wait_until_dead(actor)  # ray.kill is asynchronous: under load a call could still reach the actor
     with pytest.raises(LevelSourceUnavailable, match="dead and will not restart"):
         client.next_levels(np.arange(2))
     restartable = RemoteLevelSource(actor, prefetch=0, retry_timeout=0.5)

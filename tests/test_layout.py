@@ -132,3 +132,43 @@ def test_submodules_are_attributes_of_the_lazy_package() -> None:
         "                  plr_gym.replay.PERDQN.__name__]))"
     )
     assert out == ["LevelWrapper", "plr_gym.callbacks", "PERDQN"]  # type: ignore[comparison-overlap]
+
+
+def test_sb3_wrapper_scores_the_steps_it_played() -> None:
+    """PLRCallback hands the rollout arrays to the wrapper, which adds the level of every step it played."""
+    from minigrid.wrappers import FlatObsWrapper
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from plr_gym import EpisodeScorer, LevelWrapper, PrioritizedLevelReplay
+
+    venv = make_vec_env(
+        "MiniGrid-Empty-5x5-v0",
+        n_envs=2,
+        wrapper_class=lambda e: LevelWrapper(FlatObsWrapper(e)),
+        env_kwargs={"max_steps": 3},
+    )
+    venv = PrioritizedLevelReplay(venv, levels=range(6), seed=0)
+    venv.reset()
+    played, starts, dones = [], [np.ones(2, dtype=bool)], []
+    for _ in range(7):
+        _, _, done, infos = venv.step(np.zeros(2, dtype=np.int64))
+        played.append([info["level"] for info in infos])
+        starts.append(done.copy())
+        dones.append(done)
+    assert venv.sampler is not None
+    scorer = EpisodeScorer(venv.sampler, n_envs=2, strategy="value_l1")
+    arrays = {
+        "episode_starts": np.array(starts[:7], dtype=np.float32),
+        "dones": dones[-1],
+        "rewards": np.zeros((7, 2)),
+        "values": np.zeros((7, 2)),
+        "advantages": np.tile(np.arange(1.0, 8.0)[:, None], (1, 2)),
+    }
+    with pytest.raises(ValueError, match="8 rows of rollout data but only 7 steps"):
+        venv.score_rollout(scorer, **{**arrays, "episode_starts": np.ones((8, 2), dtype=np.float32)})
+    reported = venv.score_rollout(scorer, **arrays)
+    # max_steps=3: every env ends an episode at steps 3 and 6 (mean |A| = 2 and 5), on the levels it played
+    expected = [(played[2][0], 2.0), (played[2][1], 2.0), (played[5][0], 5.0), (played[5][1], 5.0)]
+    assert sorted(reported) == sorted(expected)
+    assert venv.score_rollout(None) == [] and len(venv._level_log) == 0
+    venv.close()

@@ -175,7 +175,6 @@ class PLRCallback(BaseCallback):
         self.resume_from = None if resume_from is None else Path(resume_from)
         self.wrapper: Any = None
         self.scorer: EpisodeScorer | None = None
-        self._levels: np.ndarray[Any, Any] | None = None
         self._raw_rewards: np.ndarray[Any, Any] | None = None
         # what the rollout buffer's compute_returns_and_advantage received: (last_values, dones)
         self._bootstrap: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None = None
@@ -217,7 +216,6 @@ class PLRCallback(BaseCallback):
                 partial_episodes=self.partial_episodes,
             )
         n_steps = int(self.model.n_steps)
-        self._levels = np.zeros((n_steps, n_envs), dtype=self.wrapper.step_levels.dtype)
         if info.outcome:
             self._successes = np.full((n_steps, n_envs), np.nan)
         self._raw_rewards = np.zeros((n_steps, n_envs), dtype=np.float64)
@@ -283,9 +281,8 @@ class PLRCallback(BaseCallback):
             self.logger.record("plr/skipped_update", 1)
 
     def _on_step(self) -> bool:
-        assert self._levels is not None and self._raw_rewards is not None
-        if self._step < self._levels.shape[0]:
-            self._levels[self._step] = self.wrapper.step_levels
+        assert self._raw_rewards is not None
+        if self._step < self._raw_rewards.shape[0]:
             if self._successes is not None:
                 row = self._successes[self._step]
                 row[:] = np.nan
@@ -300,7 +297,6 @@ class PLRCallback(BaseCallback):
         return True
 
     def _on_rollout_end(self) -> None:
-        assert self._levels is not None
         buffer = self.model.rollout_buffer  # type: ignore[attr-defined]
         if self._step != buffer.buffer_size or not buffer.full:
             raise RuntimeError(
@@ -308,7 +304,9 @@ class PLRCallback(BaseCallback):
                 "the callback skipped for some steps (by a parent callback that does not forward on_step)?"
             )
         reported: list[tuple[Any, float]] = []
-        if self.scorer is not None:
+        if self.scorer is None:
+            self.wrapper.score_rollout(None)  # nothing to score: the wrapper forgets the steps' levels
+        else:
             extra: dict[str, Any] = {}
             if self.scorer.needs_policy:
                 extra = self._policy_outputs(buffer)
@@ -319,8 +317,9 @@ class PLRCallback(BaseCallback):
                     "on_rollout_end, so the bootstrap value V(s_T) of the rollout is unknown"
                 )
             last_values, dones = self._bootstrap
-            reported = self.scorer.process_rollout(
-                levels=self._levels,
+            # the wrapper knows each step's level and hands the arrays to the scorer with them
+            reported = self.wrapper.score_rollout(
+                self.scorer,
                 episode_starts=buffer.episode_starts,
                 dones=dones,
                 rewards=buffer.rewards,

@@ -8,6 +8,7 @@ boundaries; the sampler stays in the main process.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,10 +20,14 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepR
 from plr_gym._levels import level_key
 from plr_gym.level_buffer import LevelBuffer
 from plr_gym.sampler import LevelSampler
+from plr_gym.scoring import EpisodeScorer
 from plr_gym.source import LevelSource, ScoreWatch, make_level_source
 from plr_gym.wrappers.level import LevelWrapper
 
 __all__ = ["PrioritizedLevelReplay"]
+
+#: Steps whose levels are kept for score_rollout (a rollout may not be longer).
+_MAX_LOGGED_STEPS = 1 << 16
 
 # What a SubprocVecEnv pipe raises when the worker process on its other end has died.
 _WORKER_DEATH = (EOFError, ConnectionError)
@@ -137,6 +142,8 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         self._next: npt.NDArray[Any] = np.zeros(n, dtype=dtype)
         self._step_levels: npt.NDArray[Any] = np.zeros(n, dtype=dtype)
         self._user_options: list[dict[str, Any]] = [{} for _ in range(n)]
+        # the level of every step since the last reset or score_rollout, for the scorer
+        self._level_log: deque[npt.NDArray[Any]] = deque(maxlen=_MAX_LOGGED_STEPS)
         self._needs_reset = True  # before the first reset, and after anything raised mid-step
         self.steps_since_reset = 0
         self._score_watch = ScoreWatch(
@@ -237,6 +244,7 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         self.reset_infos = self.venv.reset_infos
         self._needs_reset = False
         self.steps_since_reset = 0
+        self._level_log.clear()  # episodes before a reset never continue after it
         return obs
 
     def step_async(self, actions: npt.NDArray[Any]) -> None:
@@ -256,6 +264,7 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         try:
             obs, rewards, dones, infos = self.venv.step_wait()
             self._step_levels[:] = self._current
+            self._level_log.append(self._step_levels.copy())
             self.steps_since_reset += 1
             done = np.flatnonzero(dones)
             self._score_watch.step(done.size, self.source)
@@ -279,6 +288,33 @@ class PrioritizedLevelReplay(VecEnvWrapper):
             _shutdown_workers(venv)
             return
         venv.close()
+
+    # ------------------------------------------------------------------ scoring
+    def score_rollout(self, scorer: EpisodeScorer | None, **arrays: Any) -> list[tuple[Any, float]]:
+        """Score the rollout just collected: ``scorer.process_rollout(levels=..., **arrays)`` with the level
+        of each of the last ``n_steps`` steps as this wrapper played it (``n_steps`` = the rows of
+        ``arrays["episode_starts"]``); the scorer reports the completed episodes to the level source.
+
+        :class:`~plr_gym.PLRCallback` calls it at the end of every rollout with the rollout buffer's arrays
+        (``None`` for a strategy that needs no scores: the steps are only forgotten).
+
+        :return: the ``(level, score)`` pairs reported.
+        :raises ValueError: if the arrays have more rows than steps were taken since the last reset or
+            report (nothing is consumed then).
+        """
+        if scorer is None:
+            self._level_log.clear()
+            return []
+        n_steps = int(np.shape(arrays["episode_starts"])[0])
+        if n_steps > len(self._level_log):
+            raise ValueError(
+                f"score_rollout got {n_steps} rows of rollout data but only {len(self._level_log)} steps "
+                "were taken since the last reset or report"
+            )
+        rows = list(self._level_log)[len(self._level_log) - n_steps :]
+        reported = scorer.process_rollout(levels=np.stack(rows), **arrays)
+        self._level_log.clear()  # only once the report was accepted
+        return reported
 
     # ------------------------------------------------------------------ the level source
     @property
