@@ -314,6 +314,7 @@ class OffPolicyPLRCallback(BaseCallback):
         report_progress(self.source, self.model, self.total_timesteps)
 
     def _on_rollout_end(self) -> None:
+        self.wrapper.score_rollout(None)  # episodes are scored from the replay buffer: drop the step log
         if not self.scoring:
             return
         scored = self.flush()
