@@ -70,10 +70,11 @@ def find_plr_wrapper(env: VecEnv | None) -> Any:
 class PLRCallback(BaseCallback):
     """Scores every completed episode from the rollout buffer and reports it to the PLR sampler.
 
-    The callback records ``infos[i]["level"]`` at every step and, at the end of each rollout (when SB3
-    has computed returns and advantages), hands the rollout buffer's arrays to an
-    :class:`~plr_gym.scoring.EpisodeScorer` using the sampler's ``strategy`` and the algorithm's
-    ``gamma``. Works with PPO, A2C and sb3-contrib's RecurrentPPO and MaskablePPO.
+    At the end of each rollout (when SB3 has computed returns and advantages) the callback hands the
+    rollout buffer's arrays to the wrapper's :meth:`~plr_gym.PrioritizedLevelReplay.score_rollout`, which
+    adds the level of every step and runs an :class:`~plr_gym.scoring.EpisodeScorer` with the level
+    source's ``strategy`` and the algorithm's ``gamma``. Works with PPO, A2C and sb3-contrib's
+    RecurrentPPO and MaskablePPO.
 
     Strategies and action spaces: ``value_l1``, ``positive_value_loss``, ``gae``, ``max_mc``,
     ``one_step_td_error`` and callables work with every action space. ``policy_entropy`` uses the
