@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 import reliability_objects as ro
+from conftest import run_cli
 from plr_gym import LevelBuffer, LevelSampler, LevelWrapper, PLRCallback
 from plr_gym._levels import save_values
 from plr_gym.checkpoint import CURRENT_LINK, load_npz, save_npz
@@ -912,31 +913,20 @@ def test_evaluate_levels_refuses_float_levels() -> None:
     venv.close()
 
 
-def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    from plr_gym.cli import main
-
-    try:
-        code = main(args)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_cli_bad_input_exits_with_code_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "file").write_text("x")
     out_below_file = str(tmp_path / "file" / "run")
-    code, _, err = _cli(
+    code, _, err = run_cli(
         ["train", "MiniGrid-Empty-5x5-v0", "--timesteps", "64", "--out", out_below_file], capsys
     )
     assert code == 2 and "--out" in err
-    code, _, err = _cli(["evaluate", str(tmp_path), "--levels", "0:100000000000"], capsys)
+    code, _, err = run_cli(["evaluate", str(tmp_path), "--levels", "0:100000000000"], capsys)
     assert code == 2 and "at most" in err
     run = tmp_path / "run"
     run.mkdir()
     (run / "model.zip").write_bytes(b"PK")
     (run / "config.json").write_text("{not json")
-    code, _, err = _cli(["evaluate", str(run)], capsys)
+    code, _, err = run_cli(["evaluate", str(run)], capsys)
     assert code == 2 and "not valid JSON" in err
 
 
@@ -972,7 +962,7 @@ def test_cli_failed_train_leaves_no_config_json(tmp_path: Path, monkeypatch: pyt
 
 
 def test_cli_evaluate_help_says_model_files_are_code(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _cli(["evaluate", "--help"], capsys)
+    code, out, _ = run_cli(["evaluate", "--help"], capsys)
     assert code == 0
     assert "trusted source" in " ".join(out.split())
 

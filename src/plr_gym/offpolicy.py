@@ -59,14 +59,8 @@ from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.type_aliases import TensorDict
 
 from plr_gym.callbacks import _check_total_timesteps, find_plr_wrapper, report_progress
-from plr_gym.replay.td_error import td_errors
+from plr_gym.replay.td_error import _QRDQN, td_errors
 from plr_gym.scoring import STRATEGY_SPECS
-
-_QRDQN: type[OffPolicyAlgorithm] | None
-try:
-    from sb3_contrib import QRDQN as _QRDQN
-except ImportError:  # pragma: no cover - sb3-contrib is optional
-    _QRDQN = None
 
 __all__ = [
     "OFF_POLICY_STRATEGIES",
