@@ -215,6 +215,20 @@ def test_level_precedence_and_contract() -> None:
         envs.step(np.array([0, 15, 0]))
     with pytest.raises(AttributeError, match="only 'next_level' can be set"):
         envs.set_attr("level", 3)
+    # a whole queue is checked before any of it is taken (int arrays at once, other values one by one)
+    envs.set_attr("next_level", np.array([5, 6, 7]))
+    for bad, error, match in (
+        (np.array([1, -2, 3]), ValueError, "next_level must be in .* got -2"),
+        ([1, 2, 2**31], ValueError, "next_level must be in .* got 2147483648"),
+        ([1, 2.0, 3], TypeError, "next_level must be an int level id .* got 2.0"),
+        ([1, True, 3], TypeError, "got True"),
+        (np.array([1.0, 2.0, 3.0]), TypeError, "got 1.0"),
+    ):
+        with pytest.raises(error, match=match):
+            envs.set_attr("next_level", bad)
+        assert envs.get_attr("next_level") == (5, 6, 7)
+    envs.set_attr("next_level", np.array([1, 2, 3], dtype=np.uint8))
+    assert envs.get_attr("next_level") == (1, 2, 3) and all(type(v) is int for v in envs.get_attr("next_level"))
     envs.close()
     with pytest.raises(RuntimeError, match="closed"):
         envs.step(np.zeros(3, dtype=np.int64))

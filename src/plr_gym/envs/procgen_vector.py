@@ -36,6 +36,7 @@ from plr_gym.envs.procgen import (
     _MAX_STATE_BYTES,
     _NUM_ACTIONS,
     _OBS_SHAPE,
+    MAX_LEVEL,
     ProcgenLevelEnv,
     _check_count,
     _check_level,
@@ -43,6 +44,9 @@ from plr_gym.envs.procgen import (
 )
 
 __all__ = ["ProcgenVectorEnv"]
+
+_NONE_ENDED = np.zeros(0, dtype=np.intp)
+_NONE_ENDED.flags.writeable = False
 
 #: Per-env attributes and methods of the ``LevelWrapper`` contract that the batched envs expose.
 LEVEL_ATTRIBUTES = ("level", "next_level", "set_next_level")
@@ -123,6 +127,7 @@ class ProcgenBatch:
         )
         self._state_buffer = bytearray(_MAX_STATE_BYTES)
         self._state_cbuffer = cffi.FFI().from_buffer(self._state_buffer)
+        self._bind_buffers()
         n = self.num_envs
         self.current = np.zeros(n, dtype=np.int64)  # level of each env's current episode
         self.queued: list[int | None] = [None] * n  # next_level of each env (LevelWrapper semantics)
@@ -149,10 +154,10 @@ class ProcgenBatch:
         """Put the games ``indices`` into the initial states of ``levels`` (no other game is touched)."""
         if self.closed:
             raise RuntimeError("the environment is closed")
-        call = self._gym3.call_c_func
+        set_state, handle = self._lib.set_state, self._handle
         for i, level in zip(indices, levels):
             state = self.levels._level_state(level)
-            call("set_state", i, state, len(state))
+            set_state(handle, i, state, len(state))
             self.current[i] = level
             self.elapsed[i] = 0
 
@@ -160,10 +165,9 @@ class ProcgenBatch:
         """Start the envs ``indices`` on ``levels``; returns every env's latest frame (a copy)."""
         self.needs_reset = True
         self.load(indices, levels)
-        _, ob, _ = self._gym3.observe()
-        rgb = ob["rgb"]
+        self._lib.libenv_observe(self._handle)
         index = np.asarray(indices, dtype=np.intp)
-        self.frames[index] = rgb[index]
+        self.frames[index] = self._raw_rgb[index]
         self.needs_reset = False
         return self.frames.copy()
 
@@ -184,66 +188,88 @@ class ProcgenBatch:
         self.needs_reset = True
         timeout = self.max_episode_steps
         elapsed = self.elapsed
-        for i in np.flatnonzero(elapsed >= timeout - 1).tolist():
-            self._extend_time_limit(i)
-        self._gym3.act(actions)
-        rewards, ob, first = self._gym3.observe()
+        if elapsed.max() >= timeout - 1:
+            for i in np.flatnonzero(elapsed >= timeout - 1).tolist():
+                self._extend_time_limit(i)
+        # gym3's act()/observe() around the same two C calls, without their checks and dict copies
+        self._raw_action[:] = actions
+        self._lib.libenv_act(self._handle)
+        self._lib.libenv_observe(self._handle)
+        obs = self._raw_rgb.copy()
+        rewards = self._raw_reward.copy()
+        terminated = self._raw_first.copy()
         elapsed += 1
-        rgb = ob["rgb"]
-        terminated = first.astype(bool)
         truncated = elapsed >= timeout
         ended_mask = terminated | truncated
         step_levels = self.current.copy()
         level_complete = np.zeros(self.num_envs, dtype=bool)
-        ended = np.flatnonzero(ended_mask)
-        if ended.size == 0:
-            np.copyto(self.frames, rgb)  # kept for the final observation of an episode that ends next
+        if not ended_mask.any():
+            np.copyto(self.frames, obs)  # kept for the final observation of an episode that ends next
             self.needs_reset = False
-            return rgb, rewards, terminated, truncated, level_complete, step_levels, ended, None
+            return obs, rewards, terminated, truncated, level_complete, step_levels, _NONE_ENDED, None
         term = np.flatnonzero(terminated)
         if term.size:
             # Procgen already reset these games: keep the last frame of the ended episode (its final
             # observation) instead of the next episode's first frame, as ProcgenLevelEnv does.
-            rgb[term] = self.frames[term]
-            level_complete[term] = self._level_complete(term)
-        final_obs = rgb[ended]
+            obs[term] = self.frames[term]
+            level_complete[term] = self._raw_complete[term] != 0
+        ended = np.flatnonzero(ended_mask)
+        final_obs = obs[ended]
         ended_list = ended.tolist()
         self.load(ended_list, [self.choose(i, None, None) for i in ended_list])
-        rgb[ended] = self._first_frames(ended)
-        np.copyto(self.frames, rgb)
+        obs[ended] = self._raw_rgb[ended]  # set_state rendered each loaded game's first frame there
+        np.copyto(self.frames, obs)
         self.needs_reset = False
-        return rgb, rewards, terminated, truncated, level_complete, step_levels, ended, final_obs
+        return obs, rewards, terminated, truncated, level_complete, step_levels, ended, final_obs
 
-    def _first_frames(self, indices: npt.NDArray[np.intp]) -> npt.NDArray[np.uint8]:
-        """The frames of the games ``indices`` right after :meth:`load` (``set_state`` renders them)."""
-        raw = getattr(self._gym3, "_ob", None)  # gym3's observation buffers, written by set_state
-        if isinstance(raw, dict) and isinstance(raw.get("rgb"), np.ndarray):
-            frames: npt.NDArray[np.uint8] = raw["rgb"][indices]
-            return frames
-        _, ob, _ = self._gym3.observe()
-        frames = ob["rgb"][indices]
-        return frames
+    def _bind_buffers(self) -> None:
+        """Bind gym3's C library, env handle and the buffers Procgen reads actions from and writes to.
 
-    def _level_complete(self, indices: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
-        """Procgen's ``prev_level_complete`` of the games ``indices`` after the latest ``observe``."""
-        raw = getattr(self._gym3, "_info", None)  # gym3's info buffers, filled by observe
-        if isinstance(raw, dict) and isinstance(raw.get("prev_level_complete"), np.ndarray):
-            complete: npt.NDArray[np.bool_] = raw["prev_level_complete"][indices].astype(bool)
-            return complete
-        info = self._gym3.get_info()
-        return np.array([bool(info[i]["prev_level_complete"]) for i in indices.tolist()], dtype=bool)
+        ``ProcgenGym3Env`` is gym3's ``libenv`` ``CEnv``: ``act``/``observe`` are the C calls ``libenv_act``/
+        ``libenv_observe`` around these buffers plus argument checks and copies of every buffer; stepping
+        calls the C functions directly and copies only what it returns (gym3 0.3.x).
+        """
+        env = self._gym3
+        try:
+            lib, handle = env._c_lib, env._c_env
+            action, rgb = env._ac["action"], env._ob["rgb"]
+            reward, first = env._rew, env._first
+            complete = env._info["prev_level_complete"]
+            for function in ("libenv_act", "libenv_observe", "get_state", "set_state"):
+                getattr(lib, function)
+        except (AttributeError, KeyError, TypeError) as exc:
+            raise RuntimeError(
+                "plr_gym's batched Procgen env needs gym3's libenv CEnv (gym3 0.3.x) under "
+                f"procgen.ProcgenGym3Env; the installed one differs ({exc!r})"
+            ) from exc
+        n = self.num_envs
+        expected = {
+            "action": (action, (n,), np.int32),
+            "rgb": (rgb, (n, *_OBS_SHAPE), np.uint8),
+            "reward": (reward, (n,), np.float32),
+            "first": (first, (n,), np.bool_),
+            "prev_level_complete": (complete, (n,), np.uint8),
+        }
+        for name, (buffer, shape, dtype) in expected.items():
+            if not isinstance(buffer, np.ndarray) or buffer.shape != shape or buffer.dtype != dtype:
+                raise RuntimeError(
+                    f"plr_gym's batched Procgen env expects gym3's {name!r} buffer as a {np.dtype(dtype)} "
+                    f"array of shape {shape}, got {buffer!r:.80}"
+                )
+        self._lib, self._handle = lib, handle
+        self._raw_action, self._raw_rgb = action, rgb
+        self._raw_reward, self._raw_first, self._raw_complete = reward, first, complete
 
     def _extend_time_limit(self, i: int) -> None:
         """Raise game ``i``'s time limit by one step so that Procgen does not reset it in the next step."""
-        call = self._gym3.call_c_func
-        size = call("get_state", i, self._state_cbuffer, len(self._state_buffer))
+        size = self._lib.get_state(self._handle, i, self._state_cbuffer, len(self._state_buffer))
         out = bytearray(memoryview(self._state_buffer)[:size])
         _INT.pack_into(out, _layout(bytes(out), self.game).timeout, self.max_episode_steps + 1)
-        call("set_state", i, bytes(out), size)
+        self._lib.set_state(self._handle, i, bytes(out), size)
 
     def get_state(self, i: int) -> bytes:
         """Procgen's serialized state of game ``i`` (for tests and debugging)."""
-        size = self._gym3.call_c_func("get_state", i, self._state_cbuffer, len(self._state_buffer))
+        size = self._lib.get_state(self._handle, i, self._state_cbuffer, len(self._state_buffer))
         return bytes(memoryview(self._state_buffer)[:size])
 
     def close(self) -> None:
@@ -262,6 +288,14 @@ class ProcgenBatch:
 
     def set_next_level(self, i: int, level: object) -> None:
         self.queued[i] = _check_queued_level(level, "next_level")
+
+    def set_next_levels(self, levels: list[Any]) -> None:
+        """Queue ``levels[i]`` (an int level id, or ``None`` to clear) for every env ``i``; all are checked
+        before any is queued."""
+        if all(type(level) is int for level in levels) and 0 <= min(levels) and max(levels) <= MAX_LEVEL:
+            self.queued = list(levels)  # the common case (a list of valid Python ints), checked at once
+            return
+        self.queued = [_check_queued_level(level, "next_level") for level in levels]
 
 
 def check_actions(actions: Any, num_envs: int) -> npt.NDArray[np.int32]:
@@ -510,8 +544,7 @@ class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
             raise AttributeError(
                 f"only 'next_level' can be set on the sub-envs of {type(self).__name__}, got {name!r}"
             )
-        for i, level in enumerate(per_env(values, self.num_envs, "values")):
-            self._batch.set_next_level(i, level)
+        self._batch.set_next_levels(per_env(values, self.num_envs, "values"))
 
     def get_state(self, index: int) -> bytes:
         """Procgen's serialized state of env ``index``'s game (what ``ProcgenGym3Env.get_state`` returns)."""
