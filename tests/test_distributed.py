@@ -47,34 +47,51 @@ def assert_same_state(a: dict[str, Any], b: dict[str, Any]) -> None:
 # ------------------------------------------------------------------------------------------------ exactness
 def test_prefetch_serves_the_local_sequence_and_weights(local_ray: None) -> None:
     """With prefetch=1 a client serves exactly the levels the hosted sampler draws, in order; a local
-    sampler that draws when the actor drew (the client's queue) and gets the same scores holds the same
-    replay distribution and state."""
+    sampler that draws when the actor drew (the client's queue) and gets the same scores when the actor
+    got them (score pushes, each followed by the draw of the levels that ride on it) holds the same replay
+    distribution and state."""
     client = RemoteLevelSource(host_level_source(sampler()), prefetch=1, push_every=2)
     local = sampler()
     queue: list[int] = []  # the local mirror of the client's queue
     unpushed: list[tuple[np.ndarray, np.ndarray]] = []
     rng = np.random.default_rng(1)
-    for step in range(40):
-        envs = np.sort(rng.choice(4, size=int(rng.integers(1, 5)), replace=False))
-        before = client.levels_requested
-        served = client.next_levels(envs)
-        assert served.dtype == np.int64
-        queue.extend(local.sample(client.levels_requested - before).tolist())  # drawn when the actor did
-        expected, queue = queue[: envs.size], queue[envs.size :]
-        assert served.tolist() == expected, step
-        scores = rng.random(envs.size)
-        client.update_batch(served, scores)
-        unpushed.append((served, scores))
-        if len(unpushed) == 2:  # push_every=2: pushed now, applied by the actor after the draws above
+
+    def mirror(requested: int, topped_up: int, pushes: int) -> None:
+        """What the actor did during one client call: plain draws, then a push and its top-up draw."""
+        nonlocal unpushed
+        topped = client.levels_topped_up - topped_up
+        queue.extend(local.sample(client.levels_requested - requested - topped).tolist())
+        if client.pushes > pushes:
             for levels, batch_scores in unpushed:
                 local.update_batch(levels, batch_scores)
             unpushed = []
+        else:
+            assert not topped  # a top-up only rides on a push
+        queue.extend(local.sample(topped).tolist())
+
+    def counters() -> tuple[int, int, int]:
+        return client.levels_requested, client.levels_topped_up, client.pushes
+
+    for step in range(40):
+        envs = np.sort(rng.choice(4, size=int(rng.integers(1, 5)), replace=False))
+        before = counters()
+        served = client.next_levels(envs)
+        assert served.dtype == np.int64
+        mirror(*before)
+        expected, queue = queue[: envs.size], queue[envs.size :]
+        assert served.tolist() == expected, step
+        scores = rng.random(envs.size)
+        before = counters()
+        unpushed.append((served, scores))
+        client.update_batch(served, scores)
+        mirror(*before)
     client.flush()
     for levels, batch_scores in unpushed:
         local.update_batch(levels, batch_scores)
     np.testing.assert_array_equal(client.sample_weights(), local.sample_weights())
     assert_same_state(client.state_dict(), local.state_dict())
     assert client.actor_stats()["levels_served"] == local.num_samples
+    assert client.levels_topped_up == 82  # fixed seeds: levels that came with pushes, no extra round trip
 
 
 def test_prefetch_zero_is_exact(local_ray: None) -> None:

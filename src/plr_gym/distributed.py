@@ -253,8 +253,9 @@ class LevelSourceActor:
         self.source.set_progress(progress)
 
     # ------------------------------------------------------------------ scores
-    def push(self, client: str, seq: int, batches: Any) -> dict[str, Any]:
-        """Apply a client's score batches, each with the source's all-or-nothing ``update_batch``.
+    def push(self, client: str, seq: int, batches: Any, draw: int = 0) -> dict[str, Any]:
+        """Apply a client's score batches, each with the source's all-or-nothing ``update_batch``, then draw
+        ``draw`` levels for the client's queue (one round trip for both, as :meth:`draw` would).
 
         ``batches`` is a list of ``(levels, scores)`` or the same packed by :func:`pack_batches`.
 
@@ -262,8 +263,9 @@ class LevelSourceActor:
         Refused batches are returned as ``errors`` (``(index, exception)``), never raised: the actor
         stays up for the other clients.
 
-        :return: ``{"incarnation", "errors", "committed"}``; ``committed``: every push of this client up
-            to that number is held by the last checkpoint (or applied, without checkpoints).
+        :return: ``{"incarnation", "errors", "committed", "levels"}``; ``committed``: every push of this
+            client up to that number is held by the last checkpoint (or applied, without checkpoints);
+            ``levels``: the ``draw`` levels drawn after the scores were applied (``None`` if ``draw`` is 0).
         """
         batches = unpack_batches(batches)
         applied = self._applied.setdefault(str(client), _Applied())
@@ -292,7 +294,13 @@ class LevelSourceActor:
             ):
                 self.checkpoint()
         held = self._committed.get(str(client)) if self.checkpoint_dir is not None else applied
-        return {"incarnation": self.incarnation, "errors": errors, "committed": held.upto if held else 0}
+        levels = self.draw(draw)[1] if draw else None
+        return {
+            "incarnation": self.incarnation,
+            "errors": errors,
+            "committed": held.upto if held else 0,
+            "levels": levels,
+        }
 
     def _apply_joined(self, batches: list[tuple[Any, Any]]) -> int | None:
         """Apply several batches to a :class:`~plr_gym.LevelSampler` as one ``update_batch`` call (the
@@ -632,7 +640,11 @@ class RemoteLevelSource:
         self._errors: list[BaseException] = []
         self._scored = False
         self._progress: float | None = None  # the last progress sent
+        self._dtype: np.dtype[Any] | None = None  # the hosted source's level dtype, once known
+        self._plans: bool | None = None  # whether the hosted source plans rollouts, once known
         self.levels_requested = 0  # levels this client asked the actor to draw (queue included)
+        self.levels_topped_up = 0  # ... of which came with score pushes (drawn after their scores)
+        self.pushes = 0  # score pushes sent (resends after an actor restart not counted)
         self.blocking_calls = 0  # next_levels calls that had to wait for the actor
 
     # ------------------------------------------------------------------ pickling
@@ -759,12 +771,17 @@ class RemoteLevelSource:
 
     @property
     def level_dtype(self) -> np.dtype[Any]:
-        dtype: np.dtype[Any] = self.info["level_dtype"]
+        dtype = self._dtype
+        if dtype is None:
+            dtype = self._dtype = np.dtype(self.info["level_dtype"])
         return dtype
 
     @property
     def plans_rollouts(self) -> bool:
-        return bool(self.info["plans_rollouts"])
+        plans = self._plans
+        if plans is None:
+            plans = self._plans = bool(self.info["plans_rollouts"])
+        return plans
 
     @property
     def num_levels(self) -> int:
@@ -809,15 +826,25 @@ class RemoteLevelSource:
                 self._pull(n - len(pool) + target)
             self.blocking_calls += waited
         out = [pool.popleft() for _ in range(n)]
-        have = len(pool) + self._inflight
-        if have < target and target - have >= max(1, target // 2):
-            self._refill(target - have)
+        missing = self._missing()
+        if missing >= max(1, target // 2):
+            if self._pending:
+                self._push(top_up=True)  # the buffered scores ride along: one round trip for both
+            else:
+                self._refill(missing)
         return self._as_levels(out)
 
+    def _missing(self) -> int:
+        """Levels the queue (with the refills in flight) lacks to hold ``prefetch`` per env."""
+        if not self.prefetch or self.plans_rollouts:
+            return 0
+        return max(0, self.prefetch * self._n_envs - len(self._pool) - self._inflight)
+
     def _as_levels(self, levels: list[Any]) -> Any:
-        if self.level_dtype == np.dtype(object):
+        dtype = self.level_dtype
+        if dtype.kind == "O":
             return levels
-        return np.asarray(levels, dtype=self.level_dtype).reshape(len(levels))
+        return np.array(levels, dtype=dtype)
 
     def _refill(self, n: int) -> None:
         self.levels_requested += n
@@ -838,10 +865,14 @@ class RemoteLevelSource:
                     return waited
                 waited = True
             try:
-                incarnation, levels = ray.get(ref)
+                reply = ray.get(ref)
             except _GONE as exc:
                 self._recover(exc)  # drops the refills; the caller pulls what it lacks
                 return True
+            if isinstance(reply, dict):  # a push that also drew levels
+                incarnation, levels = reply["incarnation"], reply["levels"]
+            else:
+                incarnation, levels = reply
             self._refills.popleft()
             self._inflight -= n
             self._seen_incarnation(incarnation)
@@ -924,7 +955,7 @@ class RemoteLevelSource:
             values = np.array(scores, dtype=np.float64)  # a copy: the caller may reuse its array
         except (TypeError, ValueError) as exc:
             raise TypeError(f"{owner}: scores must be real numbers ({exc})") from exc
-        numeric = self.level_dtype != np.dtype(object)
+        numeric = self.level_dtype.kind != "O"
         if numeric:
             batch_levels: Any = np.asarray(levels if isinstance(levels, np.ndarray) else list(levels))
             if batch_levels.size and batch_levels.dtype.kind not in "iu":
@@ -953,11 +984,12 @@ class RemoteLevelSource:
         self._pending.append((batch_levels, values))
         self._calls += 1
         if self._calls >= self.push_every:
-            self._push()
-            self._check_pushes(block=False)
+            self._push(top_up=True)
+            self._check_pushes(block=False, keep=1)  # the push just sent cannot have been answered yet
 
-    def _push(self) -> None:
-        """Send the buffered batches (one non-blocking call)."""
+    def _push(self, top_up: bool = False) -> None:
+        """Send the buffered batches (one non-blocking call); with ``top_up``, the same call also draws
+        the levels the queue lacks (a refill that costs no extra round trip)."""
         self._calls = 0
         if not self._pending:
             return
@@ -965,11 +997,20 @@ class RemoteLevelSource:
         self._seq += 1
         self._log[self._seq] = batches
         packed = pack_batches(batches)
-        self._pushes.append((self._seq, self.actor.push.remote(self.client_id, self._seq, packed)))
+        draw = self._missing() if top_up else 0
+        ref = self.actor.push.remote(self.client_id, self._seq, packed, draw)
+        self._pushes.append((self._seq, ref))
+        self.pushes += 1
+        if draw:
+            self.levels_requested += draw
+            self.levels_topped_up += draw
+            self._refills.append((ref, draw))
+            self._inflight += draw
 
-    def _check_pushes(self, block: bool) -> None:
-        """Read the replies of finished pushes (all of them with ``block``); refusals are raised here."""
-        while self._pushes:
+    def _check_pushes(self, block: bool, keep: int = 0) -> None:
+        """Read the replies of finished pushes (all of them with ``block``; without, not the newest
+        ``keep``); refusals are raised here."""
+        while len(self._pushes) > keep:
             seq, ref = self._pushes[0]
             if not block:
                 ready, _ = ray.wait([ref], timeout=0)
