@@ -144,7 +144,7 @@ class SumTree:
         level = sums[first : 2 * first]
         prefix = np.cumsum(level)
         value = np.asarray(prefix_sums, dtype=np.float64)
-        node = np.searchsorted(prefix, value, side="right")
+        node = np.searchsorted(prefix, value, side="right").astype(np.int64, copy=False)
         np.minimum(node, first - 1, out=node)
         start = prefix.take(node)
         start -= level.take(node)  # prefix sum before the node
