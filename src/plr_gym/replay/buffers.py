@@ -450,7 +450,7 @@ class _PrioritizedBufferBase(ReplayBuffer):
         discounts: th.Tensor | None = None
         if self.n_steps == 1:
             last = slots
-            rewards = self._normalize_reward(rewards_f[slots].reshape(-1, 1), env)
+            rewards = self._normalize_reward(rewards_f.take(slots).reshape(-1, 1), env)
         else:
             steps = np.arange(self.n_steps)
             rows, envs = np.divmod(slots, self.n_envs)
@@ -464,25 +464,39 @@ class _PrioritizedBufferBase(ReplayBuffer):
             pows = self.gamma ** steps.astype(np.float64)
             rewards = (step_rewards * pows * mask).sum(axis=1, keepdims=True).astype(np.float32)
             last = window[np.arange(slots.size), k]
-            discounts = self.to_torch((self.gamma ** (k + 1.0)).reshape(-1, 1).astype(np.float32))
-        dones = (dones_f[last] * (1.0 - timeouts_f[last])).reshape(-1, 1)
-        actions = self.actions.reshape(self.capacity, self.action_dim)[slots]
+            discounts = self._own_tensor((self.gamma ** (k + 1.0)).reshape(-1, 1).astype(np.float32))
+        dones = dones_f.take(last)
+        timeouts = timeouts_f.take(last)
+        if timeouts.any():  # else dones * (1 - timeouts) == dones
+            dones *= 1.0 - timeouts
+        actions = self.actions.reshape(self.capacity, self.action_dim).take(slots, axis=0)
         return self._make_samples(
             observations=self._gather_obs(slots, False, env),
-            actions=self.to_torch(actions),
+            actions=self._own_tensor(actions),
             next_observations=self._gather_obs(last, True, env),
-            dones=self.to_torch(dones),
-            rewards=self.to_torch(np.asarray(rewards, dtype=np.float32)),
+            dones=self._own_tensor(dones.reshape(-1, 1)),
+            rewards=self._own_tensor(np.asarray(rewards, dtype=np.float32)),
             discounts=discounts,
-            weights=self.to_torch(weights.astype(np.float32).reshape(-1, 1)),
+            weights=self._own_tensor(weights.astype(np.float32).reshape(-1, 1)),
             indices=slots,
-            levels=self.levels.reshape(-1)[slots],
+            levels=self.levels.reshape(-1).take(slots),
         )
+
+    def _own_tensor(self, array: NDArray[Any]) -> th.Tensor:
+        """``to_torch`` for an array made for this batch alone (never a view of the storage): on the CPU
+        the tensor shares its memory instead of copying it."""
+        if self.device.type == "cpu" and array.flags.writeable:
+            try:
+                return th.from_numpy(array)
+            except TypeError:  # a dtype torch has no type for: let to_torch raise or convert
+                pass
+        return self.to_torch(array)
 
     def _gather_obs(self, slots: NDArray[np.int64], next_obs: bool, env: VecNormalize | None) -> Any:
         source = self.next_observations if next_obs else self.observations
-        data = source.reshape(self.capacity, *self.obs_shape)[slots]
-        return self.to_torch(np.asarray(self._normalize_obs(data, env)))
+        data = source.reshape(self.capacity, *self.obs_shape).take(slots, axis=0)
+        # `data` is a fresh array, and VecNormalize returns a new one: never a view of the storage.
+        return self._own_tensor(np.asarray(self._normalize_obs(data, env)))
 
     def _make_samples(
         self, **fields: Any
@@ -916,10 +930,14 @@ class PrioritizedDictReplayBuffer(_PrioritizedBufferBase, DictReplayBuffer):
 
     def _gather_obs(self, slots: NDArray[np.int64], next_obs: bool, env: VecNormalize | None) -> Any:
         source = self.next_observations if next_obs else self.observations
-        data = {key: arr.reshape(self.capacity, *self.obs_shape[key])[slots] for key, arr in source.items()}
+        data = {
+            key: arr.reshape(self.capacity, *self.obs_shape[key]).take(slots, axis=0)
+            for key, arr in source.items()
+        }
         normalized = self._normalize_obs(data, env)
         assert isinstance(normalized, dict)
-        return {key: self.to_torch(value) for key, value in normalized.items()}
+        # Fresh arrays (VecNormalize returns new ones): the tensors may share their memory.
+        return {key: self._own_tensor(np.asarray(value)) for key, value in normalized.items()}
 
     def _make_samples(
         self, **fields: Any

@@ -223,32 +223,39 @@ class ReplayPriorities:
             raise ValueError(
                 f"indices and priorities must have the same length, got {idx.size} and {prio.size}"
             )
-        if idx.size and not np.issubdtype(idx.dtype, np.integer):
+        if not idx.size:
+            self.samples_since_update = 0
+            return
+        if not np.issubdtype(idx.dtype, np.integer):
             raise ValueError(f"indices must be integers, got dtype {idx.dtype}")
-        if not np.all(np.isfinite(prio)):
-            raise ValueError(
-                f"priorities must be finite, got NaN or inf at positions {np.flatnonzero(~np.isfinite(prio))}"
-            )
-        if np.any(prio < 0):
+        # Two reductions check every priority: a NaN fails both comparisons, inf the second.
+        highest = prio.max()
+        if not (prio.min() >= 0.0 and highest < np.inf):
+            if not np.all(np.isfinite(prio)):
+                raise ValueError(
+                    "priorities must be finite, got NaN or inf at positions "
+                    f"{np.flatnonzero(~np.isfinite(prio))}"
+                )
             raise ValueError(
                 f"priorities must be >= 0, got negative values at positions {np.flatnonzero(prio < 0)}"
             )
         n_valid = rows * self.n_envs
-        if idx.size and (idx.min() < 0 or idx.max() >= n_valid):
+        low, high = idx.min(), idx.max()
+        if low < 0 or high >= n_valid:
             raise ValueError(
-                f"indices must point at stored transitions, in [0, {n_valid}); "
-                f"got range [{idx.min()}, {idx.max()}]"
+                f"indices must point at stored transitions, in [0, {n_valid}); got range [{low}, {high}]"
             )
         raw = prio + self.eps
         self.raw[idx] = raw
-        if raw.size:
-            self.max_priority = max(self.max_priority, float(raw.max()))
+        # Rounding is monotonic, so max(prio) + eps is exactly max(prio + eps).
+        self.max_priority = max(self.max_priority, float(highest + self.eps))
         self.tree.update(idx, self._leaf_values(raw))
         self.samples_since_update = 0
 
     def _leaf_values(self, raw: NDArray[np.float64]) -> NDArray[np.float64]:
         if self.prioritization == "proportional":
-            return np.asarray(raw**self.alpha, dtype=np.float64)
+            raw **= self.alpha  # in place: `raw` is update()'s temporary (same result as raw ** alpha)
+            return raw
         # Rank among the last sorted snapshot: 1 + number of snapshot priorities strictly above.
         snapshot = self.rank_snapshot
         ranks = 1 + snapshot.size - np.searchsorted(snapshot, raw, side="right")
@@ -322,12 +329,18 @@ class ReplayPriorities:
             prioritized = self.tree.find(self._stratified(batch_size - n_recent, self.tree.total))
         else:
             prioritized = self._sample_distinct(batch_size - n_recent, exclude=recent)
-        indices = np.concatenate([recent, prioritized]).astype(np.int64)
+        if n_recent == 0:  # find() returns a new int64 array: nothing to join
+            indices = np.asarray(prioritized, dtype=np.int64)
+        else:
+            indices = np.concatenate([recent, prioritized]).astype(np.int64)
         return indices, self._weights(indices, n_recent / batch_size, recent_slots, pos)
 
     def _stratified(self, count: int, total: float) -> NDArray[np.float64]:
         segment = total / count
-        return (np.arange(count) + self.rng.random(count)) * segment
+        values = self.rng.random(count)
+        values += np.arange(count)  # in place, as (arange + random) * segment
+        values *= segment
+        return values
 
     def _sample_distinct(self, count: int, exclude: NDArray[np.int64]) -> NDArray[np.int64]:
         """Stratified draws, redrawing duplicates from the mass that is left until ``count`` are distinct."""
@@ -370,14 +383,21 @@ class ReplayPriorities:
         total, min_leaf = self.tree.total, self.tree.min
         if recent_share >= 1.0:
             return np.ones(indices.size, dtype=np.float64)
-        prob = (1.0 - recent_share) * self.tree.get(indices) / total
-        if recent_share > 0.0:
+        if recent_share == 0.0:  # (1 - 0) * x is x: skip the products
+            prob = self.tree.get(indices)
+            prob /= total
+            p_min = min_leaf / total
+        else:
+            prob = (1.0 - recent_share) * self.tree.get(indices) / total
             # Mixture probability; the normaliser (1 - r) * p_min / total lower-bounds min_j P(j), so the
             # largest weight is at most 1 (exactly 1 unless the lowest-priority slot is also recent).
             age = (pos - 1 - indices // self.n_envs) % self.n_rows
             prob = prob + recent_share * (age < recent_slots // self.n_envs) / recent_slots
-        p_min = (1.0 - recent_share) * min_leaf / total
-        return np.asarray(np.minimum((p_min / prob) ** self._beta, 1.0), dtype=np.float64)
+            p_min = (1.0 - recent_share) * min_leaf / total
+        # In place, as np.minimum((p_min / prob) ** beta, 1.0).
+        weights = np.divide(p_min, prob, out=prob)
+        weights **= self._beta
+        return np.minimum(weights, 1.0, out=weights)
 
     # ------------------------------------------------------------------ state
 

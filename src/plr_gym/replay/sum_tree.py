@@ -144,23 +144,29 @@ class SumTree:
         level = sums[first : 2 * first]
         prefix = np.cumsum(level)
         value = np.asarray(prefix_sums, dtype=np.float64)
-        j = np.minimum(np.searchsorted(prefix, value, side="right"), first - 1)
-        value = np.maximum(value - (prefix[j] - level[j]), 0.0)
-        node = j + first
+        node = np.searchsorted(prefix, value, side="right").astype(np.int64, copy=False)
+        np.minimum(node, first - 1, out=node)
+        start = prefix.take(node)
+        start -= level.take(node)  # prefix sum before the node
+        value = value - start  # a new array: the caller's values are not changed
+        np.maximum(value, 0.0, out=value)
+        node += first
+        # Below: one level per step, in place (node = left child, +1 if the value lies right of it).
         for _ in range(self.depth - self._top):
-            node <<= 1
-            left = sums[node]
+            node += node
+            left = sums.take(node)
             go_right = value >= left
-            value -= left * go_right
-            node += go_right
-        leaves = node - self.size
+            left *= go_right
+            value -= left
+            node |= go_right
         # Rounding can walk past the last positive leaf of a subtree (never in exact arithmetic).
-        bad = sums[node] <= 0.0
+        bad = sums.take(node) <= 0.0
+        node -= self.size
         if bad.any():
-            leaves[bad] = self._find_guarded(
+            node[bad] = self._find_guarded(
                 np.minimum(np.asarray(prefix_sums, dtype=np.float64)[bad], self.total)
             )
-        return leaves
+        return node
 
     def _find_guarded(self, value: NDArray[np.float64]) -> NDArray[np.int64]:
         """Slow-path descent that never enters a subtree of mass 0."""
