@@ -8,9 +8,7 @@ Every sub-env ``i`` behaves exactly as ``LevelWrapper(ProcgenLevelEnv(game, ...)
 (or it is reset), game ``i`` is put into the initial state of its next level with Procgen's ``set_state``
 for that one game, the state :class:`~plr_gym.envs.ProcgenLevelEnv` computes for that level (shared LRU
 cache; see :mod:`plr_gym.envs.procgen`). So env ``i`` plays the same state bytes, observations and rewards as
-a single ``ProcgenLevelEnv`` on that level, and the other games are untouched. On a revisited level the step
-returns the level's first frame (cached) at once and ``set_state`` runs in a background thread until the
-next call into Procgen (``background_loads``), so the load overlaps with the caller's own work. Terminal observations,
+a single ``ProcgenLevelEnv`` on that level, and the other games are untouched. Terminal observations,
 truncation at Procgen's time limit (:attr:`ProcgenVectorEnv.max_episode_steps`), ``info["level"]`` and
 ``info["level_complete"]`` follow :class:`~plr_gym.envs.ProcgenLevelEnv`.
 
@@ -23,11 +21,7 @@ are (SB3: ``env_is_wrapped(LevelWrapper)`` is ``True`` for every sub-env).
 
 from __future__ import annotations
 
-import collections
 import numbers
-import queue
-import threading
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,7 +38,6 @@ from plr_gym.envs.procgen import (
     _OBS_SHAPE,
     MAX_LEVEL,
     ProcgenLevelEnv,
-    _check_bool,
     _check_count,
     _check_level,
     _layout,
@@ -72,61 +65,6 @@ def _check_queued_level(level: object, name: str) -> int | None:
     return _check_level(level, name)
 
 
-class _Loader:
-    """Loads games' next levels (``set_state``) in a background thread while the caller goes on.
-
-    ``set_state`` deserializes a level's start state and renders its first frame (≈0.1 ms per level, in
-    Procgen's C code, which cffi runs without the GIL). When the first frame of a level is already known, the
-    step that ends an episode returns it at once and leaves the ``set_state`` to this thread; every later call
-    into Procgen waits for it first (:meth:`wait`). At most one batch of loads is outstanding.
-    """
-
-    def __init__(self, set_state: Any, handle: Any) -> None:
-        self._set_state, self._handle = set_state, handle
-        self._jobs: queue.SimpleQueue[list[tuple[int, bytes]] | None] = queue.SimpleQueue()
-        self._done: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()
-        self._pending = False
-        self._thread = threading.Thread(target=self._run, name="plr_gym-procgen-loader", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            error: BaseException | None = None
-            try:
-                for i, state in job:
-                    self._set_state(self._handle, i, state, len(state))
-            except BaseException as exc:  # handed to the caller by wait()
-                error = exc
-            self._done.put(error)
-
-    def submit(self, job: list[tuple[int, bytes]]) -> None:
-        self.wait()
-        self._pending = True
-        self._jobs.put(job)
-
-    def wait(self) -> None:
-        """Block until the outstanding loads are done; re-raise their error, if any."""
-        if self._pending:
-            error = self._done.get()
-            self._pending = False
-            if error is not None:
-                raise error
-
-    def stop(self) -> None:
-        """Let the thread end once its outstanding loads are done (no waiting)."""
-        self._jobs.put(None)
-
-    def close(self) -> None:
-        try:
-            self.wait()
-        finally:
-            self.stop()
-            self._thread.join()
-
-
 class ProcgenBatch:
     """The engine shared by both faces: ``N`` Procgen games with exact per-episode level choice.
 
@@ -144,7 +82,6 @@ class ProcgenBatch:
         start_level: int = 0,
         level_cache_size: int = 1024,
         num_threads: int = 4,
-        background_loads: bool = True,
         center_agent: bool = True,
         use_backgrounds: bool = True,
         restrict_themes: bool = False,
@@ -199,16 +136,6 @@ class ProcgenBatch:
         self.rng = np.random.default_rng()
         self.needs_reset = True
         self.closed = False
-        # first frame of each recently loaded level (LRU, as the state cache): lets a step return a new
-        # episode's first frame before its game is loaded, so that the load can run in the background
-        self._first_frames: collections.OrderedDict[int, npt.NDArray[np.uint8]] = collections.OrderedDict()
-        self._frame_cache_size = level_cache_size
-        self.background_loads = _check_bool(background_loads, "background_loads")
-        self._loader: _Loader | None = None
-        self.background_starts = 0  # episodes started with the load left to the background thread
-        if background_loads and level_cache_size:
-            self._loader = _Loader(self._lib.set_state, self._handle)
-            weakref.finalize(self, self._loader.stop)  # a batch dropped without close() ends its thread
 
     # ------------------------------------------------------------------ levels
     def choose(self, i: int, seed: int | None, option: int | None) -> int:
@@ -227,45 +154,12 @@ class ProcgenBatch:
         """Put the games ``indices`` into the initial states of ``levels`` (no other game is touched)."""
         if self.closed:
             raise RuntimeError("the environment is closed")
-        self.wait()
         set_state, handle = self._lib.set_state, self._handle
         for i, level in zip(indices, levels):
             state = self.levels._level_state(level)
             set_state(handle, i, state, len(state))
             self.current[i] = level
             self.elapsed[i] = 0
-            self._remember_frame(level, self._raw_rgb[i])
-
-    def wait(self) -> None:
-        """Wait for the levels being loaded in the background (call before any other call into Procgen)."""
-        if self._loader is not None:
-            self._loader.wait()
-
-    def _remember_frame(self, level: int, frame: npt.NDArray[np.uint8]) -> None:
-        cache = self._first_frames
-        if level in cache:
-            cache.move_to_end(level)
-        elif self._frame_cache_size:
-            cache[level] = frame.copy()
-            if len(cache) > self._frame_cache_size:
-                cache.popitem(last=False)
-
-    def _start_in_background(self, indices: list[int], levels: list[int], obs: npt.NDArray[np.uint8]) -> bool:
-        """Start the envs ``indices`` on ``levels``, leaving the loads to the background thread, and write
-        their first frames into ``obs``; ``False`` (nothing done) if a first frame is not known yet."""
-        cache = self._first_frames
-        if self._loader is None or any(level not in cache for level in levels):
-            return False
-        job = []
-        for i, level in zip(indices, levels):
-            cache.move_to_end(level)
-            obs[i] = cache[level]
-            job.append((i, self.levels._level_state(level)))
-            self.current[i] = level
-            self.elapsed[i] = 0
-        self._loader.submit(job)
-        self.background_starts += len(job)
-        return True
 
     def reset(self, indices: Sequence[int], levels: Sequence[int]) -> npt.NDArray[np.uint8]:
         """Start the envs ``indices`` on ``levels``; returns every env's latest frame (a copy)."""
@@ -292,7 +186,6 @@ class ProcgenBatch:
         if self.needs_reset:
             raise RuntimeError("call reset() before step() (first use, or a previous call raised)")
         self.needs_reset = True
-        self.wait()
         timeout = self.max_episode_steps
         elapsed = self.elapsed
         if elapsed.max() >= timeout - 1:
@@ -323,10 +216,8 @@ class ProcgenBatch:
         ended = np.flatnonzero(ended_mask)
         final_obs = obs[ended]
         ended_list = ended.tolist()
-        levels = [self.choose(i, None, None) for i in ended_list]
-        if not self._start_in_background(ended_list, levels, obs):
-            self.load(ended_list, levels)
-            obs[ended] = self._raw_rgb[ended]  # set_state rendered each loaded game's first frame there
+        self.load(ended_list, [self.choose(i, None, None) for i in ended_list])
+        obs[ended] = self._raw_rgb[ended]  # set_state rendered each loaded game's first frame there
         np.copyto(self.frames, obs)
         self.needs_reset = False
         return obs, rewards, terminated, truncated, level_complete, step_levels, ended, final_obs
@@ -378,18 +269,13 @@ class ProcgenBatch:
 
     def get_state(self, i: int) -> bytes:
         """Procgen's serialized state of game ``i`` (for tests and debugging)."""
-        self.wait()
         size = self._lib.get_state(self._handle, i, self._state_cbuffer, len(self._state_buffer))
         return bytes(memoryview(self._state_buffer)[:size])
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            try:
-                if self._loader is not None:
-                    self._loader.close()
-            finally:
-                self._gym3.close()
+            self._gym3.close()
             self.levels.close()
 
     # ------------------------------------------------------------------ LevelWrapper contract
@@ -464,10 +350,6 @@ class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
     :param level_cache_size: initial states kept (LRU), shared by all envs (21–40 KB each); ``0`` disables
         the cache.
     :param num_threads: Procgen's stepping threads (its default, 4); ``0`` steps in the calling thread.
-    :param background_loads: load the level of a new episode (Procgen's ``set_state``, ≈0.1 ms) in a
-        background thread when its first frame is already known (a revisit within ``level_cache_size``):
-        the step returns at once and the load overlaps with your code until the next call into Procgen.
-        Observations are the same either way; ``False`` loads in the step (no extra thread).
     :param center_agent: Procgen option (default ``True``).
     :param use_backgrounds: Procgen option (default ``True``).
     :param restrict_themes: Procgen option (default ``False``).
@@ -505,7 +387,6 @@ class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
         start_level: int = 0,
         level_cache_size: int = 1024,
         num_threads: int = 4,
-        background_loads: bool = True,
         center_agent: bool = True,
         use_backgrounds: bool = True,
         restrict_themes: bool = False,
@@ -522,7 +403,6 @@ class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
             start_level=start_level,
             level_cache_size=level_cache_size,
             num_threads=num_threads,
-            background_loads=background_loads,
             center_agent=center_agent,
             use_backgrounds=use_backgrounds,
             restrict_themes=restrict_themes,
