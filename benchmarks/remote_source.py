@@ -29,19 +29,23 @@ Usage::
     python benchmarks/remote_source.py                       # C = 1, 8, 32, 128, 4 s per run
     python benchmarks/remote_source.py --quick               # C = 1, 2, 0.5 s per run (the test suite)
     python benchmarks/remote_source.py --clients 1,8,32 --no-syllabus
+    python benchmarks/remote_source.py --clients 32x4       # 128 clients: 32 processes × 4 threads
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import importlib.metadata
 import os
 import platform
 import shlex
 import sys
+import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -91,10 +95,13 @@ MAX_LATENCIES = 100_000  # per client and run
 # --------------------------------------------------------------------------------------------------
 @ray.remote(num_cpus=0)
 class Client:
-    """One client process: an env runner with ``n_envs`` envs whose episodes end at once."""
+    """One client process: ``threads`` env runners (one thread each, ``n_envs`` envs each) whose episodes
+    end at once. With ``threads`` > 1 each thread has its own ``RemoteLevelSource`` (a separate client of
+    the actor, as a separate process would be)."""
 
-    def __init__(self, n_envs: int) -> None:
+    def __init__(self, n_envs: int, threads: int = 1) -> None:
         self.n_envs = n_envs
+        self.threads = threads
         self.rng = np.random.default_rng(os.getpid())
 
     def pid(self) -> int:
@@ -112,27 +119,60 @@ class Client:
         """Connect to the host and get each env's first level (imports, queue fill); returns the seconds."""
         t0 = time.perf_counter()
         if system == OURS:
-            self.source: Any = target  # a RemoteLevelSource, unpickled here: this process's own client
-            self.current = [int(x) for x in self.source.next_levels(np.arange(self.n_envs))]
+            # a RemoteLevelSource, unpickled here: this process's own client; each copy is another client
+            self.sources: list[Any] = [target] + [copy.copy(target) for _ in range(self.threads - 1)]
+            self.currents = [
+                [int(x) for x in source.next_levels(np.arange(self.n_envs))] for source in self.sources
+            ]
         else:
             self.curriculum: Any = ray.get_actor(target)
-            self.current = [int(ray.get(self.curriculum.sample.remote())[0]) for _ in range(self.n_envs)]
+            self.currents = [
+                [int(ray.get(self.curriculum.sample.remote())[0]) for _ in range(self.n_envs)]
+                for _ in range(self.threads)
+            ]
         return time.perf_counter() - t0
+
+    def _in_threads(self, job: Callable[[int], dict[str, Any]]) -> list[dict[str, Any]]:
+        """``job(k)`` for every thread ``k`` (in this thread when there is one)."""
+        if self.threads == 1:
+            return [job(0)]
+        results: list[dict[str, Any]] = [{} for _ in range(self.threads)]
+
+        def run(k: int) -> None:
+            results[k] = job(k)
+
+        workers = [threading.Thread(target=run, args=(k,)) for k in range(self.threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        return results
 
     # ------------------------------------------------------------------ timed
     def resets(self, system: str, start: float, seconds: float) -> dict[str, Any]:
         """Episodes end back to back on the envs in turn: report the score, get the next level."""
-        lat = np.empty(MAX_LATENCIES, dtype=np.int64)
-        scores = self.rng.random(4096)
-        current, n_envs = self.current, self.n_envs
-        clock = time.perf_counter_ns
-        n = 0
         late = time.time() - start
         _wait_until(start)
         end = start + seconds
         cpu = time.process_time()
+        out = self._in_threads(lambda k: self._resets(system, k, end))
+        cpu = time.process_time() - cpu  # this process, all its threads (Ray's included)
+        return {
+            "resets": sum(o["resets"] for o in out),
+            "latency_ns": np.concatenate([o["latency_ns"] for o in out]),
+            "waited": sum(o["waited"] for o in out),
+            "late": late,
+            "cpu": cpu,
+        }
+
+    def _resets(self, system: str, k: int, end: float) -> dict[str, Any]:
+        lat = np.empty(MAX_LATENCIES, dtype=np.int64)
+        scores = np.random.default_rng([os.getpid(), k]).random(4096)
+        current, n_envs = self.currents[k], self.n_envs
+        clock = time.perf_counter_ns
+        n = 0
         if system == OURS:
-            source, envs = self.source, [np.array([i]) for i in range(n_envs)]
+            source, envs = self.sources[k], [np.array([i]) for i in range(n_envs)]
             while time.time() < end:
                 for e in range(n_envs):
                     t0 = clock()
@@ -157,24 +197,21 @@ class Client:
                         lat[n] = t1 - t0
                     n += 1
             waited = n
-        cpu = time.process_time() - cpu  # this process, Ray's threads included
-        return {
-            "resets": n,
-            "latency_ns": lat[: min(n, MAX_LATENCIES)],
-            "waited": waited,
-            "late": late,
-            "cpu": cpu,
-        }
+        return {"resets": n, "latency_ns": lat[: min(n, MAX_LATENCIES)], "waited": waited}
 
     def scores(self, system: str, start: float, seconds: float) -> dict[str, Any]:
         """Report scores as fast as possible, then wait until the actor has applied every one."""
-        scores = self.rng.random(4096)
-        levels = list(self.current)
-        n = 0
         _wait_until(start)
         end = start + seconds
+        out = self._in_threads(lambda k: self._scores(system, k, end))
+        return {"scores": sum(o["scores"] for o in out), "done": max(o["done"] for o in out)}
+
+    def _scores(self, system: str, k: int, end: float) -> dict[str, Any]:
+        scores = np.random.default_rng([os.getpid(), k, 1]).random(4096)
+        levels = list(self.currents[k])
+        n = 0
         if system == OURS:
-            source = self.source
+            source = self.sources[k]
             while time.time() < end:
                 for level in levels:
                     source.update_batch([level], scores[n % 4096 : n % 4096 + 1])
@@ -230,9 +267,14 @@ def host_syllabus(n_levels: int, n_clients: int, name: str) -> Any:
 # runs
 # --------------------------------------------------------------------------------------------------
 def run_one(
-    system: str, clients: list[Any], args: argparse.Namespace, tag: str, prefetch: int = 0
+    system: str,
+    clients: list[Any],
+    args: argparse.Namespace,
+    tag: str,
+    prefetch: int = 0,
+    threads: int = 1,
 ) -> dict[str, Any]:
-    c = len(clients)
+    c = len(clients) * threads  # clients: processes × client threads in each
     if system == OURS:
         actor = host_ours(args.levels, seed=0)
         target: Any = RemoteLevelSource(actor, prefetch=prefetch, push_every=args.push_every)
@@ -264,6 +306,7 @@ def run_one(
         "ours": system == OURS,
         "prefetch": prefetch,
         "clients": c,
+        "label": str(c) if threads == 1 else f"{c} ({len(clients)} processes × {threads} threads)",
         "levels_per_s": n_resets / args.seconds,
         "scores_per_s": n_scores / absorbed_s,
         "median_us": float(np.median(lat)),
@@ -288,7 +331,12 @@ def run_one(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="C = 1, 2, prefetch 16 only, 0.5 s per run")
-    parser.add_argument("--clients", default=None, help="comma-separated client counts (default 1,8,32,128)")
+    parser.add_argument(
+        "--clients",
+        default=None,
+        help="comma-separated client counts (default 1,8,32,128); PxT: P processes with T client threads "
+        "each (P*T clients; for counts whose processes do not fit in memory)",
+    )
     parser.add_argument("--envs", type=int, default=4, help="envs per client (default 4)")
     parser.add_argument("--levels", type=int, default=1000, help="levels in the sampler (default 1000)")
     parser.add_argument(
@@ -304,12 +352,15 @@ def main() -> None:
         help="skip client counts whose estimated memory exceeds this (default: 80%% of the machine's)",
     )
     args = parser.parse_args()
-    counts = [1, 2] if args.quick else [1, 8, 32, 128]
+    counts: list[tuple[int, int]] = [(1, 1), (2, 1)] if args.quick else [(1, 1), (8, 1), (32, 1), (128, 1)]
     prefetches = [int(x) for x in args.prefetch.split(",")]
     if args.quick and args.prefetch == parser.get_default("prefetch"):
         prefetches = prefetches[-1:]
     if args.clients:
-        counts = [int(x) for x in args.clients.split(",")]
+        counts = []
+        for item in args.clients.split(","):
+            processes, _, threads = item.partition("x")
+            counts.append((int(processes), int(threads or 1)))
     if args.seconds is None:
         args.seconds = 0.5 if args.quick else 4.0
     command = "python " + shlex.join(["benchmarks/remote_source.py", *sys.argv[1:]])
@@ -363,7 +414,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     skipped: list[str] = []
     rss_mb = 0.0
-    for c in counts:
+    for c, threads in counts:
         if rss_mb and c * rss_mb / 1024 > budget_gb:
             skipped.append(
                 f"C = {c} not run: {c} client processes of ~{rss_mb:.0f} MB each need "
@@ -371,16 +422,18 @@ def main() -> None:
                 f"{total_gb:.0f} GB machine"
             )
             continue
-        clients = [Client.remote(args.envs) for _ in range(c)]  # type: ignore[attr-defined]
+        clients = [Client.remote(args.envs, threads) for _ in range(c)]  # type: ignore[attr-defined]
         ray.get([cl.pid.remote() for cl in clients])
         rss_mb = max(ray.get([cl.rss_mb.remote() for cl in clients]))
         for prefetch in prefetches:
-            rows.append(run_one(OURS, clients, args, tag=str(c), prefetch=prefetch))
+            rows.append(
+                run_one(OURS, clients, args, tag=f"{c}x{threads}", prefetch=prefetch, threads=threads)
+            )
         if syllabus_note is None:
-            rows.append(run_one(THEIRS, clients, args, tag=str(c)))
+            rows.append(run_one(THEIRS, clients, args, tag=f"{c}x{threads}", threads=threads))
         for cl in clients:
             ray.kill(cl)
-        print(f"<!-- C = {c} done at {time.time() - t_start:.0f} s -->", flush=True)
+        print(f"<!-- C = {c}x{threads} done at {time.time() - t_start:.0f} s -->", flush=True)
 
     print()
     print(
@@ -390,7 +443,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['clients']} | {r['system']} | {r['levels_per_s']:,.0f} | {r['scores_per_s']:,.0f} | "
+            f"| {r['label']} | {r['system']} | {r['levels_per_s']:,.0f} | {r['scores_per_s']:,.0f} | "
             f"{r['median_us']:.1f} | {r['p99_us']:.0f} | {r['mean_us']:.1f} | {r['client_cpu_us']:.1f} | "
             f"{r['waited']:.1%} |"
         )
@@ -398,7 +451,7 @@ def main() -> None:
     for r in rows:
         if r["ours"]:
             print(
-                f"- {r['system']}, {r['clients']} clients: the actor used "
+                f"- {r['system']}, {r['label']} clients: the actor used "
                 f"{r['actor_us_per_reset']:.1f} µs CPU per reset (a level and a score) and "
                 f"{r['actor_us_per_score']:.1f} µs per score"
             )
