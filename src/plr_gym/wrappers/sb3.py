@@ -22,6 +22,7 @@ from plr_gym.level_buffer import LevelBuffer
 from plr_gym.sampler import LevelSampler
 from plr_gym.scoring import EpisodeScorer
 from plr_gym.source import LevelSource, ScoreWatch, make_level_source
+from plr_gym.wrappers._access import SourceAccess
 from plr_gym.wrappers.level import LevelWrapper
 
 __all__ = ["PrioritizedLevelReplay"]
@@ -33,7 +34,7 @@ _MAX_LOGGED_STEPS = 1 << 16
 _WORKER_DEATH = (EOFError, ConnectionError)
 
 
-class PrioritizedLevelReplay(VecEnvWrapper):
+class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
     """Play the levels a :class:`~plr_gym.LevelSampler` chooses, in a ``DummyVecEnv`` or ``SubprocVecEnv``.
 
     Each sub-environment must be wrapped in :class:`~plr_gym.wrappers.LevelWrapper`, e.g.
@@ -317,38 +318,7 @@ class PrioritizedLevelReplay(VecEnvWrapper):
         return reported
 
     # ------------------------------------------------------------------ the level source
-    @property
-    def sampler(self) -> LevelSampler | None:
-        """The :class:`~plr_gym.LevelSampler` when the level source is one, else ``None`` (buffer mode)."""
-        return self.source if isinstance(self.source, LevelSampler) else None
-
-    @sampler.setter
-    def sampler(self, sampler: LevelSampler) -> None:
-        if not isinstance(sampler, LevelSampler) or not isinstance(self.source, LevelSampler):
-            raise TypeError("sampler can only be replaced by a LevelSampler, on a wrapper built with one")
-        self.source = sampler
-
-    @property
-    def buffer(self) -> LevelBuffer | None:
-        """Buffer mode: the :class:`~plr_gym.LevelBuffer` (settable, e.g. to swap in a restored one)."""
-        return getattr(self.source, "buffer", None)
-
-    @buffer.setter
-    def buffer(self, buffer: LevelBuffer) -> None:
-        if not hasattr(self.source, "buffer") or not isinstance(buffer, LevelBuffer):
-            raise TypeError("buffer can only be replaced by a LevelBuffer, on a wrapper built with buffer=")
-        self.source.buffer = buffer
-
-    @property
-    def rollout_mode(self) -> str:
-        """Buffer mode: ``"replay"``, ``"new"`` or ``"mutate"`` for the current rollout (else ``"none"``)."""
-        return self.source.rollout_mode
-
-    @property
-    def last_rollout_mode(self) -> str:
-        """Buffer mode: the mode of the rollout closed by the last :meth:`end_rollout`."""
-        return self.source.last_rollout_mode
-
+    # sampler, buffer, rollout_mode, last_rollout_mode: SourceAccess
     def begin_rollout(self) -> str:
         """Start a rollout of the level source; returns its :attr:`rollout_mode`.
 

@@ -20,6 +20,7 @@ from plr_gym.level_buffer import LevelBuffer
 from plr_gym.sampler import LevelSampler
 from plr_gym.scoring import EpisodeScorer, _check_gamma, episode_success
 from plr_gym.source import LevelSource, ScoreWatch, make_level_source
+from plr_gym.wrappers._access import SourceAccess
 
 __all__ = ["PrioritizedLevelReplay"]
 
@@ -28,7 +29,7 @@ _MAX_LOGGED_STEPS = 1 << 16
 
 
 # Gymnasium < 1.3's VectorWrapper takes no type parameters (RLlib pins gymnasium 1.2); later ones take five.
-class PrioritizedLevelReplay(VectorWrapper):  # type: ignore[type-arg, unused-ignore]
+class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-arg, unused-ignore]
     """Play the levels a :class:`~plr_gym.LevelSampler` chooses, in ``SyncVectorEnv``/``AsyncVectorEnv``.
 
     Each sub-environment must be wrapped in :class:`~plr_gym.wrappers.LevelWrapper`, e.g.
@@ -468,36 +469,7 @@ class PrioritizedLevelReplay(VectorWrapper):  # type: ignore[type-arg, unused-ig
         )
 
     # ------------------------------------------------------------------ the level source
-    @property
-    def sampler(self) -> LevelSampler | None:
-        """The :class:`~plr_gym.LevelSampler` when the level source is one, else ``None`` (buffer mode)."""
-        return self.source if isinstance(self.source, LevelSampler) else None
-
-    @sampler.setter
-    def sampler(self, sampler: LevelSampler) -> None:
-        if not isinstance(sampler, LevelSampler) or not isinstance(self.source, LevelSampler):
-            raise TypeError("sampler can only be replaced by a LevelSampler, on a wrapper built with one")
-        self.source = sampler
-
-    @property
-    def buffer(self) -> LevelBuffer | None:
-        """Buffer mode: the :class:`~plr_gym.LevelBuffer`."""
-        return getattr(self.source, "buffer", None)
-
-    @property
-    def rollout_mode(self) -> str:
-        """Buffer mode: ``"replay"``, ``"new"`` or ``"mutate"`` for the current rollout (else ``"none"``)."""
-        return self.source.rollout_mode
-
-    @property
-    def last_rollout_mode(self) -> str:
-        """Buffer mode: the mode of the rollout closed by the last :meth:`report_rollout`.
-
-        With Robust PLR's "no exploratory gradient updates", train on a rollout only if this is
-        ``"replay"`` after reporting it.
-        """
-        return self.source.last_rollout_mode
-
+    # sampler, buffer, rollout_mode, last_rollout_mode: SourceAccess
     def begin_rollout(self) -> str:
         """Start a rollout of the level source; returns its :attr:`rollout_mode`.
 
