@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,6 +93,31 @@ def test_prefetch_serves_the_local_sequence_and_weights(local_ray: None) -> None
     assert_same_state(client.state_dict(), local.state_dict())
     assert client.actor_stats()["levels_served"] == local.num_samples
     assert client.levels_topped_up == 82  # fixed seeds: levels that came with pushes, no extra round trip
+
+
+def test_a_push_that_failed_is_raised_once_and_the_queue_keeps_serving(
+    local_ray: None, tmp_path: Path
+) -> None:
+    """A push whose call raised in the actor (here: its checkpoint could not be written) while it also drew
+    levels for the queue: the error reaches the client once, and the queue refills afterwards."""
+    ck = tmp_path / "ck"
+    actor = host_level_source(sampler(n=12), checkpoint_dir=ck, checkpoint_every=1, checkpoint_interval=0.0)
+    client = RemoteLevelSource(actor, prefetch=4, push_every=1)
+    levels = client.next_levels(np.arange(2))
+    for _ in range(3):
+        client.next_levels(np.arange(2))  # drain the queue: the next push also draws
+    shutil.rmtree(ck, ignore_errors=True)
+    ck.write_text("")  # the checkpoint directory is a file: the push's checkpoint raises
+    before = client.levels_topped_up
+    client.update_batch(levels, [0.5, 0.5])
+    assert client.levels_topped_up > before
+    client.actor_stats()  # runs after the push in the actor
+    ck.unlink()
+    with pytest.raises(FileExistsError):
+        client.flush()
+    client.flush()  # raised once
+    for _ in range(12):
+        assert client.next_levels(np.arange(2)).shape == (2,)
 
 
 def test_prefetch_zero_is_exact(local_ray: None) -> None:

@@ -228,7 +228,12 @@ def test_level_precedence_and_contract() -> None:
             envs.set_attr("next_level", bad)
         assert envs.get_attr("next_level") == (5, 6, 7)
     envs.set_attr("next_level", np.array([1, 2, 3], dtype=np.uint8))
-    assert envs.get_attr("next_level") == (1, 2, 3) and all(type(v) is int for v in envs.get_attr("next_level"))
+    queued = envs.get_attr("next_level")
+    assert queued == (1, 2, 3) and all(type(v) is int for v in queued)
+    with pytest.raises(IndexError, match=r"index must be an env index in \[0, 3\), got 3"):
+        envs.get_state(3)
     envs.close()
     with pytest.raises(RuntimeError, match="closed"):
         envs.step(np.zeros(3, dtype=np.int64))
+    with pytest.raises(RuntimeError, match="closed"):  # not a call into the freed C env
+        envs.get_state(0)

@@ -24,3 +24,15 @@ def test_update_equals_a_rebuild_from_the_final_leaves() -> None:
         np.testing.assert_array_equal(tree.sums, expected.sums)
         np.testing.assert_array_equal(tree.mins, expected.mins)
     assert tree.min == float(leaves[leaves > 0].min())
+
+
+def test_find_keeps_the_shape_of_its_values() -> None:
+    """A scalar finds one leaf (a scalar), a batch one leaf per value, a 2-D batch keeps its shape."""
+    tree = SumTree(4)
+    tree.update(np.arange(4), np.array([1.0, 0.0, 2.0, 1.0]))
+    found = tree.find(0.5)
+    assert np.ndim(found) == 0 and found == 0
+    assert tree.find([0.5, 1.0, 2.9, 3.5]).tolist() == [0, 2, 2, 3]
+    values = np.array([[0.5], [2.9]])
+    assert tree.find(values).tolist() == [[0], [2]]
+    assert values.tolist() == [[0.5], [2.9]]  # the caller's values are not changed

@@ -626,7 +626,8 @@ class RemoteLevelSource:
         self.client_id = uuid.uuid4().hex
         self._incarnation: str | None = None
         self._pool: collections.deque[Any] = collections.deque()
-        self._refills: collections.deque[tuple[Any, int]] = collections.deque()
+        # refills in flight: (reference, levels, whether the call is a score push that also draws)
+        self._refills: collections.deque[tuple[Any, int, bool]] = collections.deque()
         self._inflight = 0
         self._n_envs = 0
         self._plan: dict[int, Any] = {}
@@ -848,7 +849,7 @@ class RemoteLevelSource:
 
     def _refill(self, n: int) -> None:
         self.levels_requested += n
-        self._refills.append((self.actor.draw.remote(n), n))
+        self._refills.append((self.actor.draw.remote(n), n, False))
         self._inflight += n
 
     def _harvest(self, need: int) -> bool:
@@ -858,7 +859,7 @@ class RemoteLevelSource:
         """
         waited = False
         while self._refills:
-            ref, n = self._refills[0]
+            ref, n, from_push = self._refills[0]
             ready, _ = ray.wait([ref], timeout=0)
             if not ready:
                 if len(self._pool) >= need:
@@ -869,13 +870,22 @@ class RemoteLevelSource:
             except _GONE as exc:
                 self._recover(exc)  # drops the refills; the caller pulls what it lacks
                 return True
-            if isinstance(reply, dict):  # a push that also drew levels
-                incarnation, levels = reply["incarnation"], reply["levels"]
-            else:
-                incarnation, levels = reply
+            except Exception:
+                # The call itself raised (a bug or a failed checkpoint in the actor, not a refusal): its
+                # levels never come. Drop it; a plain refill raises here, once; a push in _check_pushes.
+                self._refills.popleft()
+                self._inflight -= n
+                if from_push:
+                    continue
+                raise
             self._refills.popleft()
             self._inflight -= n
-            self._seen_incarnation(incarnation)
+            if isinstance(reply, dict):  # a push that also drew levels
+                # its incarnation is checked where its reply (refusals included) is read: _check_pushes
+                levels = reply["levels"]
+            else:
+                incarnation, levels = reply
+                self._seen_incarnation(incarnation)
             self._pool.extend(_as_list(levels))
         return waited
 
@@ -1004,7 +1014,7 @@ class RemoteLevelSource:
         if draw:
             self.levels_requested += draw
             self.levels_topped_up += draw
-            self._refills.append((ref, draw))
+            self._refills.append((ref, draw, True))
             self._inflight += draw
 
     def _check_pushes(self, block: bool, keep: int = 0) -> None:

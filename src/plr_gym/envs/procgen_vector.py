@@ -127,7 +127,12 @@ class ProcgenBatch:
         )
         self._state_buffer = bytearray(_MAX_STATE_BYTES)
         self._state_cbuffer = cffi.FFI().from_buffer(self._state_buffer)
-        self._bind_buffers()
+        try:
+            self._bind_buffers()
+        except BaseException:
+            self._gym3.close()
+            self.levels.close()
+            raise
         n = self.num_envs
         self.current = np.zeros(n, dtype=np.int64)  # level of each env's current episode
         self.queued: list[int | None] = [None] * n  # next_level of each env (LevelWrapper semantics)
@@ -269,13 +274,18 @@ class ProcgenBatch:
 
     def get_state(self, i: int) -> bytes:
         """Procgen's serialized state of game ``i`` (for tests and debugging)."""
+        if self.closed:
+            raise RuntimeError("the environment is closed")
+        valid = not isinstance(i, (bool, np.bool_)) and isinstance(i, numbers.Integral)
+        if not valid or not 0 <= i < self.num_envs:
+            raise IndexError(f"index must be an env index in [0, {self.num_envs}), got {i!r}")
         size = self._lib.get_state(self._handle, i, self._state_cbuffer, len(self._state_buffer))
         return bytes(memoryview(self._state_buffer)[:size])
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self._gym3.close()
+            self._gym3.close()  # frees the C env: every call into it checks `closed` first
             self.levels.close()
 
     # ------------------------------------------------------------------ LevelWrapper contract

@@ -143,7 +143,8 @@ class SumTree:
         first = 1 << self._top
         level = sums[first : 2 * first]
         prefix = np.cumsum(level)
-        value = np.asarray(prefix_sums, dtype=np.float64)
+        given = np.asarray(prefix_sums, dtype=np.float64)
+        value = given.reshape(-1)  # one dimension for the in-place steps (a scalar becomes one value)
         node = np.searchsorted(prefix, value, side="right").astype(np.int64, copy=False)
         np.minimum(node, first - 1, out=node)
         start = prefix.take(node)
@@ -163,10 +164,8 @@ class SumTree:
         bad = sums.take(node) <= 0.0
         node -= self.size
         if bad.any():
-            node[bad] = self._find_guarded(
-                np.minimum(np.asarray(prefix_sums, dtype=np.float64)[bad], self.total)
-            )
-        return node
+            node[bad] = self._find_guarded(np.minimum(given.reshape(-1)[bad], self.total))
+        return node.reshape(given.shape)[()]  # the shape given (a scalar for a scalar, as before)
 
     def _find_guarded(self, value: NDArray[np.float64]) -> NDArray[np.int64]:
         """Slow-path descent that never enters a subtree of mass 0."""
