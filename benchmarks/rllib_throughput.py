@@ -12,8 +12,9 @@ MiniGrid DoorKey-5x5 with flat float observations) samples ``--steps`` env steps
 A second plain runner, built the same way, is the control: its ratio to the first shows how much two
 identical runners differ here (module weights, episodes, the machine's other jobs). Rounds rotate the
 order of the runners (the machine may be shared: compare the ratios, measured under the same load).
-Prints a Markdown table: env steps per second of the median round, and the median per-round ratio to
-plain by wall-clock and by process CPU time. The learner side (scoring in the GAE connector) is not timed.
+Prints a Markdown table: env steps per second of the median round, and the median (and quartiles) of the
+per-round ratios of steps per second to plain, by wall-clock and by process CPU time (steps counted as
+sampled: a runner may overshoot ``--steps``). The learner side (scoring in the GAE connector) is not timed.
 
     python benchmarks/rllib_throughput.py            # 8 rounds of 4000 steps, 4 envs
     python benchmarks/rllib_throughput.py --quick    # a smoke run
@@ -94,7 +95,7 @@ def main() -> None:
         runners = build_runners(args.num_envs, args.prefetch)
         for runner in runners.values():  # warm-up: first resets, prefetch queue, torch
             runner.sample(num_timesteps=max(100, args.steps // 10))
-        wall: dict[str, list[float]] = {name: [] for name in runners}
+        wall: dict[str, list[float]] = {name: [] for name in runners}  # seconds per env step
         cpu: dict[str, list[float]] = {name: [] for name in runners}
         for k in range(args.rounds):
             names = list(runners)
@@ -102,9 +103,10 @@ def main() -> None:
             for name in order:
                 w0, c0 = time.perf_counter(), time.process_time()
                 episodes = runners[name].sample(num_timesteps=args.steps)
-                wall[name].append(time.perf_counter() - w0)
-                cpu[name].append(time.process_time() - c0)
-                assert sum(len(e) for e in episodes) >= args.steps
+                steps = sum(len(e) for e in episodes)  # at least args.steps: a runner may overshoot
+                wall[name].append((time.perf_counter() - w0) / steps)
+                cpu[name].append((time.process_time() - c0) / steps)
+                assert steps >= args.steps
         for runner in runners.values():
             runner.stop()
     finally:
@@ -118,13 +120,20 @@ def main() -> None:
     print(f"- load: {load_average()}")
     print(f"- {args.rounds} rounds of {args.steps} env steps, {args.num_envs} envs, prefetch {args.prefetch}")
     print()
-    print("| env runner | steps/s (median round) | ratio to plain (wall) | ratio to plain (CPU) |")
-    print("| --- | --- | --- | --- |")
+    print(
+        "| env runner | steps/s (median round) | ratio to plain (wall) | wall quartiles | "
+        "ratio to plain (CPU) | CPU quartiles |"
+    )
+    print("| --- | --- | --- | --- | --- | --- |")
     for name in wall:
-        rate = args.steps / float(np.median(wall[name]))
-        ratio_wall = float(np.median(np.array(wall["plain"]) / np.array(wall[name])))
-        ratio_cpu = float(np.median(np.array(cpu["plain"]) / np.array(cpu[name])))
-        print(f"| {name} | {rate:,.0f} | {ratio_wall:.3f} | {ratio_cpu:.3f} |")
+        rate = 1.0 / float(np.median(wall[name]))
+        by_wall = np.array(wall["plain"]) / np.array(wall[name])  # per-round ratios of steps/s
+        by_cpu = np.array(cpu["plain"]) / np.array(cpu[name])
+        q_wall, q_cpu = np.percentile(by_wall, [25, 75]), np.percentile(by_cpu, [25, 75])
+        print(
+            f"| {name} | {rate:,.0f} | {np.median(by_wall):.3f} | {q_wall[0]:.3f}–{q_wall[1]:.3f} | "
+            f"{np.median(by_cpu):.3f} | {q_cpu[0]:.3f}–{q_cpu[1]:.3f} |"
+        )
 
 
 if __name__ == "__main__":
