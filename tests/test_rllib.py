@@ -233,7 +233,7 @@ def test_ppo_two_env_runners_scores_levels_and_metrics(local_ray) -> None:
     # (3) plr/* metrics
     for result in results:
         metrics = plr_metrics(result)
-        for key in ("plr/episodes_scored", "plr/num_seen", "plr/replay_fraction"):
+        for key in ("plr/episodes_scored", "plr/chunks_unscored", "plr/num_seen", "plr/replay_fraction"):
             assert key in metrics, (key, metrics)
     assert sum(plr_metrics(r)["plr/episodes_scored"] for r in results) == len(stored)
     assert plr_metrics(results[-1])["plr/num_seen"] == ray.get(actor.call.remote("num_seen"))
@@ -308,6 +308,8 @@ def test_bad_input_names_the_argument() -> None:
         add_plr(PPOConfig(), sampler, make_doorkey, learner_class=object)
     with pytest.raises(ValueError, match="source= or LevelSampler"):
         plr_ppo_config(make_doorkey, source=sampler, levels=range(3))
+    with pytest.warns(UserWarning, match=r"num_learners=2: .* plr/chunks_unscored"):
+        add_plr(PPOConfig().learners(num_learners=2), sampler, make_doorkey)
 
 
 # ------------------------------------------------------------------------------------------------ scorer unit
@@ -365,6 +367,7 @@ def test_scorer_stitches_chunks_drops_unseen_starts_and_uses_the_bootstrap_value
     )
     assert levels == [4] and scores == pytest.approx([want_a])
     assert [len(a) for a in scorer.last_advantages] == [2, 1]
+    assert (scorer.last_unscored, scorer.chunks_unscored) == (1, 1)  # c's chunk, counted
 
 
 def test_scorer_value_l1_is_the_step_weighted_mean_over_chunks_and_max_mc_keeps_best_returns() -> None:
@@ -385,5 +388,7 @@ def test_scorer_forgets_episodes_never_continued() -> None:
     scorer._score([_mark("a", 0, [0.0], 1, done=False)], np.zeros(2), np.ones(2))
     for k in range(scorer.max_open_updates + 1):
         scorer._score([_mark(f"z{k}", 0, [0.0], 2, done=True)], np.zeros(2), np.ones(2))
+    assert scorer.chunks_unscored == 1  # a's first chunk, given up when it expired
     levels, _ = scorer._score([_mark("a", 1, [0.0], 1, done=True)], np.zeros(2), np.ones(2))
     assert levels == []  # too late: its first chunk was dropped, so the rest is not scored either
+    assert (scorer.last_unscored, scorer.chunks_unscored) == (1, 2)

@@ -399,6 +399,8 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
         self._warned = False
         self.last_scored: list[tuple[Any, float, Any]] = []
         self.last_advantages: list[npt.NDArray[np.float64]] = []
+        self.last_unscored = 0  # episode chunks of the last batch given up unscored (see _score)
+        self.chunks_unscored = 0  # ... in all batches
 
     def __call__(
         self,
@@ -460,6 +462,7 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
     ) -> tuple[list[Any], list[float]]:
         self._updates += 1
         self.last_scored, self.last_advantages = [], []
+        unscored = 0
         levels: list[Any] = []
         scores: list[float] = []
         offset = 0
@@ -477,13 +480,15 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
             if mark["t_started"] == 0:
                 record = {"level": mark["level"], "parts": []}
             elif record is None:
-                continue  # its start was never seen: never scored
+                unscored += 1  # its start was never seen (another learner's, or before this one was built)
+                continue
             record["parts"].append((mark["rewards"], chunk_values, next_values, chunk_adv))
             record["seen"] = self._updates
             if not mark["done"]:
                 self._open[key] = record
                 continue
             if record["level"] is None:
+                unscored += len(record["parts"])
                 continue
             rewards, vals, nexts, adv = (np.concatenate(p) for p in zip(*record["parts"]))
             level = record["level"]
@@ -507,7 +512,9 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
             self.last_scored.append((level, score, key))
         stale = [k for k, r in self._open.items() if self._updates - r["seen"] > self.max_open_updates]
         for k in stale:
-            del self._open[k]
+            unscored += len(self._open.pop(k)["parts"])
+        self.last_unscored = unscored
+        self.chunks_unscored += unscored
         return levels, scores
 
     def _log(self, metrics: Any, scores: list[float]) -> None:
@@ -516,6 +523,7 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
         values: dict[str, float] = {}
         if self.strategy_info.uses_scores and not self.strategy_info.outcome:  # else: no learner scores
             values["plr/episodes_scored"] = float(len(scores))
+            values["plr/chunks_unscored"] = float(self.last_unscored)
         if scores:
             values["plr/batch_score_mean"] = float(np.mean(scores))
             values["plr/batch_score_max"] = float(np.max(scores))
@@ -624,6 +632,15 @@ def add_plr(
     elif not (isinstance(learner_class, type) and issubclass(learner_class, PLRPPOTorchLearner)):
         raise TypeError("add_plr: learner_class must be a subclass of PLRPPOTorchLearner")
     _check_source(source, "add_plr")
+    if int(config.num_learners or 0) > 1:
+        warnings.warn(
+            f"add_plr: num_learners={config.num_learners}: RLlib hands each learner its share of a "
+            "batch's episode chunks, so the chunks of an episode longer than one sample may reach "
+            "different learners; those episodes are not scored (counted per batch in the metric "
+            "plr/chunks_unscored). One learner scores every episode.",
+            UserWarning,
+            stacklevel=2,
+        )
     if make_env is None:
         if not isinstance(config.env, str):
             raise ValueError(
