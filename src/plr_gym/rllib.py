@@ -23,10 +23,12 @@ How the pieces fit (one shared level source, many processes):
   ``rollout_fragment_length``) is *stitched*: the chunks of one episode id are concatenated step by step
   (each chunk's GAE bootstraps at the cut, as SB3's rollout ends do) and the episode is scored once, when
   its last chunk arrives; a chunk whose episode start was never seen, or an open episode not continued in
-  the next :attr:`PLRGeneralAdvantageEstimation.max_open_updates` batches, is dropped unscored.
+  the next :attr:`PLRGeneralAdvantageEstimation.max_open_updates` batches, is dropped unscored (counted in
+  ``plr/chunks_unscored``).
 - **Outcome strategies** (``learnability``) need no learner: :class:`PLREnv` reports each finished
   episode's outcome (``info["is_success"]``, else return ``> 0``) from the env runner.
-- **Metrics.** Each update logs ``plr/episodes_scored``, ``plr/batch_score_mean``, ``plr/batch_score_max``
+- **Metrics.** Each update logs ``plr/episodes_scored``, ``plr/chunks_unscored``, ``plr/batch_score_mean``,
+  ``plr/batch_score_max``
   and the source's :meth:`~plr_gym.source.LevelSource.rollout_stats` (``plr/replay_fraction``,
   ``plr/num_seen``, ``plr/score_mean``, ``plr/score_max``) through the learner's metrics logger: they
   appear in ``result["learners"]["__all_modules__"]``; :func:`plr_metrics` collects them.
