@@ -37,13 +37,17 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import math
+import os
 import shutil
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -474,14 +478,18 @@ def train(args: argparse.Namespace) -> Path:
 
         torch.set_num_threads(args.torch_threads)
     start = time.perf_counter()
+    stop = _StopOnSigint()
     try:
-        model.learn(
-            steps,
-            callback=callbacks,
-            progress_bar=progress_bar,
-            tb_log_name=args.sampler,
-            reset_num_timesteps=resume is None,
-        )
+        with stop.installed():
+            model.learn(
+                steps,
+                callback=[*callbacks, stop.callback()],
+                progress_bar=progress_bar,
+                tb_log_name=args.sampler,
+                reset_num_timesteps=resume is None,
+            )
+        if stop.requested:
+            raise KeyboardInterrupt
         model.save(out / "model.zip")
     except KeyboardInterrupt:
         _save_interrupted(out, model, plr_callback, curriculum, config)
@@ -544,6 +552,46 @@ def _saved_timesteps(out: Path) -> int:
     with zipfile.ZipFile(out / "model.zip") as archive:
         data = json.loads(archive.read("data"))
     return int(data.get("num_timesteps", 0))
+
+
+class _StopOnSigint:
+    """Ctrl-C during training: the first one asks training to stop after the current env step (a callback
+    returns ``False``), so that it never lands inside a checkpoint write, a sampler update or a logger; a
+    second one interrupts at once (``KeyboardInterrupt``). Outside the main thread nothing is installed
+    (Python delivers signals to the main thread only) and Ctrl-C interrupts at once, as by default."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.getsignal(signal.SIGINT)
+
+        def request_stop(signum: int, frame: Any) -> None:
+            self.requested = True
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            with contextlib.suppress(OSError, ValueError):  # a raw write: no reentrant buffered print
+                os.write(sys.stderr.fileno(), b"\nstopping after this step (Ctrl-C again: at once)\n")
+
+        signal.signal(signal.SIGINT, request_stop)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def callback(self) -> Any:
+        from stable_baselines3.common.callbacks import BaseCallback
+
+        stop = self
+
+        class StopOnRequest(BaseCallback):
+            def _on_step(self) -> bool:
+                return not stop.requested
+
+        return StopOnRequest()
 
 
 def _save_interrupted(
