@@ -159,3 +159,30 @@ def test_buffer_mode_reset_after_report_plans_the_next_rollout() -> None:
     assert len(set(plans)) >= 4 and {"new", "replay"} <= set(modes)
     assert len({level_key(level) for level in buffer.levels}) == buffer.size == 5
     envs.close()
+
+
+def test_the_source_views_sampler_and_buffer_are_replaceable_in_their_mode_only() -> None:
+    from minigrid.wrappers import FlatObsWrapper
+
+    from plr_gym import LevelBuffer, LevelSampler
+    from plr_gym.envs.maze import LayoutMazeEnv, random_maze_level
+
+    def maze_envs() -> gym.vector.SyncVectorEnv:
+        return gym.vector.SyncVectorEnv([lambda: LevelWrapper(FlatObsWrapper(LayoutMazeEnv(size=6)))] * 2)
+
+    buffered = PrioritizedLevelReplay(
+        maze_envs(), buffer=LevelBuffer(capacity=4), generator=lambda rng: random_maze_level(rng, size=6)
+    )
+    restored = LevelBuffer(capacity=4, seed=1)
+    buffered.buffer = restored
+    assert buffered.buffer is restored and buffered.sampler is None and buffered.rollout_mode == "none"
+    with pytest.raises(TypeError, match="sampler can only be replaced"):
+        buffered.sampler = LevelSampler(range(3))
+    with pytest.raises(TypeError, match="buffer can only be replaced by a LevelBuffer"):
+        buffered.buffer = "not a buffer"  # type: ignore[assignment]
+    sampled = PrioritizedLevelReplay(maze_envs(), levels=range(3))
+    other = LevelSampler(range(3), seed=5)
+    sampled.sampler = other
+    assert sampled.sampler is other and sampled.source is other and sampled.buffer is None
+    with pytest.raises(TypeError, match="buffer can only be replaced"):
+        sampled.buffer = LevelBuffer(capacity=4)
