@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+import sampler_speed
 from _provenance import cpu_model, git_commit, load_average
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,30 +64,12 @@ from plr_gym.distributed import RemoteLevelSource, host_level_source  # noqa: E4
 
 OURS = "plr_gym RemoteLevelSource"
 THEIRS = "Syllabus RayCurriculumWrapper"
-# The PLR paper's Procgen setting, spelled for each library (as in sampler_speed.py).
-OUR_KWARGS: dict[str, Any] = dict(
-    strategy="value_l1",
-    score_transform="rank",
-    temperature=0.1,
-    staleness_coef=0.1,
-    uniform_mass=0.0,
-    staleness_transform="power",
-    staleness_temperature=1.0,
-    replay_schedule="proportionate",
-    min_seen_ratio=1.0,
-)
-SYLLABUS_KWARGS: dict[str, Any] = dict(
-    strategy="value_l1",
-    score_transform="rank",
-    temperature=0.1,
-    staleness_coef=0.1,
-    staleness_transform="power",
-    staleness_temperature=1.0,
-    replay_schedule="proportionate",
-    rho=1.0,
-    replay_prob=1.0,  # see sampler_speed.py: 0.5 sends draws to an evaluator loop that needs a model
-    alpha=1.0,
-)
+# The PLR paper's Procgen setting, spelled for each library: sampler_speed.py's, without the argument of
+# Syllabus's bare TaskSampler that its curriculum sets itself (num_actors).
+OUR_KWARGS: dict[str, Any] = dict(sampler_speed.OUR_KWARGS)
+SYLLABUS_KWARGS: dict[str, Any] = {
+    k: v for k, v in sampler_speed.SYLLABUS_KWARGS.items() if k != "num_actors"
+}
 MAX_LATENCIES = 100_000  # per client and run
 
 

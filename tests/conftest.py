@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -64,3 +67,24 @@ def one_torch_thread() -> Iterator[None]:
     th.set_num_threads(1)
     yield
     th.set_num_threads(threads)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_benchmark(script: str, *args: str, timeout: float = 600) -> str:
+    """``python benchmarks/<script> *args`` from the checkout's root (its ``.venv`` Python when there is
+    one); asserts exit code 0, showing both streams otherwise; returns stdout."""
+    venv_python = ROOT / ".venv" / "bin" / "python"
+    python = str(venv_python) if venv_python.exists() else sys.executable
+    proc = subprocess.run(
+        [python, str(ROOT / "benchmarks" / script), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, (
+        f"exit code {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    )
+    return proc.stdout

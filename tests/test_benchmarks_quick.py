@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "sampler_speed.py"
-VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
+from conftest import run_benchmark
 
 
 def test_quick_benchmark_reports_both_samplers() -> None:
-    python = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
-    proc = subprocess.run(
-        [python, str(SCRIPT), "--quick"], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, (
-        f"exit code {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    )
-    out = proc.stdout
+    out = run_quick("sampler_speed.py")
     for header in ("- command:", "- commit:", "- machine:", "- date:", "- load average at start:"):
         assert header in out, f"missing {header!r} in:\n{out}"
     rows = [line for line in out.splitlines() if line.startswith("| ")]
@@ -32,18 +19,7 @@ def test_quick_benchmark_reports_both_samplers() -> None:
 
 
 def run_quick(script: str, *extra: str) -> str:
-    python = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
-    proc = subprocess.run(
-        [python, str(ROOT / "benchmarks" / script), "--quick", *extra],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, (
-        f"exit code {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    )
-    return proc.stdout
+    return run_benchmark(script, "--quick", *extra)
 
 
 def test_overhead_quick_reports_every_variant() -> None:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import ray  # the test extra installs it: a missing Ray is an error, not a skip
 
+from conftest import run_benchmark
 from plr_gym import LevelBuffer, LevelSampler
 from plr_gym.checkpoint import checkpoint_files, write_checkpoint_dir
 from plr_gym.distributed import (
@@ -446,21 +447,7 @@ def test_waits_for_a_named_actor(local_ray: None) -> None:
 
 def test_remote_source_benchmark_quick() -> None:
     """``benchmarks/remote_source.py --quick`` runs both systems and reports the table (no timing asserts)."""
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run(
-        [sys.executable, str(root / "benchmarks" / "remote_source.py"), "--quick"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, (
-        f"exit code {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    )
-    out = proc.stdout
+    out = run_benchmark("remote_source.py", "--quick", timeout=300)
     for header in ("- command:", "- commit:", "- machine:", "- load average at start:"):
         assert header in out, out
     rows = [line for line in out.splitlines() if line.startswith("| ")]

@@ -12,6 +12,30 @@ from plr_gym.vector import PrioritizedLevelReplay
 from plr_gym.wrappers import LevelWrapper
 
 
+def maze_envs(n_envs: int = 2, mode: AutoresetMode = AutoresetMode.NEXT_STEP) -> gym.vector.SyncVectorEnv:
+    """``n_envs`` LevelWrapper'd 6x6 layout mazes (8 steps an episode) in a SyncVectorEnv."""
+    from minigrid.wrappers import FlatObsWrapper
+
+    from plr_gym.envs.maze import LayoutMazeEnv
+
+    make = lambda: LevelWrapper(FlatObsWrapper(LayoutMazeEnv(size=6, max_steps=8)))  # noqa: E731
+    return gym.vector.SyncVectorEnv([make] * n_envs, autoreset_mode=mode)
+
+
+def accel(envs: gym.vector.VectorEnv) -> PrioritizedLevelReplay:
+    """ACCEL over ``envs``: a 5-level buffer, random 6x6 mazes, maze mutations."""
+    from plr_gym import LevelBuffer
+    from plr_gym.envs.maze import mutate_maze_level, random_maze_level
+
+    return PrioritizedLevelReplay(
+        envs,
+        buffer=LevelBuffer(capacity=5, replay_prob=0.6, min_fill_ratio=0.4, seed=0),
+        generator=lambda rng: random_maze_level(rng, size=6),
+        mutator=mutate_maze_level,
+        seed=0,
+    )
+
+
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 def test_report_rollout_scores_last_completed_episode(mode: AutoresetMode) -> None:
     n_envs, n_steps, rollouts = 3, 25, 3
@@ -81,25 +105,12 @@ def test_report_rollout_checks_lengths_and_logits() -> None:
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 def test_buffer_mode_custom_loop(mode: AutoresetMode) -> None:
     """Robust PLR / ACCEL with the Gymnasium wrapper: one level per env per rollout, buffer updates."""
-    from minigrid.wrappers import FlatObsWrapper
-
-    from plr_gym import LevelBuffer
     from plr_gym._levels import level_key
-    from plr_gym.envs.maze import LayoutMazeEnv, mutate_maze_level, random_maze_level
 
     n_envs, n_steps = 2, 30
-    envs = gym.vector.SyncVectorEnv(
-        [lambda: LevelWrapper(FlatObsWrapper(LayoutMazeEnv(size=6, max_steps=8)))] * n_envs,
-        autoreset_mode=mode,
-    )
-    buffer = LevelBuffer(capacity=5, replay_prob=0.6, min_fill_ratio=0.4, seed=0)
-    envs = PrioritizedLevelReplay(
-        envs,
-        buffer=buffer,
-        generator=lambda rng: random_maze_level(rng, size=6),
-        mutator=mutate_maze_level,
-        seed=0,
-    )
+    envs = accel(maze_envs(n_envs, mode))
+    buffer = envs.buffer
+    assert buffer is not None
     rng = np.random.default_rng(0)
     modes = []
     for _ in range(10):
@@ -125,24 +136,12 @@ def test_buffer_mode_custom_loop(mode: AutoresetMode) -> None:
 def test_buffer_mode_reset_after_report_plans_the_next_rollout() -> None:
     """reset() after report_rollout, without begin_rollout, plans a new rollout (it does not replay the
     closed plan's levels forever)."""
-    from minigrid.wrappers import FlatObsWrapper
-
-    from plr_gym import LevelBuffer
     from plr_gym._levels import level_key
-    from plr_gym.envs.maze import LayoutMazeEnv, mutate_maze_level, random_maze_level
 
     n_envs, n_steps = 2, 10
-    envs = gym.vector.SyncVectorEnv(
-        [lambda: LevelWrapper(FlatObsWrapper(LayoutMazeEnv(size=6, max_steps=8)))] * n_envs
-    )
-    buffer = LevelBuffer(capacity=5, replay_prob=0.6, min_fill_ratio=0.4, seed=0)
-    envs = PrioritizedLevelReplay(
-        envs,
-        buffer=buffer,
-        generator=lambda rng: random_maze_level(rng, size=6),
-        mutator=mutate_maze_level,
-        seed=0,
-    )
+    envs = accel(maze_envs(n_envs))
+    buffer = envs.buffer
+    assert buffer is not None
     rng = np.random.default_rng(0)
     plans, modes = [], []
     for _ in range(6):
@@ -162,17 +161,9 @@ def test_buffer_mode_reset_after_report_plans_the_next_rollout() -> None:
 
 
 def test_the_source_views_sampler_and_buffer_are_replaceable_in_their_mode_only() -> None:
-    from minigrid.wrappers import FlatObsWrapper
-
     from plr_gym import LevelBuffer, LevelSampler
-    from plr_gym.envs.maze import LayoutMazeEnv, random_maze_level
 
-    def maze_envs() -> gym.vector.SyncVectorEnv:
-        return gym.vector.SyncVectorEnv([lambda: LevelWrapper(FlatObsWrapper(LayoutMazeEnv(size=6)))] * 2)
-
-    buffered = PrioritizedLevelReplay(
-        maze_envs(), buffer=LevelBuffer(capacity=4), generator=lambda rng: random_maze_level(rng, size=6)
-    )
+    buffered = accel(maze_envs())
     restored = LevelBuffer(capacity=4, seed=1)
     buffered.buffer = restored
     assert buffered.buffer is restored and buffered.sampler is None and buffered.rollout_mode == "none"
