@@ -141,6 +141,7 @@ class Client:
         out = self._in_threads(lambda k: self._resets(system, k, end))
         cpu = time.process_time() - cpu  # this process, all its threads (Ray's included)
         return {
+            "calls": sum(o["calls"] for o in out),
             "resets": sum(o["resets"] for o in out),
             "latency_ns": np.concatenate([o["latency_ns"] for o in out]),
             "waited": sum(o["waited"] for o in out),
@@ -154,8 +155,10 @@ class Client:
         current, n_envs = self.currents[k], self.n_envs
         clock = time.perf_counter_ns
         n = 0
+        calls = 0
         if system == OURS:
             source, envs = self.sources[k], [np.array([i]) for i in range(n_envs)]
+            calls = -(source.pushes + source.draw_calls)
             while time.time() < end:
                 for e in range(n_envs):
                     t0 = clock()
@@ -165,6 +168,7 @@ class Client:
                     if n < MAX_LATENCIES:
                         lat[n] = t1 - t0
                     n += 1
+            calls += source.pushes + source.draw_calls  # before the final flush: calls in the timed loop
             source.flush()
             waited = source.blocking_calls
         else:
@@ -180,26 +184,34 @@ class Client:
                         lat[n] = t1 - t0
                     n += 1
             waited = n
-        return {"resets": n, "latency_ns": lat[: min(n, MAX_LATENCIES)], "waited": waited}
+            calls = 2 * n  # a message and a blocking sample per reset
+        return {"resets": n, "latency_ns": lat[: min(n, MAX_LATENCIES)], "waited": waited, "calls": calls}
 
     def scores(self, system: str, start: float, seconds: float) -> dict[str, Any]:
         """Report scores as fast as possible, then wait until the actor has applied every one."""
         _wait_until(start)
         end = start + seconds
         out = self._in_threads(lambda k: self._scores(system, k, end))
-        return {"scores": sum(o["scores"] for o in out), "done": max(o["done"] for o in out)}
+        return {
+            "scores": sum(o["scores"] for o in out),
+            "done": max(o["done"] for o in out),
+            "pushes": sum(o["pushes"] for o in out),
+        }
 
     def _scores(self, system: str, k: int, end: float) -> dict[str, Any]:
         scores = np.random.default_rng([os.getpid(), k, 1]).random(4096)
         levels = list(self.currents[k])
         n = 0
+        pushes = 0
         if system == OURS:
             source = self.sources[k]
+            pushes = -source.pushes
             while time.time() < end:
                 for level in levels:
                     source.update_batch([level], scores[n % 4096 : n % 4096 + 1])
                     n += 1
             source.flush()  # every score applied by the actor
+            pushes += source.pushes
         else:
             curriculum = self.curriculum
             while time.time() < end:
@@ -207,7 +219,8 @@ class Client:
                     curriculum.update_task_progress.remote(level, float(scores[n % 4096]))
                     n += 1
             ray.get(curriculum.get_remote_attr.remote("num_tasks"))  # runs after every message above
-        return {"scores": n, "done": time.time()}
+            pushes = n
+        return {"scores": n, "done": time.time(), "pushes": pushes}
 
 
 def _wait_until(t: float) -> None:
@@ -297,6 +310,9 @@ def run_one(
         "mean_us": float(lat.mean()),
         "waited": sum(o["waited"] for o in out) / max(1, n_resets),
         "client_cpu_us": 1e6 * sum(o["cpu"] for o in out) / max(1, n_resets),
+        "calls_per_s": sum(o["calls"] for o in out) / args.seconds,
+        "pushes_per_s": sum(g["pushes"] for g in got) / absorbed_s,
+        "load": os.getloadavg()[0],
     }
     if system == OURS:
         assert before is not None and middle is not None
@@ -306,6 +322,9 @@ def run_one(
         )
         row["actor_us_per_reset"] = 1e6 * (middle["cpu_seconds"] - before["cpu_seconds"]) / max(1, n_resets)
         row["actor_us_per_score"] = 1e6 * (stats["cpu_seconds"] - middle["cpu_seconds"]) / max(1, n_scores)
+        # the actor's CPU seconds per wall second while the clients reset (1.0: one core, saturated)
+        row["actor_busy"] = (middle["cpu_seconds"] - before["cpu_seconds"]) / args.seconds
+        row["actor_busy_scores"] = (stats["cpu_seconds"] - middle["cpu_seconds"]) / absorbed_s
 
     ray.kill(actor)
     return row
@@ -448,6 +467,23 @@ def main() -> None:
             f"{ours[c]['levels_per_s'] / theirs[c]['levels_per_s']:.1f}×, per-reset mean "
             f"{theirs[c]['mean_us'] / ours[c]['mean_us']:.1f}× lower"
         )
+    print()
+    print("Calls the actor served (a level source saturates on calls and per-item work, not on clients):")
+    print()
+    print(
+        "| clients | system | levels/s | actor calls/s (resets) | levels per call | actor CPU busy (resets) "
+        "| pushes/s (scores) | scores per push | actor CPU busy (scores) | load (1 min, at the row's end) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        busy = f"{r['actor_busy']:.2f}" if r["ours"] else "n/a"
+        busy_scores = f"{r['actor_busy_scores']:.2f}" if r["ours"] else "n/a"
+        print(
+            f"| {r['label']} | {r['system']} | {r['levels_per_s']:,.0f} | {r['calls_per_s']:,.0f} | "
+            f"{r['levels_per_s'] / max(r['calls_per_s'], 1e-9):.1f} | {busy} | {r['pushes_per_s']:,.0f} | "
+            f"{r['scores_per_s'] / max(r['pushes_per_s'], 1e-9):.1f} | {busy_scores} | {r['load']:.1f} |"
+        )
+    print()
     bad = [r["clients"] for r in rows if not r.get("check", True)]
     if bad:
         print(f"- CHECK FAILED: the actor did not absorb every score pushed at C = {bad}")

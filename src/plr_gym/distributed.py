@@ -646,6 +646,7 @@ class RemoteLevelSource:
         self.levels_requested = 0  # levels this client asked the actor to draw (queue included)
         self.levels_topped_up = 0  # ... of which came with score pushes (drawn after their scores)
         self.pushes = 0  # score pushes sent (resends after an actor restart not counted)
+        self.draw_calls = 0  # calls that only drew levels (refills and blocking pulls)
         self.blocking_calls = 0  # next_levels calls that had to wait for the actor
 
     # ------------------------------------------------------------------ pickling
@@ -849,6 +850,7 @@ class RemoteLevelSource:
 
     def _refill(self, n: int) -> None:
         self.levels_requested += n
+        self.draw_calls += 1
         self._refills.append((self.actor.draw.remote(n), n, False))
         self._inflight += n
 
@@ -892,6 +894,7 @@ class RemoteLevelSource:
     def _pull(self, n: int) -> None:
         """Draw ``n`` levels with one blocking call, into the queue."""
         self.levels_requested += n
+        self.draw_calls += 1
         incarnation, levels = self._call("draw", n)
         self._seen_incarnation(incarnation)
         self._pool.extend(_as_list(levels))
