@@ -77,6 +77,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 
 from plr_gym._levels import load_values, save_values
 from plr_gym.checkpoint import atomic_open, checkpoint_files, write_checkpoint_dir
+from plr_gym.episode_parts import EpisodeJoiner, EpisodePart
 from plr_gym.sampler import LevelSampler
 from plr_gym.scoring import Strategy
 from plr_gym.source import FileIO, LevelSource
@@ -144,6 +145,8 @@ class LevelSourceActor:
     :param max_restarts: how the actor was hosted (clients give up at once on a dead actor hosted with 0).
     :param checkpoint_interval: ... but at most one every this many seconds (a checkpoint is ``fsync``-ed
         files: tens of milliseconds).
+    :param part_timeout: seconds an episode scored in parts (:meth:`push` with ``parts``) waits for its
+        next part before it is given up unscored (counted in ``parts_unscored``).
 
     Example:
         >>> import numpy as np
@@ -163,6 +166,7 @@ class LevelSourceActor:
         checkpoint_every: int = 100,
         max_restarts: int | None = None,
         checkpoint_interval: float = 5.0,
+        part_timeout: float = 600.0,
     ) -> None:
         _check_source(source, "LevelSourceActor")
         # Ray hands the actor read-only views of the arrays it received: work on writable copies
@@ -185,6 +189,8 @@ class LevelSourceActor:
         }
         self._since_checkpoint = 0
         self.restored_from: str | None = None
+        self.part_timeout = _check_seconds("part_timeout", part_timeout)
+        self._joiner: EpisodeJoiner | None = None  # made on the first episode parts (push(parts=...))
         if self.checkpoint_dir is not None and _has_checkpoint(self.checkpoint_dir, self._file_names()):
             self._restore(self.checkpoint_dir)
 
@@ -220,6 +226,18 @@ class LevelSourceActor:
             "clients": len(self._applied),
             "restored_from": self.restored_from,
             "cpu_seconds": time.process_time(),
+            **self._joiner_stats(),
+        }
+
+    def _joiner_stats(self) -> dict[str, int]:
+        joiner = self._joiner
+        if joiner is None:
+            return {"episodes_joined": 0, "parts_received": 0, "parts_unscored": 0, "parts_pending": 0}
+        return {
+            "episodes_joined": joiner.episodes_joined,
+            "parts_received": joiner.parts_received,
+            "parts_unscored": joiner.parts_unscored,
+            "parts_pending": joiner.parts_pending,
         }
 
     # ------------------------------------------------------------------ levels
@@ -253,7 +271,7 @@ class LevelSourceActor:
         self.source.set_progress(progress)
 
     # ------------------------------------------------------------------ scores
-    def push(self, client: str, seq: int, batches: Any, draw: int = 0) -> dict[str, Any]:
+    def push(self, client: str, seq: int, batches: Any, draw: int = 0, parts: Any = None) -> dict[str, Any]:
         """Apply a client's score batches, each with the source's all-or-nothing ``update_batch``, then draw
         ``draw`` levels for the client's queue (one round trip for both, as :meth:`draw` would).
 
@@ -263,13 +281,21 @@ class LevelSourceActor:
         Refused batches are returned as ``errors`` (``(index, exception)``), never raised: the actor
         stays up for the other clients.
 
+        ``parts`` (optional) are :class:`~plr_gym.episode_parts.EpisodePart` s of episodes scored in parts
+        (RLlib with several learners): the actor's :class:`~plr_gym.episode_parts.EpisodeJoiner` joins
+        them by episode id and applies the score of each episode they complete, once (the push's sequence
+        number makes a resent push a no-op; the checkpoint holds the parts still waiting).
+
         :return: ``{"incarnation", "errors", "committed", "levels"}``; ``committed``: every push of this
             client up to that number is held by the last checkpoint (or applied, without checkpoints);
             ``levels``: the ``draw`` levels drawn after the scores were applied (``None`` if ``draw`` is 0).
+            With ``parts``, also ``"parts"``: ``{"joined": [(level, score, episode id)...], "unscored":
+            parts given up, "errors": [(index, exception)...]}`` (``None`` for a push already applied).
         """
         batches = unpack_batches(batches)
         applied = self._applied.setdefault(str(client), _Applied())
         errors: list[tuple[int, BaseException]] = []
+        part_report: dict[str, Any] | None = None  # what the parts did (None: a push already applied)
         if seq in applied:
             self.counters["pushes_duplicate"] += 1
         else:
@@ -284,6 +310,9 @@ class LevelSourceActor:
                         self.counters["batches_refused"] += 1
                     else:
                         absorbed += len(scores)
+            if parts is not None:
+                joined, part_report = self._join_parts(parts)
+                absorbed += joined
             applied.add(int(seq))
             self.counters["scores_absorbed"] += absorbed
             self._since_checkpoint += absorbed
@@ -295,12 +324,41 @@ class LevelSourceActor:
                 self.checkpoint()
         held = self._committed.get(str(client)) if self.checkpoint_dir is not None else applied
         levels = self.draw(draw)[1] if draw else None
-        return {
+        reply = {
             "incarnation": self.incarnation,
             "errors": errors,
             "committed": held.upto if held else 0,
             "levels": levels,
         }
+        if parts is not None:
+            reply["parts"] = part_report
+        return reply
+
+    def _join_parts(self, parts: Any) -> tuple[int, dict[str, Any]]:
+        """Join episode parts; apply the completed episodes' scores (all at once, else one by one)."""
+        if self._joiner is None:
+            self._joiner = EpisodeJoiner(self.source.strategy_info, self.part_timeout)
+        if not isinstance(parts, (list, tuple)):
+            parts = []
+            refused: list[tuple[int, BaseException]] = [(0, TypeError("parts must be a list of EpisodePart"))]
+        else:
+            refused = []
+        result = self._joiner.add(parts)
+        refused.extend((k, _portable(exc)) for k, exc in result.refused)
+        joined: list[tuple[Any, float, str]] = []
+        try:
+            self.source.update_batch(result.levels, result.scores)
+            joined = list(zip(result.levels, result.scores, result.episodes))
+        except Exception:  # one by one: a refused episode (unknown level) is refused alone
+            for level, score, episode in zip(result.levels, result.scores, result.episodes):
+                try:
+                    self.source.update_batch([level], [score])
+                except Exception as exc:
+                    refused.append((-1, _portable(exc)))
+                    self.counters["batches_refused"] += 1
+                else:
+                    joined.append((level, score, episode))
+        return len(joined), {"joined": joined, "unscored": result.unscored, "errors": refused}
 
     def _apply_joined(self, batches: list[tuple[Any, Any]]) -> int | None:
         """Apply several batches to a :class:`~plr_gym.LevelSampler` as one ``update_batch`` call (the
@@ -363,7 +421,10 @@ class LevelSourceActor:
         }
         counters = {**self.counters, "checkpoints": self.counters["checkpoints"] + 1}
         clients = {c: a.to_json() for c, a in self._applied.items()}
-        writers[REMOTE_FILE] = lambda p: save_values(p, {"clients": clients, "counters": counters})
+        meta: dict[str, Any] = {"clients": clients, "counters": counters}
+        if self._joiner is not None:  # the episode parts waiting for the rest (and max_mc's best returns)
+            meta["joiner"] = self._joiner.state_dict()
+        writers[REMOTE_FILE] = lambda p: save_values(p, meta)
         write_checkpoint_dir(target, writers)
         self.counters["checkpoints"] += 1
         if directory is None or target == self.checkpoint_dir:
@@ -382,6 +443,9 @@ class LevelSourceActor:
         self._applied = {c: _Applied(int(v[0]), (int(s) for s in v[1])) for c, v in meta["clients"].items()}
         self._committed = {c: a.copy() for c, a in self._applied.items()}
         self.counters.update({k: int(v) for k, v in meta.get("counters", {}).items() if k in self.counters})
+        if "joiner" in meta:
+            self._joiner = EpisodeJoiner(self.source.strategy_info, self.part_timeout)
+            self._joiner.load_state_dict(meta["joiner"])
         self.counters["restores"] += 1
         self.restored_from = directory
 
@@ -487,6 +551,7 @@ def host_level_source(
     max_restarts: int = -1,
     num_cpus: float = 0.0,
     detached: bool = False,
+    part_timeout: float = 600.0,
 ) -> Any:
     """Host ``source`` in a Ray actor shared by every :class:`RemoteLevelSource` that connects to it.
 
@@ -508,6 +573,8 @@ def host_level_source(
     :param num_cpus: CPUs reserved for the actor (``0``: none, it mostly waits).
     :param detached: the actor outlives the process that created it (a restarted learner finds it by
         ``name``, which is then required); end it with ``ray.kill(handle)``.
+    :param part_timeout: seconds an episode scored in parts (RLlib with several learners) waits for its
+        next part before the actor gives it up unscored.
     :return: the actor handle (picklable; pass it to :class:`RemoteLevelSource`).
 
     Example:
@@ -532,6 +599,7 @@ def host_level_source(
         raise ValueError(f"{owner}: namespace must be a str or None, got {namespace!r}")
     every = _check_count("checkpoint_every", checkpoint_every, low=1)
     interval = _check_seconds("checkpoint_interval", checkpoint_interval)
+    timeout = _check_seconds("part_timeout", part_timeout)
     restarts = _check_count("max_restarts", max_restarts, low=-1)
     if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or not num_cpus >= 0:
         raise ValueError(f"{owner}: num_cpus must be a number >= 0, got {num_cpus!r}")
@@ -548,7 +616,7 @@ def host_level_source(
         if namespace is not None:
             options["namespace"] = namespace
     actor_class: Any = ray.remote(LevelSourceActor)
-    return actor_class.options(**options).remote(source, directory, every, restarts, interval)
+    return actor_class.options(**options).remote(source, directory, every, restarts, interval, timeout)
 
 
 # ------------------------------------------------------------------------------------------------ client
@@ -638,6 +706,10 @@ class RemoteLevelSource:
         self._seq = 0
         self._pushes: collections.deque[tuple[int, Any]] = collections.deque()
         self._log: dict[int, list[tuple[Any, Any]]] = {}
+        self._parts: list[EpisodePart] = []  # episode parts buffered for the next push
+        self._log_parts: dict[int, list[EpisodePart]] = {}  # ... and those of the pushes in _log
+        self._joined: list[tuple[Any, float, str]] = []  # episodes the actor joined from our parts
+        self._parts_unscored = 0  # parts the actor gave up while answering our pushes
         self._errors: list[BaseException] = []
         self._scored = False
         self._progress: float | None = None  # the last progress sent
@@ -742,8 +814,10 @@ class RemoteLevelSource:
     def _resend(self) -> None:
         self._pushes.clear()
         for seq in sorted(self._log):
+            parts = self._log_parts.get(seq)
+            extra = () if parts is None else (0, parts)
             self._pushes.append(
-                (seq, self.actor.push.remote(self.client_id, seq, pack_batches(self._log[seq])))
+                (seq, self.actor.push.remote(self.client_id, seq, pack_batches(self._log[seq]), *extra))
             )
 
     def _recover(self, exc: BaseException) -> None:
@@ -1004,14 +1078,18 @@ class RemoteLevelSource:
         """Send the buffered batches (one non-blocking call); with ``top_up``, the same call also draws
         the levels the queue lacks (a refill that costs no extra round trip)."""
         self._calls = 0
-        if not self._pending:
+        if not self._pending and not self._parts:
             return
         batches, self._pending = self._pending, []
         self._seq += 1
         self._log[self._seq] = batches
         packed = pack_batches(batches)
         draw = self._missing() if top_up else 0
-        ref = self.actor.push.remote(self.client_id, self._seq, packed, draw)
+        parts: tuple[Any, ...] = ()
+        if self._parts:  # episode parts ride on the push: the same sequence number, resent alike
+            self._log_parts[self._seq], self._parts = self._parts, []
+            parts = (self._log_parts[self._seq],)
+        ref = self.actor.push.remote(self.client_id, self._seq, packed, draw, *parts)
         self._pushes.append((self._seq, ref))
         self.pushes += 1
         if draw:
@@ -1046,9 +1124,49 @@ class RemoteLevelSource:
             if batches is not None and refused:  # never sent again
                 self._log[seq] = [b for k, b in enumerate(batches) if k not in refused]
             self._errors.extend(error for _, error in reply["errors"])
+            self._read_parts_reply(seq, reply.get("parts"))
             for old in [s for s in self._log if s <= reply["committed"]]:
                 del self._log[old]
+                self._log_parts.pop(old, None)
         self._raise_refused()
+
+    def _read_parts_reply(self, seq: int, report: dict[str, Any] | None) -> None:
+        if report is None:
+            return
+        self._joined.extend(report["joined"])
+        self._parts_unscored += int(report["unscored"])
+        parts = self._log_parts.get(seq)
+        refused = {k for k, _ in report["errors"]}
+        if parts is not None and refused:  # never sent again
+            self._log_parts[seq] = [p for k, p in enumerate(parts) if k not in refused]
+        self._errors.extend(error for _, error in report["errors"])
+
+    def update_parts(self, parts: Any) -> None:
+        """Send parts of episodes scored piecewise (:class:`~plr_gym.episode_parts.EpisodePart`, e.g. by
+        one of several RLlib learners) to the actor, which joins them by episode id and applies the score
+        of each episode once, when its last part arrives. Buffered and pushed with the next push (at the
+        latest at :meth:`end_rollout` or :meth:`flush`); :meth:`take_joined` reports what they completed."""
+        parts = list(parts)
+        for part in parts:
+            if not isinstance(part, EpisodePart):
+                raise TypeError(
+                    f"RemoteLevelSource.update_parts: parts must be EpisodePart, got {type(part).__name__}"
+                )
+        self._raise_refused()
+        self._parts.extend(parts)
+
+    def take_joined(self) -> tuple[list[tuple[Any, float, str]], int]:
+        """Push, wait for every push of this client, and return (then forget) the episodes the actor
+        completed from this client's parts since the last call, as ``(level, score, episode id)``, and the
+        number of parts the actor gave up unscored while answering this client (an episode whose next part
+        did not arrive within the actor's ``part_timeout``).
+
+        :raises ValueError: (or the hosted source's error type) if the actor refused a part or a score.
+        """
+        self.flush()
+        joined, self._joined = self._joined, []
+        unscored, self._parts_unscored = self._parts_unscored, 0
+        return joined, unscored
 
     def _raise_refused(self) -> None:
         if not self._errors:

@@ -315,7 +315,10 @@ class EpisodeJoiner:
         }
         next_values = arrays.get("next_values")
         data = EpisodeData(
-            **arrays,
+            rewards=arrays.get("rewards"),
+            values=arrays.get("values"),
+            advantages=arrays.get("advantages"),
+            next_values=next_values,
             next_value=0.0 if next_values is None else float(next_values[-1]),
             gamma=parts[-1].gamma,
         )
