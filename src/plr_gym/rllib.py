@@ -14,31 +14,31 @@ How the pieces fit (one shared level source, many processes):
   ``info["plr_env"]``, the env's global index) is set on every reset and step, so each episode carries its
   level into the learner.
 - **Learner side.** :class:`PLRPPOTorchLearner` replaces RLlib's GAE learner connector with
-  :class:`PLRGeneralAdvantageEstimation`, which runs RLlib's GAE unchanged and then scores every completed
-  episode from the values and advantages that GAE just computed, and reports ``(level, score)`` pairs to
-  the source in one ``update_batch`` call per training batch. The advantages are GAE's raw advantages
-  (``value_targets − values``), taken *before* RLlib standardises them over the batch: PLR's ``value_l1``
-  is ``mean_t |A_t|`` of the raw GAE advantage, and standardised advantages would change scale from one
-  batch to the next. An episode longer than one sample (RLlib cuts it into chunks at
-  ``rollout_fragment_length``) is *stitched*: the chunks of one episode id are concatenated step by step
-  (each chunk's GAE bootstraps at the cut, as SB3's rollout ends do) and the episode is scored once, when
-  its last chunk arrives; a chunk whose episode start was never seen, or an open episode not continued in
-  the next :attr:`PLRGeneralAdvantageEstimation.max_open_updates` batches, is dropped unscored (counted in
+  :class:`PLRGeneralAdvantageEstimation`, which runs RLlib's GAE unchanged and then turns each episode
+  chunk the learner holds into a partial aggregate of its score (:mod:`plr_gym.episode_parts`), from the
+  values and advantages that GAE just computed, and sends the batch's parts to the source in one call.
+  The advantages are GAE's raw advantages (``value_targets − values``), taken *before* RLlib standardises
+  them over the batch: PLR's ``value_l1`` is ``mean_t |A_t|`` of the raw GAE advantage, and standardised
+  advantages would change scale from one batch to the next. RLlib cuts a long episode into chunks (at
+  ``rollout_fragment_length``) and, with ``num_learners > 1``, deals each learner its share of a batch's
+  chunks (cutting chunks too); each chunk's GAE bootstraps at its cut, as SB3's rollout ends do. The
+  source's actor joins the parts of one episode by episode id, wherever and whenever they were scored,
+  and scores the episode once, when its last part arrives (exactly once across actor restarts); an
+  episode whose parts stop arriving is given up after the actor's ``part_timeout`` (counted in
   ``plr/chunks_unscored``).
 - **Outcome strategies** (``learnability``) need no learner: :class:`PLREnv` reports each finished
   episode's outcome (``info["is_success"]``, else return ``> 0``) from the env runner.
-- **Metrics.** Each update logs ``plr/episodes_scored``, ``plr/chunks_unscored``, ``plr/batch_score_mean``,
-  ``plr/batch_score_max``
-  and the source's :meth:`~plr_gym.source.LevelSource.rollout_stats` (``plr/replay_fraction``,
-  ``plr/num_seen``, ``plr/score_mean``, ``plr/score_max``) through the learner's metrics logger: they
-  appear in ``result["learners"]["__all_modules__"]``; :func:`plr_metrics` collects them.
+- **Metrics.** Each update logs ``plr/episodes_scored``, ``plr/chunks_unscored`` (summed over the
+  learners), ``plr/batch_score_mean``, ``plr/batch_score_max`` and (from the first learner) the source's
+  :meth:`~plr_gym.source.LevelSource.rollout_stats` (``plr/replay_fraction``, ``plr/num_seen``,
+  ``plr/score_mean``, ``plr/score_max``) through the learner's metrics logger: they appear in
+  ``result["learners"]["__all_modules__"]``; :func:`plr_metrics` collects them.
 
 The source must be reachable from every process: a :class:`plr_gym.distributed.RemoteLevelSource` (a client
 of a level source hosted in a Ray actor) in a real run. Supported: single-agent PPO with the torch
 framework, strategies that score from values, advantages, rewards or outcomes (not the policy-based ones),
 a source that draws a level per episode (a :class:`~plr_gym.LevelSampler`; rollout-planning sources such as
-Robust PLR's buffer are not supported), and one learner (``num_learners`` 0 or 1: with several learners an
-episode's chunks may reach different learners and its continuation is then dropped).
+Robust PLR's buffer are not supported), and any number of learners (``num_learners``).
 
 Example (see ``examples/rllib_minigrid.py`` and docs/rllib.md for a full run)::
 
@@ -58,7 +58,6 @@ Example (see ``examples/rllib_minigrid.py`` and docs/rllib.md for a full run)::
 from __future__ import annotations
 
 import itertools
-import math
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, SupportsFloat
@@ -76,7 +75,7 @@ from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.numpy import convert_to_numpy
 from ray.rllib.utils.postprocessing.zero_padding import unpad_data_if_necessary
 
-from plr_gym._levels import level_key
+from plr_gym.episode_parts import EpisodeJoiner, EpisodePart, make_part
 from plr_gym.scoring import EpisodeData, Strategy, episode_success, strategy_spec
 from plr_gym.wrappers.level import LevelWrapper
 
@@ -357,24 +356,32 @@ class _ValueCapture:
 
 
 class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
-    """RLlib's GAE connector, then one PLR score per completed episode, reported to the level source.
+    """RLlib's GAE connector, then PLR scores of the episodes this learner holds, sent to the level source.
 
     It runs :class:`ray.rllib.connectors.learner.GeneralAdvantageEstimation` unchanged (the train batch is
     exactly RLlib's), keeps the value predictions GAE computed and forms each step's raw GAE advantage
-    ``value_target − value`` (before RLlib's standardisation). Per episode chunk it keeps the real steps
-    (not the bootstrap step RLlib appends), stitches chunks of one episode and scores each completed
-    episode once with the strategy's function from :mod:`plr_gym.scoring` (``EpisodeData`` with rewards,
-    values, raw advantages, the bootstrap values GAE used, ``gamma`` and, for ``max_mc``, the level's best
-    return). All scores of a batch go to ``source.update_batch`` in one call.
+    ``value_target − value`` (before RLlib's standardisation). Each episode chunk (its real steps, not the
+    bootstrap step RLlib appends) becomes one :class:`~plr_gym.episode_parts.EpisodePart`: the episode's
+    id, the chunk's step range, its level and the strategy's partial aggregate of its steps (the sum of the
+    per-step terms for ``value_l1``, ``positive_value_loss``, ``gae`` and ``one_step_td_error``; the sums of
+    values and rewards for ``max_mc``; the steps themselves for a callable). The parts of a batch go to the
+    source in one call; an :class:`~plr_gym.episode_parts.EpisodeJoiner` joins the parts of each episode
+    by id, wherever they were scored (the chunks of one episode reach different learners, and batches), and
+    scores the episode once when its last part arrives: in the level source's actor for a
+    :class:`~plr_gym.distributed.RemoteLevelSource` (any number of learners), in this piece for a local
+    source (one learner).
 
-    :attr:`last_scored` holds the ``(level, score, episode_id)`` triples of the last batch and
-    :attr:`last_advantages` the raw advantages per chunk (the learner's episode order), for inspection.
+    :attr:`last_scored` holds the ``(level, score, episode_id)`` of the episodes whose last part this
+    learner sent in the last batch and :attr:`last_advantages` the raw advantages per chunk (the learner's
+    episode order), for inspection.
 
     :param gamma: GAE's discount.
     :param lambda_: GAE's lambda.
     :param source: the level source.
     :param strategy: the scoring strategy (name or callable); ``None``: the source's.
-    :param max_open_updates: batches an unfinished episode may wait for its continuation.
+    :param part_timeout: with a local source, seconds an unfinished episode waits for its next part (the
+        actor of a :class:`~plr_gym.distributed.RemoteLevelSource` has its own:
+        ``host_level_source(part_timeout=...)``).
     """
 
     def __init__(
@@ -386,7 +393,7 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
         lambda_: float,
         source: Any,
         strategy: Any = None,
-        max_open_updates: int = 2,
+        part_timeout: float = 600.0,
     ) -> None:
         super().__init__(  # type: ignore[no-untyped-call]
             input_observation_space, input_action_space, gamma=gamma, lambda_=lambda_
@@ -394,14 +401,14 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
         info = _check_source(source, "PLRGeneralAdvantageEstimation")
         self.source = source
         self.strategy_info: Strategy = info if strategy is None else strategy_spec(strategy)
-        self.max_open_updates = int(max_open_updates)
-        self._open: dict[Any, dict[str, Any]] = {}
-        self._best: dict[Any, float] = {}
-        self._updates = 0
+        self._remote = callable(getattr(source, "update_parts", None))
+        self.joiner: EpisodeJoiner | None = None  # joins parts here for a local source
+        if not self._remote and self.strategy_info.uses_scores and not self.strategy_info.outcome:
+            self.joiner = EpisodeJoiner(self.strategy_info, part_timeout)
         self._warned = False
         self.last_scored: list[tuple[Any, float, Any]] = []
         self.last_advantages: list[npt.NDArray[np.float64]] = []
-        self.last_unscored = 0  # episode chunks of the last batch given up unscored (see _score)
+        self.last_unscored = 0  # episode chunks of the last batch given up unscored
         self.chunks_unscored = 0  # ... in all batches
 
     def __call__(
@@ -425,7 +432,7 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
         )
         marks = (shared_data or {}).pop(_MARKS_KEY, None)
         if marks is None or self.strategy_info.outcome or not self.strategy_info.uses_scores:
-            self._log(metrics, [])
+            self._log(metrics, [], scoring=False)
             return batch
         if list(batch) != [DEFAULT_MODULE_ID]:
             raise ValueError(
@@ -450,26 +457,26 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
             raise RuntimeError(
                 f"PLR scoring: {values.shape[0]} value rows for episode chunks of {sum(lens)} steps"
             )
-        levels, scores = self._score(marks, values, advantages)
-        if levels:
-            self.source.update_batch(levels, scores)
-        self._log(metrics, scores)
+        scored = self._score(marks, values, advantages)
+        self._log(metrics, [score for _, score, _ in scored])
         return batch
 
-    def _score(
+    def _parts(
         self,
         marks: list[dict[str, Any]],
         values: npt.NDArray[np.float64],
         advantages: npt.NDArray[np.float64],
-    ) -> tuple[list[Any], list[float]]:
-        self._updates += 1
-        self.last_scored, self.last_advantages = [], []
+    ) -> tuple[list[EpisodePart], int]:
+        """One part per episode chunk (chunks without a level are counted, not sent)."""
+        self.last_advantages = []
+        parts: list[EpisodePart] = []
         unscored = 0
-        levels: list[Any] = []
-        scores: list[float] = []
         offset = 0
         for mark in marks:
             n = mark["len"]
+            if n == 0:  # nothing but the bootstrap step
+                offset += 1
+                continue
             chunk_values = values[offset : offset + n]
             next_values = values[offset + 1 : offset + n + 1].copy()
             if mark["terminated"]:
@@ -477,58 +484,60 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
             chunk_adv = advantages[offset : offset + n]
             offset += n + 1
             self.last_advantages.append(chunk_adv)
-            key = mark["id"]
-            record = self._open.pop(key, None)
-            if mark["t_started"] == 0:
-                record = {"level": mark["level"], "parts": []}
-            elif record is None:
-                unscored += 1  # its start was never seen (another learner's, or before this one was built)
+            if mark["level"] is None:
+                unscored += 1  # no info["level"]: not a PLREnv episode
                 continue
-            record["parts"].append((mark["rewards"], chunk_values, next_values, chunk_adv))
-            record["seen"] = self._updates
-            if not mark["done"]:
-                self._open[key] = record
-                continue
-            if record["level"] is None:
-                unscored += len(record["parts"])
-                continue
-            rewards, vals, nexts, adv = (np.concatenate(p) for p in zip(*record["parts"]))
-            level = record["level"]
-            max_return = None
-            if self.strategy_info.name == "max_mc":
-                lk = level_key(level)
-                max_return = max(self._best.get(lk, -math.inf), float(rewards.sum()))
-                self._best[lk] = max_return
-            ep = EpisodeData(
-                rewards=rewards,
-                values=vals,
-                advantages=adv,
-                next_values=nexts,
-                next_value=float(nexts[-1]),
+            data = EpisodeData(
+                rewards=mark["rewards"],
+                values=chunk_values,
+                advantages=chunk_adv,
+                next_values=next_values,
+                next_value=float(next_values[-1]),
                 gamma=float(self.gamma),
-                max_return=max_return,
             )
-            score = float(self.strategy_info.score_fn(ep))  # type: ignore[misc]
-            levels.append(level)
-            scores.append(score)
-            self.last_scored.append((level, score, key))
-        stale = [k for k, r in self._open.items() if self._updates - r["seen"] > self.max_open_updates]
-        for k in stale:
-            unscored += len(self._open.pop(k)["parts"])
-        self.last_unscored = unscored
-        self.chunks_unscored += unscored
-        return levels, scores
+            level = mark["level"]
+            parts.append(
+                make_part(self.strategy_info, mark["id"], mark["t_started"], level, mark["done"], data)
+            )
+        return parts, unscored
 
-    def _log(self, metrics: Any, scores: list[float]) -> None:
+    def _score(
+        self,
+        marks: list[dict[str, Any]],
+        values: npt.NDArray[np.float64],
+        advantages: npt.NDArray[np.float64],
+    ) -> list[tuple[Any, float, Any]]:
+        """Send the batch's parts; the ``(level, score, episode id)`` of the episodes they completed."""
+        parts, unscored = self._parts(marks, values, advantages)
+        if self.joiner is None:  # the actor joins them (exactly once, across restarts)
+            self.source.update_parts(parts)
+            scored, expired = self.source.take_joined()
+        else:
+            result = self.joiner.add(parts)
+            if result.refused:
+                raise result.refused[0][1]
+            if result.levels:
+                self.source.update_batch(result.levels, result.scores)
+            scored = list(zip(result.levels, result.scores, result.episodes))
+            expired = result.unscored
+        self.last_scored = [(level, float(score), episode) for level, score, episode in scored]
+        self.last_unscored = unscored + int(expired)
+        self.chunks_unscored += self.last_unscored
+        return self.last_scored
+
+    def _log(self, metrics: Any, scores: list[float], scoring: bool = True) -> None:
+        """Log this learner's counts (summed over learners) and, on the first learner only, the source's
+        statistics (one rollout window per training batch for the whole learner group)."""
         if metrics is None:
             return
-        values: dict[str, float] = {}
-        if self.strategy_info.uses_scores and not self.strategy_info.outcome:  # else: no learner scores
-            values["plr/episodes_scored"] = float(len(scores))
-            values["plr/chunks_unscored"] = float(self.last_unscored)
+        if scoring:  # counts: RLlib sums them over the learners of a batch
+            metrics.log_value((ALL_MODULES, "plr/episodes_scored"), float(len(scores)), reduce="sum")
+            metrics.log_value((ALL_MODULES, "plr/chunks_unscored"), float(self.last_unscored), reduce="sum")
         if scores:
-            values["plr/batch_score_mean"] = float(np.mean(scores))
-            values["plr/batch_score_max"] = float(np.max(scores))
+            metrics.log_value((ALL_MODULES, "plr/batch_score_mean"), float(np.mean(scores)), window=1)
+            metrics.log_value((ALL_MODULES, "plr/batch_score_max"), float(np.max(scores)), reduce="max")
+        if _learner_rank() != 0:
+            return
         try:  # close this batch's "rollout" at the source: replay fraction per training batch
             self.source.end_rollout()
             stats = self.source.rollout_stats(full=False)
@@ -540,9 +549,14 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
             stats = {}
         for k, v in stats.items():
             if np.isscalar(v):
-                values[f"plr/{k}"] = float(v)  # type: ignore[arg-type]
-        for k, v in values.items():
-            metrics.log_value((ALL_MODULES, k), v, window=1)
+                metrics.log_value((ALL_MODULES, f"plr/{k}"), float(v), window=1)  # type: ignore[arg-type]
+
+
+def _learner_rank() -> int:
+    """This learner's rank in RLlib's data-parallel learner group (0 without one)."""
+    import torch.distributed as dist
+
+    return int(dist.get_rank()) if dist.is_available() and dist.is_initialized() else 0
 
 
 class PLRPPOTorchLearner(PPOTorchLearner):
@@ -634,15 +648,6 @@ def add_plr(
     elif not (isinstance(learner_class, type) and issubclass(learner_class, PLRPPOTorchLearner)):
         raise TypeError("add_plr: learner_class must be a subclass of PLRPPOTorchLearner")
     _check_source(source, "add_plr")
-    if int(config.num_learners or 0) > 1:
-        warnings.warn(
-            f"add_plr: num_learners={config.num_learners}: RLlib hands each learner its share of a "
-            "batch's episode chunks, so the chunks of an episode longer than one sample may reach "
-            "different learners; those episodes are not scored (counted per batch in the metric "
-            "plr/chunks_unscored). One learner scores every episode.",
-            UserWarning,
-            stacklevel=2,
-        )
     if make_env is None:
         if not isinstance(config.env, str):
             raise ValueError(
