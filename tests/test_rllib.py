@@ -11,6 +11,7 @@ The end-to-end test checks, against records kept outside the code under test:
 from __future__ import annotations
 
 import os
+import warnings
 
 import gymnasium as gym
 import minigrid  # noqa: F401  (the test extra installs it, RLlib and Ray: a missing one is an error)
@@ -62,12 +63,17 @@ class _Front(ConnectorV2):
 
 
 class _Back(ConnectorV2):
+    def __init__(self, *args, actor=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.actor = actor  # the recording source's actor: learners in other processes report there
+
     def __call__(self, *, rl_module, batch, episodes, **kwargs):
         import torch
 
         module_batch = batch[DEFAULT_MODULE_ID]
         with torch.no_grad():
-            values = rl_module[DEFAULT_MODULE_ID].compute_values(module_batch)
+            module = rl_module[DEFAULT_MODULE_ID]
+            values = getattr(module, "unwrapped", lambda: module)().compute_values(module_batch)  # DDP
         BACK.append(
             {
                 "values": values.numpy().astype(np.float64),
@@ -76,6 +82,8 @@ class _Back(ConnectorV2):
                 "mask": module_batch[Columns.LOSS_MASK].numpy(),
             }
         )
+        if self.actor is not None:
+            ray.get(self.actor.call.remote("record_update", (os.getpid(), FRONT[-1], BACK[-1])))
         return batch
 
 
@@ -87,7 +95,8 @@ class RecordingLearner(PLRPPOTorchLearner):
         assert "GeneralAdvantageEstimation" not in names and names.count("PLRGeneralAdvantageEstimation") == 1
         assert names.index("_EpisodeMarks") < names.index("AddOneTsToEpisodesAndTruncate")
         self._learner_connector.prepend(_Front())
-        self._learner_connector.append(_Back())
+        source = self.config.learner_config_dict["plr_source"]
+        self._learner_connector.append(_Back(actor=getattr(source, "actor", None)))
 
 
 # ---------------------------------------------------------------------------------------- recording source
@@ -98,6 +107,7 @@ class RecordingSampler(LevelSampler):
         super().__init__(*args, **kwargs)
         self.stored: list[tuple[list[int], list[float]]] = []
         self.handed: list[tuple[int, int, int]] = []  # (process, env index given to the client, level)
+        self.updates: list[tuple[int, list[dict], dict]] = []  # (learner process, FRONT, BACK) per update
 
     def update_batch(self, levels, scores):
         super().update_batch(levels, scores)
@@ -105,6 +115,9 @@ class RecordingSampler(LevelSampler):
 
     def record_handout(self, pid, envs, levels):
         self.handed.extend((pid, int(e), int(x)) for e, x in zip(envs, levels))
+
+    def record_update(self, pid, front, back):
+        self.updates.append((pid, front, back))
 
 
 class RecordingClient(RemoteLevelSource):
@@ -239,6 +252,92 @@ def test_ppo_two_env_runners_scores_levels_and_metrics(local_ray) -> None:
     assert plr_metrics(results[-1])["plr/num_seen"] == ray.get(actor.call.remote("num_seen"))
 
 
+def _episodes_from_updates(updates) -> tuple[dict[str, list[tuple]], int]:
+    """Each episode's parts from the learners' records: ``id -> [(start, stop, done, level, learner, raw
+    advantages)]``; also checks every batch's GAE as the one-learner test does, and counts the chunks."""
+    episodes: dict[str, list[tuple]] = {}
+    n_chunks = 0
+    for pid, chunks, back in updates:
+        raw = back["targets"] - back["values"]  # RLlib's GAE advantages before standardisation
+        std = (raw - raw.mean()) / max(1e-4, raw.std())
+        np.testing.assert_allclose(std, back["advantages"], atol=1e-4)
+        lens = [c["len"] + 1 for c in chunks]
+        assert sum(lens) == raw.shape[0]
+        offset = 0
+        for chunk in chunks:
+            adv = raw[offset : offset + chunk["len"]]
+            offset += chunk["len"] + 1
+            if chunk["len"] == 0:
+                continue
+            start = chunk["t_started"]
+            part = (start, start + chunk["len"], chunk["done"], chunk["level"], pid, adv)
+            episodes.setdefault(chunk["id"], []).append(part)
+            n_chunks += 1
+    return episodes, n_chunks
+
+
+@pytest.mark.slow
+def test_ppo_two_learners_scores_every_completed_episode_exactly_once(local_ray) -> None:
+    """RLlib deals each of 2 learners a share of every batch's chunks (cutting chunks to balance them): the
+    learners send partial aggregates, the source's actor joins them by episode id. Every completed episode
+    is scored once, with the score of its whole run of steps (mean |raw GAE advantage|), recomputed here
+    from the two learners' train batches."""
+    actor = host_level_source(RecordingSampler(range(30), strategy="value_l1", seed=0))
+    source = RemoteLevelSource(actor, prefetch=2)
+    config = (
+        PPOConfig()
+        .env_runners(
+            num_env_runners=2,
+            num_envs_per_env_runner=2,
+            rollout_fragment_length=50,
+            num_cpus_per_env_runner=0.5,
+        )
+        .training(train_batch_size=400, minibatch_size=200, num_epochs=1, lr=3e-4)
+        .learners(num_learners=2, num_cpus_per_learner=0.5)
+        .debugging(seed=0)
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        add_plr(config, source, make_doorkey, learner_class=RecordingLearner)
+    assert not [w for w in caught if "plr" in str(w.message).lower()], [str(w.message) for w in caught]
+    algo = config.build_algo()
+    try:
+        results = [algo.train() for _ in range(3)]
+    finally:
+        algo.stop()
+    updates = ray.get(actor.call.remote("updates"))
+    stored = ray.get(actor.call.remote("stored"))
+    assert len({pid for pid, _, _ in updates}) == 2 and len(updates) == 6  # 2 learners x 3 batches
+
+    episodes, n_chunks = _episodes_from_updates(updates)
+    expected: list[tuple[int, float]] = []
+    across = 0  # episodes whose parts were scored by both learners
+    for parts in episodes.values():
+        parts.sort(key=lambda p: p[0])
+        assert all(a[1] == b[0] for a, b in zip(parts, parts[1:])), "parts overlap or miss steps"
+        assert len({p[3] for p in parts}) == 1, "one level per episode"
+        if parts[0][0] != 0 or not parts[-1][2]:
+            continue  # still running after the last batch
+        expected.append((parts[0][3], float(np.abs(np.concatenate([p[5] for p in parts])).mean())))
+        across += len({p[4] for p in parts}) > 1
+    got = [(level, score) for levels, scores in stored for level, score in zip(levels, scores)]
+    assert len(expected) >= 8, "too few completed episodes to check"
+    assert across >= 1, "no episode was split between the learners: joining was not exercised"
+    assert len(got) == len(expected)  # each completed episode exactly once
+    got.sort()
+    expected.sort()
+    assert [level for level, _ in got] == [level for level, _ in expected]
+    np.testing.assert_allclose([s for _, s in got], [s for _, s in expected], rtol=1e-5, atol=1e-6)
+
+    stats = ray.get(actor.stats.remote())
+    assert stats["episodes_joined"] == len(expected) and stats["parts_unscored"] == 0
+    assert stats["parts_received"] == n_chunks
+    metrics = [plr_metrics(r) for r in results]
+    assert all(m["plr/chunks_unscored"] == 0 for m in metrics), metrics
+    assert sum(m["plr/episodes_scored"] for m in metrics) == len(expected)  # summed over the learners
+    assert metrics[-1]["plr/num_seen"] == ray.get(actor.call.remote("num_seen"))
+
+
 @pytest.mark.slow
 def test_learnability_outcomes_reach_the_source_from_the_env_runners(local_ray) -> None:
     FRONT.clear()
@@ -308,8 +407,6 @@ def test_bad_input_names_the_argument() -> None:
         add_plr(PPOConfig(), sampler, make_doorkey, learner_class=object)
     with pytest.raises(ValueError, match="source= or LevelSampler"):
         plr_ppo_config(make_doorkey, source=sampler, levels=range(3))
-    with pytest.warns(UserWarning, match=r"num_learners=2: .* plr/chunks_unscored"):
-        add_plr(PPOConfig().learners(num_learners=2), sampler, make_doorkey)
 
 
 # ------------------------------------------------------------------------------------------------ scorer unit

@@ -347,7 +347,8 @@ class LevelSourceActor:
         refused.extend((k, _portable(exc)) for k, exc in result.refused)
         joined: list[tuple[Any, float, str]] = []
         try:
-            self.source.update_batch(result.levels, result.scores)
+            if result.levels:
+                self.source.update_batch(result.levels, result.scores)
             joined = list(zip(result.levels, result.scores, result.episodes))
         except Exception:  # one by one: a refused episode (unknown level) is refused alone
             for level, score, episode in zip(result.levels, result.scores, result.episodes):
