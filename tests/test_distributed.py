@@ -458,3 +458,79 @@ def test_remote_source_benchmark_quick() -> None:
         if "Syllabus not run" not in out:
             assert any(line.startswith(f"| {c} | Syllabus RayCurriculumWrapper |") for line in rows), out
     assert "CHECK FAILED" not in out
+
+
+# ---------------------------------------------------------------------------------------------- episode parts
+def _value_l1_parts(episode: str, level: int, adv: np.ndarray, cuts: list[int]) -> list[Any]:
+    from plr_gym.episode_parts import make_part
+    from plr_gym.scoring import EpisodeData, strategy_spec
+
+    info = strategy_spec("value_l1")
+    bounds = [0, *cuts, len(adv)]
+    return [
+        make_part(info, episode, a, level, b == len(adv), EpisodeData(advantages=adv[a:b]))
+        for a, b in zip(bounds[:-1], bounds[1:])
+    ]
+
+
+def test_actor_joins_parts_from_several_clients_once_and_checkpoints_the_pending_ones(tmp_path: Path) -> None:
+    """Two learners' parts of one episode, in any order: the episode is scored once, when its last part
+    arrives; a push sent again is skipped; a checkpoint holds the parts still waiting, so an actor restored
+    from it completes the episode when the rest arrives, and a resent push is still applied once."""
+    adv = np.array([1.0, -2.0, 3.0, -4.0, 5.0, 0.5])
+    p0, p1, p2 = _value_l1_parts("ep", 4, adv, [2, 4])
+    actor = LevelSourceActor(
+        sampler(strategy="value_l1"), checkpoint_dir=str(tmp_path), checkpoint_every=2, checkpoint_interval=0
+    )
+    reply = actor.push("learner-1", 1, [], 0, [p2])
+    assert reply["parts"] == {"joined": [], "unscored": 0, "errors": []} and reply["committed"] == 0
+    actor.checkpoint()  # holds p2, waiting
+    reply = actor.push("learner-0", 1, [], 0, [p0])  # applied, not yet in a checkpoint
+    assert actor.push("learner-0", 1, [], 0, [p0])["parts"] is None  # the same push again: skipped
+    assert actor.stats()["pushes_duplicate"] == 1 and actor.stats()["parts_pending"] == 2
+
+    again = LevelSourceActor(sampler(strategy="value_l1"), checkpoint_dir=str(tmp_path))  # restarted
+    assert again.stats()["parts_pending"] == 1 and again.stats()["parts_received"] == 1
+    assert again.push("learner-0", 1, [], 0, [p0])["parts"]["joined"] == []  # resent: not in the checkpoint
+    reply = again.push("learner-0", 2, [], 0, [p1])
+    ((level, score, episode),) = reply["parts"]["joined"]
+    assert (level, episode) == (4, "ep") and score == pytest.approx(np.abs(adv).mean())
+    assert again.stats()["episodes_joined"] == 1 and again.stats()["scores_absorbed"] == 1
+    assert again.source.scores[4] == pytest.approx(np.abs(adv).mean())  # one update of level 4, alpha = 1
+    assert again.source.state_dict()["num_samples"] == 0 and int(again.source.seen.sum()) == 1
+    # a part of an unknown level completes its episode, then the sampler refuses the score: reported
+    (bad,) = _value_l1_parts("other", 999, adv, [])
+    errors = again.push("learner-0", 3, [], 0, [bad])["parts"]["errors"]
+    assert len(errors) == 1 and isinstance(errors[0][1], KeyError)
+    assert again.stats()["batches_refused"] == 1 and again.stats()["episodes_joined"] == 2
+
+
+def test_remote_parts_survive_an_actor_restart_exactly_once(local_ray: None, tmp_path: Path) -> None:
+    """Learner A's part is checkpointed, learner B's is not when the actor is killed: B's client resends it
+    to the restarted actor, A's last part completes the episode, scored exactly once."""
+    actor = host_level_source(
+        sampler(strategy="value_l1"), checkpoint_dir=tmp_path, checkpoint_every=1_000, checkpoint_interval=0
+    )
+    a = RemoteLevelSource(actor, retry_timeout=30)
+    b = RemoteLevelSource(actor, retry_timeout=30)
+    adv = np.linspace(-1.0, 2.0, 9)
+    p0, p1, p2 = _value_l1_parts("ep", 7, adv, [3, 5])
+    a.update_parts([p0])
+    assert a.take_joined() == ([], 0)
+    a.checkpoint()
+    b.update_parts([p1])
+    assert b.take_joined() == ([], 0)  # applied, in no checkpoint: b keeps it to resend
+    assert sorted(b._log_parts) == [1]
+    ray.kill(actor, no_restart=False)
+    a.update_parts([p2])
+    assert a.take_joined() == ([], 0)  # the restarted actor holds p0 (its checkpoint) and p2
+    b.update_parts(_value_l1_parts("next", 3, adv[:2], []))  # b's next push meets the new actor...
+    joined, unscored = b.take_joined()  # ... so b resends p1, which completes the episode
+    stats = a.actor_stats()
+    assert stats["restores"] == 1 and unscored == 0
+    assert sorted((level, episode) for level, _, episode in joined) == [(3, "next"), (7, "ep")]
+    assert dict((e, score) for _, score, e in joined)["ep"] == pytest.approx(np.abs(adv).mean())
+    assert stats["episodes_joined"] == 2 and stats["parts_pending"] == 0
+    assert a.call("scores")[7] == pytest.approx(np.abs(adv).mean())
+    with pytest.raises(TypeError, match="EpisodePart"):
+        a.update_parts([("ep", 0, 3)])

@@ -310,12 +310,14 @@ class LevelSourceActor:
                         self.counters["batches_refused"] += 1
                     else:
                         absorbed += len(scores)
+            received = 0  # episode parts (a checkpoint is due after checkpoint_every scores or parts)
             if parts is not None:
                 joined, part_report = self._join_parts(parts)
                 absorbed += joined
+                received = len(parts) - len(part_report["errors"])
             applied.add(int(seq))
             self.counters["scores_absorbed"] += absorbed
-            self._since_checkpoint += absorbed
+            self._since_checkpoint += max(absorbed, received)
             if (
                 self.checkpoint_dir is not None
                 and self._since_checkpoint >= self.checkpoint_every
