@@ -330,6 +330,57 @@ def run_one(
     return row
 
 
+def inprocess_costs(n_levels: int, seconds: float) -> list[str]:
+    """The actor's own work without Ray: CPU µs per level drawn, per score pushed and per episode part
+    joined (two parts per episode, ``value_l1``), by items per call, on a ``LevelSourceActor`` in this
+    process (``time.process_time``: CPU time, which other processes' load inflates less than wall time)."""
+    from plr_gym.distributed import LevelSourceActor, pack_batches
+    from plr_gym.episode_parts import make_part
+    from plr_gym.scoring import EpisodeData, strategy_spec
+
+    sampler = LevelSampler(range(n_levels), seed=0, **OUR_KWARGS)
+    sampler.update_batch(np.arange(n_levels), np.random.default_rng(0).random(n_levels))
+    actor = LevelSourceActor(sampler)
+    info = strategy_spec("value_l1")
+    rng = np.random.default_rng(1)
+    adv = rng.normal(size=40)
+    made = 0  # parts made so far
+    lines = [
+        "| items per call | draw: µs CPU per level | push: µs CPU per score "
+        "| parts: µs CPU per part (2 per episode) |",
+        "|---|---|---|---|",
+    ]
+    seq = 0
+    for batch in (1, 32, 128):
+        costs = []
+        for job in ("draw", "push", "parts"):
+            spent, n = 0.0, 0  # CPU seconds inside the actor's method (making the arguments excluded)
+            while spent < seconds:
+                seq += 1
+                args: tuple[Any, ...]
+                if job == "draw":
+                    method, args = actor.draw, (batch,)
+                elif job == "push":
+                    levels, scores = rng.integers(0, n_levels, batch), rng.random(batch)
+                    packed = pack_batches([(levels[i : i + 1], scores[i : i + 1]) for i in range(batch)])
+                    method, args = actor.push, ("c", seq, packed)
+                else:  # part 0 then part 1 of episode e (20 steps each), consecutive over the calls
+                    parts = []
+                    for k in range(made, made + batch):
+                        e, second = divmod(k, 2)
+                        data = EpisodeData(advantages=adv[20 * second : 20 * second + 20])
+                        parts.append(make_part(info, f"e{e}", 20 * second, e % n_levels, bool(second), data))
+                    made += batch
+                    method, args = actor.push, ("c", seq, [], 0, parts)
+                t0 = time.process_time()
+                method(*args)
+                spent += time.process_time() - t0
+                n += batch
+            costs.append(1e6 * spent / n)
+        lines.append(f"| {batch} | {costs[0]:.1f} | {costs[1]:.1f} | {costs[2]:.1f} |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="C = 1, 2, prefetch 16 only, 0.5 s per run")
@@ -347,6 +398,11 @@ def main() -> None:
     parser.add_argument("--push-every", type=int, default=32, help="plr_gym: episodes per score push")
     parser.add_argument("--seconds", type=float, default=None, help="seconds per run (default 4; quick 1)")
     parser.add_argument("--no-syllabus", action="store_true", help="benchmark plr_gym only")
+    parser.add_argument(
+        "--inprocess",
+        action="store_true",
+        help="also measure the actor's own work per level, score and episode part without Ray",
+    )
     parser.add_argument(
         "--max-rss-gb",
         type=float,
@@ -487,6 +543,13 @@ def main() -> None:
     bad = [r["clients"] for r in rows if not r.get("check", True)]
     if bad:
         print(f"- CHECK FAILED: the actor did not absorb every score pushed at C = {bad}")
+    if args.inprocess:
+        print()
+        print(f"The actor's own work, in-process (no Ray), load {load_average()}:")
+        print()
+        for line in inprocess_costs(args.levels, 0.5 if args.quick else 2.0):
+            print(line)
+        print()
     print(f"- total wall time: {time.time() - t_start:.0f} s")
     ray.shutdown()
     if bad:
