@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 import sampler_speed
 from _provenance import cpu_model, git_commit, load_average
@@ -381,6 +382,54 @@ def inprocess_costs(n_levels: int, seconds: float) -> list[str]:
     return lines
 
 
+def shard_difference(n_levels: int, draws: int) -> list[str]:
+    """How far the simplest sharded design is from one sampler: ``S`` samplers, each owning ``N / S`` of the
+    levels (level ``l`` in shard ``l mod S``), clients spread evenly over them (draws round-robin), each
+    shard ranking and counting staleness among its own levels. Every level scored once (the same scores
+    in both designs, fixed); ``draws`` draws. Total variation distance (TV) of the replay distributions
+    before the first draw and of the draws' level frequencies, next to the TV of two seeds of one sampler
+    (the noise floor of the frequencies)."""
+    scores = np.random.default_rng(0).random(n_levels)
+
+    def one(seed: int) -> LevelSampler:
+        sampler = LevelSampler(range(n_levels), seed=seed, **OUR_KWARGS)
+        sampler.update_batch(np.arange(n_levels), scores)
+        return sampler
+
+    def frequencies(samplers: list[LevelSampler]) -> npt.NDArray[np.float64]:
+        counts = np.zeros(n_levels)
+        for k in range(draws):
+            counts[int(samplers[k % len(samplers)].sample())] += 1
+        return counts / draws
+
+    exact = one(0)
+    exact_weights = exact.sample_weights()
+    exact_freq, floor_freq = frequencies([exact]), frequencies([one(1)])
+    top = np.argsort(-scores)[:10]
+    lines = [
+        f"| shards | TV of the replay distribution | TV of {draws:,} draws' frequencies (one sampler, "
+        "another seed: noise floor) | draws on the 10 best-scored levels: one sampler / sharded |",
+        "|---|---|---|---|",
+    ]
+    for n_shards in (2, 4, 8, 16):
+        shards = []
+        weights = np.zeros(n_levels)
+        for k in range(n_shards):
+            own = np.arange(k, n_levels, n_shards)
+            shard = LevelSampler(own, seed=k, **OUR_KWARGS)
+            shard.update_batch(own, scores[own])
+            weights[own] = shard.sample_weights() / n_shards
+            shards.append(shard)
+        freq = frequencies(shards)
+        floor = 0.5 * np.abs(floor_freq - exact_freq).sum()
+        lines.append(
+            f"| {n_shards} | {0.5 * np.abs(weights - exact_weights).sum():.3f} | "
+            f"{0.5 * np.abs(freq - exact_freq).sum():.3f} ({floor:.3f}) | "
+            f"{exact_freq[top].sum():.3f} / {freq[top].sum():.3f} |"
+        )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="C = 1, 2, prefetch 16 only, 0.5 s per run")
@@ -548,6 +597,11 @@ def main() -> None:
         print(f"The actor's own work, in-process (no Ray), load {load_average()}:")
         print()
         for line in inprocess_costs(args.levels, 0.5 if args.quick else 2.0):
+            print(line)
+        print()
+        print("The simplest sharded design next to one sampler (the replay distribution it changes):")
+        print()
+        for line in shard_difference(args.levels, 2_000 if args.quick else 20_000):
             print(line)
         print()
     print(f"- total wall time: {time.time() - t_start:.0f} s")
