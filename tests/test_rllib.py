@@ -407,6 +407,8 @@ def test_bad_input_names_the_argument() -> None:
         add_plr(PPOConfig(), sampler, make_doorkey, learner_class=object)
     with pytest.raises(ValueError, match="source= or LevelSampler"):
         plr_ppo_config(make_doorkey, source=sampler, levels=range(3))
+    with pytest.raises(ValueError, match="num_learners=2 needs a source shared by the learners"):
+        add_plr(PPOConfig().learners(num_learners=2), LevelSampler(range(5), strategy="gae"), make_doorkey)
 
 
 # ------------------------------------------------------------------------------------------------ scorer unit

@@ -647,7 +647,18 @@ def add_plr(
         learner_class = PLRPPOTorchLearner
     elif not (isinstance(learner_class, type) and issubclass(learner_class, PLRPPOTorchLearner)):
         raise TypeError("add_plr: learner_class must be a subclass of PLRPPOTorchLearner")
-    _check_source(source, "add_plr")
+    info = _check_source(source, "add_plr")
+    learner_scored = info.uses_scores and not info.outcome
+    if (
+        int(config.num_learners or 0) > 1
+        and learner_scored
+        and not callable(getattr(source, "update_parts", None))
+    ):
+        raise ValueError(
+            f"add_plr: num_learners={config.num_learners} needs a source shared by the learners, which join "
+            "the parts of each episode in it: a plr_gym.distributed.RemoteLevelSource, got "
+            f"{type(source).__name__} (each learner would score into its own copy)"
+        )
     if make_env is None:
         if not isinstance(config.env, str):
             raise ValueError(
