@@ -289,7 +289,7 @@ def test_ppo_two_learners_scores_every_completed_episode_exactly_once(local_ray)
         .env_runners(
             num_env_runners=2,
             num_envs_per_env_runner=2,
-            rollout_fragment_length=20,  # most episodes (<= 40 steps) span chunks and learners
+            rollout_fragment_length=15,  # 40-step episodes, unequal chunks: split between learners
             num_cpus_per_env_runner=0.5,
         )
         .training(train_batch_size=400, minibatch_size=200, num_epochs=1, lr=3e-4)
