@@ -367,9 +367,9 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
     values and rewards for ``max_mc``; the steps themselves for a callable). The parts of a batch go to the
     source in one call; an :class:`~plr_gym.episode_parts.EpisodeJoiner` joins the parts of each episode
     by id, wherever they were scored (the chunks of one episode reach different learners, and batches), and
-    scores the episode once when its last part arrives: in the level source's actor for a
-    :class:`~plr_gym.distributed.RemoteLevelSource` (any number of learners), in this piece for a local
-    source (one learner).
+    scores the episode once when its last part arrives: in the level source's actor with several learners
+    (a :class:`~plr_gym.distributed.RemoteLevelSource`), in this piece with one learner, which holds every
+    part (then the source gets one score per episode, as from any front end).
 
     :attr:`last_scored` holds the ``(level, score, episode_id)`` of the episodes whose last part this
     learner sent in the last batch and :attr:`last_advantages` the raw advantages per chunk (the learner's
@@ -379,9 +379,13 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
     :param lambda_: GAE's lambda.
     :param source: the level source.
     :param strategy: the scoring strategy (name or callable); ``None``: the source's.
-    :param part_timeout: with a local source, seconds an unfinished episode waits for its next part (the
-        actor of a :class:`~plr_gym.distributed.RemoteLevelSource` has its own:
+    :param part_timeout: when the parts are joined here, seconds an unfinished episode waits for its next
+        part (the actor of a :class:`~plr_gym.distributed.RemoteLevelSource` has its own:
         ``host_level_source(part_timeout=...)``).
+    :param join_here: join the parts in this piece and send the source one score per episode, also for a
+        :class:`~plr_gym.distributed.RemoteLevelSource` (right when this is the only learner: it then holds
+        every part, and the actor gets one score per episode instead of one part per chunk); always so
+        for a local source.
     """
 
     def __init__(
@@ -394,6 +398,7 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
         source: Any,
         strategy: Any = None,
         part_timeout: float = 600.0,
+        join_here: bool = False,
     ) -> None:
         super().__init__(  # type: ignore[no-untyped-call]
             input_observation_space, input_action_space, gamma=gamma, lambda_=lambda_
@@ -401,9 +406,9 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
         info = _check_source(source, "PLRGeneralAdvantageEstimation")
         self.source = source
         self.strategy_info: Strategy = info if strategy is None else strategy_spec(strategy)
-        self._remote = callable(getattr(source, "update_parts", None))
-        self.joiner: EpisodeJoiner | None = None  # joins parts here for a local source
-        if not self._remote and self.strategy_info.uses_scores and not self.strategy_info.outcome:
+        shared = callable(getattr(source, "update_parts", None)) and not join_here
+        self.joiner: EpisodeJoiner | None = None  # joins the parts here (a local source, or one learner)
+        if not shared and self.strategy_info.uses_scores and not self.strategy_info.outcome:
             self.joiner = EpisodeJoiner(self.strategy_info, part_timeout)
         self._warned = False
         self.last_scored: list[tuple[Any, float, Any]] = []
@@ -509,7 +514,7 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
     ) -> list[tuple[Any, float, Any]]:
         """Send the batch's parts; the ``(level, score, episode id)`` of the episodes they completed."""
         parts, unscored = self._parts(marks, values, advantages)
-        if self.joiner is None:  # the actor joins them (exactly once, across restarts)
+        if self.joiner is None:  # the actor joins them (exactly once, across restarts): several learners
             self.source.update_parts(parts)
             scored, expired = self.source.take_joined()
         else:
@@ -588,6 +593,7 @@ class PLRPPOTorchLearner(PPOTorchLearner):
             gamma=self.config.gamma,
             lambda_=self.config.lambda_,  # type: ignore[attr-defined]
             source=settings[SOURCE_KEY],
+            join_here=int(self.config.num_learners or 0) <= 1,  # one learner holds every part
         )
         pipeline.insert_after("GeneralAdvantageEstimation", scorer)
         pipeline.remove("GeneralAdvantageEstimation")
