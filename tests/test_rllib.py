@@ -138,6 +138,23 @@ def make_doorkey(env_config):
     return _Pid(DtypeObservation(env, np.float32))
 
 
+def make_doorkey_varied(env_config):
+    """DoorKey whose episodes last 15 + level % 23 steps (a random policy rarely ends one earlier): unequal
+    episodes, so RLlib's sharder cuts and deals them unevenly between learners."""
+    return _LevelLength(make_doorkey(env_config))
+
+
+class _LevelLength(gym.Wrapper):
+    def reset(self, *, seed=None, options=None):
+        self._left = 15 + int(seed) % 23  # LevelWrapper resets with seed = level
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._left -= 1
+        return obs, reward, terminated, truncated or self._left <= 0, info
+
+
 class _Pid(gym.Wrapper):
     """Tags every info with the env's process id (to match an episode to its env runner's hand-outs)."""
 
@@ -289,7 +306,7 @@ def test_ppo_two_learners_scores_every_completed_episode_exactly_once(local_ray)
         .env_runners(
             num_env_runners=2,
             num_envs_per_env_runner=2,
-            rollout_fragment_length=15,  # 40-step episodes, unequal chunks: split between learners
+            rollout_fragment_length=15,
             num_cpus_per_env_runner=0.5,
         )
         .training(train_batch_size=400, minibatch_size=200, num_epochs=1, lr=3e-4)
@@ -298,7 +315,7 @@ def test_ppo_two_learners_scores_every_completed_episode_exactly_once(local_ray)
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        add_plr(config, source, make_doorkey, learner_class=RecordingLearner)
+        add_plr(config, source, make_doorkey_varied, learner_class=RecordingLearner)
     assert not [w for w in caught if "plr" in str(w.message).lower()], [str(w.message) for w in caught]
     algo = config.build_algo()
     try:
