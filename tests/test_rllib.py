@@ -352,7 +352,7 @@ def test_ppo_two_learners_scores_every_completed_episode_exactly_once(local_ray)
     metrics = [plr_metrics(r) for r in results]
     assert all(m["plr/chunks_unscored"] == 0 for m in metrics), metrics
     assert sum(m["plr/episodes_scored"] for m in metrics) == len(expected)  # summed over the learners
-    assert metrics[-1]["plr/num_seen"] == ray.get(actor.call.remote("num_seen"))
+    assert metrics[-1]["plr/num_seen"] == ray.get(actor.call.remote("num_seen"))  # after both learners'
 
 
 @pytest.mark.slow

@@ -517,6 +517,7 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
         if self.joiner is None:  # the actor joins them (exactly once, across restarts): several learners
             self.source.update_parts(parts)
             scored, expired = self.source.take_joined()
+            _sync_learners()  # every learner's parts of this batch are in: the first learner's stats see them
         else:
             result = self.joiner.add(parts)
             if result.refused:
@@ -543,7 +544,7 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
             metrics.log_value((ALL_MODULES, "plr/batch_score_max"), float(np.max(scores)), reduce="max")
         if _learner_rank() != 0:
             return
-        try:  # close this batch's "rollout" at the source: replay fraction per training batch
+        try:  # close this batch's "rollout" at the source (after every learner's scores: _score synced): replay fraction per training batch
             self.source.end_rollout()
             stats = self.source.rollout_stats(full=False)
             self.source.begin_rollout()
@@ -562,6 +563,14 @@ def _learner_rank() -> int:
     import torch.distributed as dist
 
     return int(dist.get_rank()) if dist.is_available() and dist.is_initialized() else 0
+
+
+def _sync_learners() -> None:
+    """Wait until every learner of RLlib's data-parallel group got here (no-op with one learner)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
 
 
 class PLRPPOTorchLearner(PPOTorchLearner):
