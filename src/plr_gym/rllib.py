@@ -544,7 +544,7 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
             metrics.log_value((ALL_MODULES, "plr/batch_score_max"), float(np.max(scores)), reduce="max")
         if _learner_rank() != 0:
             return
-        try:  # close this batch's "rollout" at the source (after every learner's scores: _score synced): replay fraction per training batch
+        try:  # close this batch's "rollout" at the source (after every learner's scores: _score syncs)
             self.source.end_rollout()
             stats = self.source.rollout_stats(full=False)
             self.source.begin_rollout()
