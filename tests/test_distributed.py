@@ -503,6 +503,10 @@ def test_actor_joins_parts_from_several_clients_once_and_checkpoints_the_pending
     errors = again.push("learner-0", 3, [], 0, [bad])["parts"]["errors"]
     assert len(errors) == 1 and isinstance(errors[0][1], KeyError)
     assert again.stats()["batches_refused"] == 1 and again.stats()["episodes_joined"] == 2
+    # parts sent to a source whose strategy has none (outcomes): refused, nothing changes
+    outcomes = LevelSourceActor(sampler(strategy="learnability"))
+    ((_, error),) = outcomes.push("learner-0", 1, [], 0, [p0])["parts"]["errors"]
+    assert "no partial aggregates" in str(error) and outcomes.stats()["parts_received"] == 0
 
 
 def test_remote_parts_survive_an_actor_restart_exactly_once(local_ray: None, tmp_path: Path) -> None:

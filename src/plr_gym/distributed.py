@@ -339,7 +339,10 @@ class LevelSourceActor:
     def _join_parts(self, parts: Any) -> tuple[int, dict[str, Any]]:
         """Join episode parts; apply the completed episodes' scores (all at once, else one by one)."""
         if self._joiner is None:
-            self._joiner = EpisodeJoiner(self.source.strategy_info, self.part_timeout)
+            try:
+                self._joiner = EpisodeJoiner(self.source.strategy_info, self.part_timeout)
+            except ValueError as exc:  # the hosted strategy has no parts (learnability, random...)
+                return 0, {"joined": [], "unscored": 0, "errors": [(0, exc)]}
         if not isinstance(parts, (list, tuple)):
             parts = []
             refused: list[tuple[int, BaseException]] = [(0, TypeError("parts must be a list of EpisodePart"))]
