@@ -14,10 +14,9 @@ NUM_PROMPTS = 12
 P = [0.0] * 4 + [0.5] * 4 + [1.0] * 4  # prompt i's success probability
 
 
-def main() -> None:
-    import json
+def build_trainer(out_dir: str, max_steps: int, save_steps: int = 4, **curriculum_kwargs: object):
+    """The tiny GRPO trainer with a PromptCurriculum (seed 0) over NUM_PROMPTS prompts."""
     import os
-    import sys
 
     import numpy as np
     import torch
@@ -29,12 +28,12 @@ def main() -> None:
     from plr_gym.prompts import PromptCurriculum
     from plr_gym.trl import CurriculumGRPOTrainer
 
-    out_dir, max_steps = sys.argv[1], int(sys.argv[2])
-    resume = sys.argv[3] if len(sys.argv) > 3 else None
     rank = int(os.environ.get("RANK", "0"))
     torch.manual_seed(0)
 
-    words = ["[PAD]", "[UNK]", "[BOS]", "[EOS]", "solve", "a", "b", "c"] + [str(i) for i in range(NUM_PROMPTS)]
+    words = ["[PAD]", "[UNK]", "[BOS]", "[EOS]", "solve", "a", "b", "c"] + [
+        str(i) for i in range(NUM_PROMPTS)
+    ]
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer = PreTrainedTokenizerFast(
@@ -55,7 +54,7 @@ def main() -> None:
     model = LlamaForCausalLM(config)
     dataset = Dataset.from_dict({"prompt": [f"solve {i}" for i in range(NUM_PROMPTS)]})
 
-    def known_p_reward(prompts, completions, plr_prompt_id, trainer_state, **kwargs):  # noqa: ANN001, ANN003
+    def known_p_reward(prompts, completions, plr_prompt_id, trainer_state, **kwargs):
         out = []
         for j, pid in enumerate(plr_prompt_id):
             u = np.random.default_rng([pid, trainer_state.global_step, rank, j]).random()
@@ -68,7 +67,7 @@ def main() -> None:
         num_generations=4,
         max_completion_length=3,
         max_steps=max_steps,
-        save_steps=4,
+        save_steps=save_steps,
         logging_steps=1,
         learning_rate=1e-3,
         report_to="none",
@@ -77,14 +76,25 @@ def main() -> None:
         disable_tqdm=True,
         save_only_model=False,
     )
-    trainer = CurriculumGRPOTrainer(
+    return CurriculumGRPOTrainer(
         model=model,
         reward_funcs=[known_p_reward],
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
-        curriculum=PromptCurriculum(NUM_PROMPTS, seed=0),
+        curriculum=PromptCurriculum(NUM_PROMPTS, seed=0, **curriculum_kwargs),  # type: ignore[arg-type]
     )
+
+
+def main() -> None:
+    import json
+    import os
+    import sys
+
+    out_dir, max_steps = sys.argv[1], int(sys.argv[2])
+    resume = sys.argv[3] if len(sys.argv) > 3 else None
+    rank = int(os.environ.get("RANK", "0"))
+    trainer = build_trainer(out_dir, max_steps)
     trainer.train(resume_from_checkpoint=resume)
     cur = trainer.curriculum
     state = cur.state_dict()

@@ -163,10 +163,14 @@ class CurriculumRepeatSampler(Sampler[int]):
         checked = []
         for batch in batches:
             ids = np.asarray(batch, dtype=np.int64)
-            if ids.shape != (self.batch_size,) or (ids < 0).any() or (ids >= self.curriculum.num_prompts).any():
+            if (
+                ids.shape != (self.batch_size,)
+                or (ids < 0).any()
+                or (ids >= self.curriculum.num_prompts).any()
+            ):
                 raise ValueError(
-                    f"a pending batch must hold {self.batch_size} prompt ids in [0, {self.curriculum.num_prompts})"
-                    f", got {batch!r}"
+                    f"a pending batch must hold {self.batch_size} prompt ids in "
+                    f"[0, {self.curriculum.num_prompts}), got {batch!r}"
                 )
             checked.append(ids)
         self._ready.extend(checked)
@@ -194,7 +198,9 @@ class CurriculumRepeatSampler(Sampler[int]):
         if given) go to ``curriculum.observe``; then the next batch is drawn. Returns ``observe``'s keep
         mask (True where not scored) and how many batches had been drawn ahead of this one."""
         if not self._out:
-            raise RuntimeError("outcomes arrived for a generation batch the curriculum sampler never handed out")
+            raise RuntimeError(
+                "outcomes arrived for a generation batch the curriculum sampler never handed out"
+            )
         expected = np.repeat(self._out[0], self.mini_repeat_count)
         got = np.asarray(completion_ids)
         if got.shape != expected.shape or not np.array_equal(np.sort(got), np.sort(expected)):
@@ -270,7 +276,9 @@ class PromptCurriculumMixin:
         self._curriculum_window = (0, 0)  # (replays, explores) at the last log
         self._curriculum_ahead: list[int] = []
         if not trainer.args.ignore_data_skip:
-            logger.info("plr_gym: setting args.ignore_data_skip=True (the curriculum's state says where training is)")
+            logger.info(
+                "plr_gym: setting args.ignore_data_skip=True (the curriculum's state says where training is)"
+            )
             trainer.args.ignore_data_skip = True
 
     # ------------------------------------------------------------------ data
@@ -336,7 +344,9 @@ class PromptCurriculumMixin:
         n = len(inputs)
         start = trainer.accelerator.process_index * n
         local = torch.as_tensor(keep[start : start + n], device=output["completion_mask"].device)
-        output["completion_mask"] = output["completion_mask"] * local.unsqueeze(1).to(output["completion_mask"].dtype)
+        output["completion_mask"] = output["completion_mask"] * local.unsqueeze(1).to(
+            output["completion_mask"].dtype
+        )
         loss_mask = output["completion_mask"]
         if "tool_mask" in output:
             loss_mask = loss_mask * output["tool_mask"]
@@ -380,8 +390,8 @@ class PromptCurriculumMixin:
         path = os.path.join(checkpoint, CURRICULUM_FILE)
         if not os.path.isfile(path):
             raise FileNotFoundError(
-                f"{os.fspath(checkpoint)} has no {CURRICULUM_FILE}: it was not written by a curriculum trainer "
-                "(resuming would restart the curriculum from scratch)"
+                f"{os.fspath(checkpoint)} has no {CURRICULUM_FILE}: it was not written by a curriculum "
+                "trainer (resuming would restart the curriculum from scratch)"
             )
         extra = self.curriculum.load_from(path) or {}
         pending = extra.get("pending", [])
