@@ -63,7 +63,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, Sampler
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
-from trl import GRPOTrainer
+from trl.trainer.grpo_trainer import GRPOTrainer
 
 from plr_gym.prompts import PromptCurriculum
 
@@ -312,7 +312,7 @@ class PromptCurriculumMixin:
     # ------------------------------------------------------------------ outcomes
     def _calculate_rewards(self, inputs: list[dict[str, Any]], *args: Any, **kwargs: Any) -> torch.Tensor:
         trainer: Any = self
-        rewards_per_func: torch.Tensor = super()._calculate_rewards(inputs, *args, **kwargs)  # type: ignore[misc]
+        rewards_per_func: torch.Tensor = super()._calculate_rewards(inputs, *args, **kwargs)  # type: ignore[misc,unused-ignore]
         if not trainer.model.training or self.curriculum_sampler is None:
             return rewards_per_func  # evaluation: the curriculum learns from training batches only
         device = rewards_per_func.device
@@ -337,7 +337,7 @@ class PromptCurriculumMixin:
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         trainer: Any = self
         self._curriculum_keep = None
-        output: dict[str, Any] = super()._generate_and_score_completions(inputs)  # type: ignore[misc]
+        output: dict[str, Any] = super()._generate_and_score_completions(inputs)  # type: ignore[misc,unused-ignore]
         keep = self._curriculum_keep
         if keep is None or keep.all():
             return output
@@ -369,7 +369,7 @@ class PromptCurriculumMixin:
                 stats["draws_ahead"] = float(np.mean(self._curriculum_ahead))
                 self._curriculum_ahead = []
             logs = {**logs, **{f"curriculum/{k}": v for k, v in stats.items()}}
-        super().log(logs, *args, **kwargs)  # type: ignore[misc]
+        super().log(logs, *args, **kwargs)  # type: ignore[misc,unused-ignore]
 
     # ------------------------------------------------------------------ checkpoints
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
@@ -383,7 +383,7 @@ class PromptCurriculumMixin:
                 os.path.join(output_dir, CURRICULUM_FILE),
                 extra={"pending": [ids.tolist() for ids in pending]},
             )
-        super()._save_checkpoint(model, trial)  # type: ignore[misc]
+        super()._save_checkpoint(model, trial)  # type: ignore[misc,unused-ignore]
 
     def load_curriculum(self, checkpoint: str | os.PathLike[str]) -> None:
         """Restore the curriculum (and the batches it had drawn ahead) from a checkpoint directory."""
@@ -404,14 +404,14 @@ class PromptCurriculumMixin:
         trainer: Any = self
         checkpoint = resume_from_checkpoint
         if checkpoint is True:
-            checkpoint = get_last_checkpoint(trainer.args.output_dir)
+            checkpoint = get_last_checkpoint(trainer.args.output_dir)  # type: ignore[no-untyped-call,unused-ignore]
             # None: the trainer raises its own "no valid checkpoint" error below
         if isinstance(checkpoint, (str, os.PathLike)):
             self.load_curriculum(checkpoint)
-        return super().train(resume_from_checkpoint, *args, **kwargs)  # type: ignore[misc]
+        return super().train(resume_from_checkpoint, *args, **kwargs)  # type: ignore[misc,unused-ignore]
 
 
-class CurriculumGRPOTrainer(PromptCurriculumMixin, GRPOTrainer):  # type: ignore[misc]
+class CurriculumGRPOTrainer(PromptCurriculumMixin, GRPOTrainer):  # type: ignore[misc,unused-ignore]
     """TRL's ``GRPOTrainer`` drawing its prompts from a :class:`~plr_gym.prompts.PromptCurriculum`.
 
     Takes ``GRPOTrainer``'s arguments plus ``curriculum`` and ``curriculum_reward`` (see
