@@ -61,6 +61,7 @@ def test_in_process_run_logs_the_curriculum_filters_groups_and_checkpoints_it(tm
     assert len(logged) == 3
     for key in ("effective_prompts", "seen_fraction", "p_hist/p=0", "filtered_share", "draws_ahead"):
         assert all(f"curriculum/{key}" in h for h in logged), (key, logged[0])
+    assert logged[-1]["curriculum/filtered_share"] > 0  # 8 of the 12 prompts always fail or always succeed
     assert os.path.isfile(tmp_path / "checkpoint-3" / CURRICULUM_FILE)
     saved = PromptCurriculum(trl_grpo_run.NUM_PROMPTS, seed=0, filter_groups=True)
     extra = saved.load_from(tmp_path / "checkpoint-3" / CURRICULUM_FILE)
