@@ -113,7 +113,7 @@ def test_bad_batches_are_refused_with_the_curriculum_unchanged() -> None:
     wrong.non_tensor_batch["index"] = (np.asarray(wrong.non_tensor_batch["index"]) + 1) % N
     with pytest.raises(ValueError, match=r"extra_info\.index"):
         sampler.update(wrong)
-    bad = batch.select(deepcopy=True)
+    bad = rollout(batch_dict, np.random.default_rng(0))  # a separate copy of the same batch
     bad.batch["token_level_scores"][0, -1] = 2.0
     with pytest.raises(ValueError, match=r"rewards must lie in \[0, 1\]"):
         sampler.update(bad)

@@ -1,8 +1,8 @@
 """A prompt curriculum for verl's PPO/GRPO trainer: a subclass of its ``AbstractCurriculumSampler``.
 
-verl (tested: 0.9.1) ships the interface ``verl.experimental.dataset.sampler.AbstractCurriculumSampler``: its
-trainer builds the sampler named in the data config, hands it to a ``torchdata`` ``StatefulDataLoader``,
-and after every training step calls ``sampler.update(batch=batch)`` with the step's ``DataProto`` (every
+verl 0.5 to 0.7 (tested: 0.7.1) ships the interface
+``verl.experimental.dataset.sampler.AbstractCurriculumSampler``: its trainer builds the sampler named in the
+data config, hands it to a ``torchdata`` ``StatefulDataLoader``, and after every training step calls ``sampler.update(batch=batch)`` with the step's ``DataProto`` (every
 completion, rewarded). :class:`PromptCurriculumSampler` implements it with a
 :class:`~plr_gym.prompts.PromptCurriculum`::
 
@@ -26,6 +26,9 @@ outcome known (no delay). Checkpoints: the sampler is ``Stateful`` (``state_dict
 verl's ``data.pt`` holds the curriculum and the position in the epoch; verl saves a checkpoint *before*
 calling ``update`` for that step, so a run resumed from it has not seen the last step's outcomes (one batch
 of evidence, against the uninterrupted run).
+
+verl 0.8.0 and later (0.9.1 checked) no longer have the interface: their wheels hold no
+``verl/experimental/dataset`` and ``main_ppo`` no longer reads ``data.sampler``; this module needs verl < 0.8.
 """
 
 from __future__ import annotations
