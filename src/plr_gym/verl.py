@@ -2,9 +2,9 @@
 
 verl 0.5 to 0.7 (tested: 0.7.1) ships the interface
 ``verl.experimental.dataset.sampler.AbstractCurriculumSampler``: its trainer builds the sampler named in the
-data config, hands it to a ``torchdata`` ``StatefulDataLoader``, and after every training step calls ``sampler.update(batch=batch)`` with the step's ``DataProto`` (every
-completion, rewarded). :class:`PromptCurriculumSampler` implements it with a
-:class:`~plr_gym.prompts.PromptCurriculum`::
+data config, hands it to a ``torchdata`` ``StatefulDataLoader``, and after every training step calls
+``sampler.update(batch=batch)`` with the step's ``DataProto`` (every completion, rewarded).
+:class:`PromptCurriculumSampler` implements it with a :class:`~plr_gym.prompts.PromptCurriculum`::
 
     python -m verl.trainer.main_ppo ... \\
         data.sampler.class_path=pkg://plr_gym.verl data.sampler.class_name=PromptCurriculumSampler \\
