@@ -1,6 +1,7 @@
 """plr_gym.verl: the curriculum as verl's AbstractCurriculumSampler, against real verl (CPU).
 
-Skipped where verl is not installed (it needs its own environment: verl 0.9.1 pins transformers < 5.11).
+Skipped where verl is not installed. It needs verl 0.5 to 0.7 (0.8 removed the interface), in its own
+environment: pip install torch==2.13.0 "verl==0.7.1" "pyarrow>=17,<20" (verl 0.7.1 needs numpy < 2).
 """
 
 from __future__ import annotations
@@ -8,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("verl", reason="verl is not installed (pip install verl==0.9.1, see docs/prompts.md)")
+pytest.importorskip(
+    "verl", reason='verl is not installed: pip install "verl==0.7.1" "pyarrow>=17,<20" (docs/prompts.md)'
+)
 
 import torch
 from omegaconf import OmegaConf
