@@ -28,10 +28,14 @@ What it changes, and where:
 
 **The one-batch delay.** The trainer prefetches: ``get_batch_samples`` takes the gradient-accumulation
 batches of a step at once, and accelerate's data loader fetches one batch ahead to detect the end of an
-epoch. So generation batch ``t + 1`` is drawn before the rewards of batch ``t`` are known, and batch
-``t``'s outcomes first shape batch ``t + 2``. (With ``num_iterations × steps_per_generation > 1`` the
-repeats of a batch sit in between and the next draw comes after the outcomes.) The ``curriculum/draws_ahead``
-metric reports this lag as it happens. ``dataloader_num_workers > 0`` adds ``prefetch_factor`` batches.
+epoch. So generation batch ``t + 1`` is requested before the rewards of batch ``t`` are known. The sampler
+therefore draws at fixed points of the outcome stream (``curriculum_lookahead=1``): two batches before any
+outcome, then batch ``t + 2`` right after the outcomes of batch ``t``, whatever the epoch boundaries; batch
+``t``'s outcomes first shape batch ``t + 2``, and a resumed run draws what the uninterrupted one drew. The
+``curriculum/draws_ahead`` metric reports the lag. ``curriculum_lookahead=0`` draws on demand (no fixed
+lag, e.g. with ``num_iterations > 1``, where the next batch is requested after the outcomes; exact resumes
+are then not guaranteed). ``dataloader_num_workers > 0`` runs ``prefetch_factor`` batches further ahead;
+those are drawn on demand.
 
 **Filtering** (``PromptCurriculum(filter_groups=True)``): the completions of groups whose outcomes are all
 equal are removed from the loss (their completion mask is zeroed and the token count recomputed), as in DAPO's
