@@ -231,6 +231,8 @@ class PromptCurriculumMixin:
     :param curriculum_reward: which reward is judged for success: ``None`` (default) the weighted sum of the
         reward functions that GRPO uses, or one reward function, by position or name (e.g. an accuracy
         reward next to a format reward). The curriculum's ``success_threshold``/``success_fn`` judge it.
+    :param curriculum_lookahead: how many generation batches are drawn ahead of the outcomes (default 1,
+        TRL's prefetch; see the module's note on the delay).
     :param args, kwargs: those of the trainer.
     """
 
@@ -272,6 +274,10 @@ class PromptCurriculumMixin:
             elif not 0 <= curriculum_reward < len(names):
                 raise ValueError(f"curriculum_reward={curriculum_reward} is not in [0, {len(names)})")
         self.curriculum = curriculum
+        if isinstance(curriculum_lookahead, bool) or not isinstance(curriculum_lookahead, int):
+            raise TypeError(f"curriculum_lookahead must be an int >= 0, got {curriculum_lookahead!r}")
+        if curriculum_lookahead < 0:
+            raise ValueError(f"curriculum_lookahead must be an int >= 0, got {curriculum_lookahead}")
         self.curriculum_reward = curriculum_reward
         self.curriculum_lookahead = curriculum_lookahead
         self.curriculum_sampler = None
