@@ -62,3 +62,12 @@ def test_procgen_throughput_quick() -> None:
     ):
         assert any(line.startswith(f"| 16 | {route} |") for line in rows), out
     assert any(line.startswith("| batched (ProcgenVecEnv) |") for line in rows), out
+
+
+def test_prompt_curriculum_quick() -> None:
+    out = run_quick("prompt_curriculum.py")
+    for header in ("- command:", "- commit:", "- machine:", "- load average at start:"):
+        assert header in out, out
+    rows = {line.split("|")[1].strip(): line for line in out.splitlines() if line.startswith("| ")}
+    assert {"uniform", "dapo", "learnability", "thompson"} <= set(rows), out
+    assert "not LLM gains" in out

@@ -14,7 +14,14 @@ from plr_gym import LevelBuffer, LevelSampler
 from plr_gym.scoring import DISCRETE_ONLY, OUTCOME_STRATEGIES, SCORE_FUNCTIONS, STRATEGY_SPECS, strategy_spec
 from plr_gym.source import BufferLevelSource, LevelSource
 
-CORE = ("plr_gym.sampler", "plr_gym.level_buffer", "plr_gym.scoring", "plr_gym.source", "plr_gym.vector")
+CORE = (
+    "plr_gym.sampler",
+    "plr_gym.level_buffer",
+    "plr_gym.scoring",
+    "plr_gym.source",
+    "plr_gym.vector",
+    "plr_gym.prompts",
+)
 
 
 def _run(code: str) -> dict[str, object]:
@@ -26,7 +33,7 @@ def _run(code: str) -> dict[str, object]:
 def test_the_core_imports_without_torch_or_sb3_in_under_a_second_of_cpu() -> None:
     out = _run(
         "import sys, time, json\n"
-        "sys.modules['torch'] = None; sys.modules['stable_baselines3'] = None\n"
+        "for heavy in ('torch', 'stable_baselines3', 'transformers', 'trl'): sys.modules[heavy] = None\n"
         "t = time.process_time()\n"
         f"import {', '.join(CORE)}\n"
         "cpu = time.process_time() - t\n"

@@ -1,0 +1,529 @@
+"""Prompts as levels: a learnability curriculum for RL post-training of language models.
+
+In GRPO-style training with verifiable rewards each prompt is answered ``G`` times and every completion is
+scored; a prompt whose ``G`` completions all fail or all succeed has zero advantage and teaches nothing.
+:class:`PromptCurriculum` picks the prompts of each generation batch so that the compute goes to the prompts
+the policy solves *sometimes*. It is numpy only (no torch, no transformers) and drives
+:class:`~plr_gym.LevelSampler`, with prompt indices as levels.
+
+Two selection rules, each from its paper:
+
+``method="learnability"`` (default)
+    Score each prompt by ``p·(1 − p)``, ``p`` its success rate: the variance of a Bernoulli outcome, maximal
+    at ``p = 1/2`` and zero for prompts always or never solved. "Learning to Reason at the Frontier of
+    Learnability" (Foster & Foerster 2025, arXiv 2502.12272) selects prompts by this score (they take it
+    from "No Regrets", Rutherford et al. 2024, which used it for environment levels). Here prompts are drawn
+    with probability ``(1 − λ)·p(1 − p)/Σ p(1 − p) + λ/N_seen`` (``λ`` = ``uniform_mass``), plus an
+    optional staleness term; that sampling rule is plr_gym's, the score is the paper's.
+``method="thompson"``
+    Model Predictive Prompt Selection (MoPPS; Qu et al. 2025, arXiv 2507.04632): a ``Beta(a, b)`` posterior
+    on each prompt's success rate, updated with the successes and failures of every group; each batch
+    draws one ``θ_i ~ Beta(a_i, b_i)`` per prompt and takes the ``k`` prompts whose ``θ_i`` is closest to
+    ``target`` (0.5). ``posterior_decay`` (``λ`` in the paper) discounts old evidence:
+    ``a ← decay·a + (1 − decay)·a₀ + successes``, likewise ``b`` with failures.
+
+Groups whose ``G`` outcomes are all equal can also be reported for filtering (``filter_groups=True``), as
+DAPO's dynamic sampling drops them (Yu et al. 2025, arXiv 2503.14476): :meth:`PromptCurriculum.observe`
+returns which completions to keep. GRESO (arXiv 2506.02177) skips such prompts before generating them;
+the learnability score does the same in expectation (their weight is ``λ/N_seen`` only).
+
+Example:
+    >>> import numpy as np
+    >>> from plr_gym.prompts import PromptCurriculum
+    >>> cur = PromptCurriculum(num_prompts=6, seed=0)
+    >>> true_p = np.array([0.0, 0.0, 0.5, 0.5, 1.0, 1.0])
+    >>> rng = np.random.default_rng(0)
+    >>> for _ in range(200):
+    ...     ids = cur.next_prompts(4)                      # 4 prompts, each answered G = 8 times
+    ...     per_completion = np.repeat(ids, 8)
+    ...     keep = cur.observe(per_completion, rng.random(per_completion.size) < true_p[per_completion])
+    >>> weights = cur.sampler.sample_weights()
+    >>> bool(weights[2:4].sum() > 0.85)                # the p = 0.5 prompts get the draws
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from plr_gym.checkpoint import load_npz, save_npz
+from plr_gym.sampler import LevelSampler, _check_real, _check_unit, _state_rng
+
+__all__ = ["METHODS", "P_HISTOGRAM_BINS", "PromptCurriculum"]
+
+#: Prompt selection rules of :class:`PromptCurriculum`.
+METHODS: tuple[str, ...] = ("learnability", "thompson")
+
+_STATE_VERSION = 1
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+#: Monte Carlo posterior draws behind ``stats()["effective_prompts"]`` for ``method="thompson"``.
+_THOMPSON_STAT_DRAWS = 16
+#: Bins of the success-rate histogram of :meth:`PromptCurriculum.stats`.
+P_HISTOGRAM_BINS: tuple[str, ...] = ("p=0", "0<p<.25", ".25<=p<=.75", ".75<p<1", "p=1")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+class PromptCurriculum:
+    """Choose the prompts of each generation batch by how learnable they are; numpy only.
+
+    The loop: ``ids = cur.next_prompts(k)`` gives the ``k`` prompt indices (into your dataset) of the next
+    generation batch; each is answered ``G`` times; ``cur.observe(per_completion_ids, rewards)`` takes one
+    entry per completion. The success rate ``p`` of a prompt is estimated from each group (the share of its
+    completions that succeeded) and averaged over groups: ``p ← p + max(1/n, success_rate_alpha)·(p_group
+    − p)`` after its ``n``-th group (the first group's rate is taken as is).
+
+    :param num_prompts: number of prompts in the dataset; prompt ids are ``0 .. num_prompts − 1``.
+    :param method: ``"learnability"`` (draws ``∝ p(1 − p)``, arXiv 2502.12272) or ``"thompson"`` (MoPPS,
+        Thompson sampling on a Beta posterior towards ``p ≈ target``, arXiv 2507.04632). See the module.
+    :param seed: seed of the curriculum's random generators; same seed and same outcomes, same draws (every
+        process of a data-parallel run builds its curriculum with the same seed and observes the same
+        gathered outcomes, so all of them draw the same prompts).
+    :param uniform_mass: ``λ`` in ``[0, 1]``, a uniform floor. ``learnability``: every seen prompt keeps at
+        least ``λ/N_seen`` of the replay distribution, so a prompt whose ``p`` was 0 or 1 is re-measured
+        now and then. ``thompson``: each slot of a batch is, with probability ``λ``, a uniformly drawn
+        prompt. Default 0.1.
+    :param replay_prob: ``learnability`` only: probability, in ``[0, 1]``, that a draw replays a prompt
+        already measured rather than trying an unseen one, while some are unseen (afterwards every draw
+        replays). Replay starts with the first measured prompt: there is no uniform epoch first. Default
+        0.5.
+    :param staleness_coef: ``learnability`` only: weight in ``[0, 1)`` of the PLR staleness distribution
+        (prompts not drawn for long come back; see :class:`~plr_gym.LevelSampler`). Default 0.
+    :param success_rate_alpha: smallest step of the running average of ``p`` over groups, in ``(0, 1]``.
+        Default 0.5 (each new group counts half).
+    :param success_threshold: a numeric reward ``r`` in ``[0, 1]`` counts as a success when
+        ``r >= success_threshold`` (in ``(0, 1]``; binary 0/1 rewards are unaffected). Default 0.5.
+    :param success_fn: instead of the threshold, a function ``rewards (float array) -> bool array`` of the
+        same shape; rewards may then be any finite numbers (e.g. a sum of weighted reward functions).
+    :param filter_groups: if True, :meth:`observe` marks the completions of groups whose outcomes are all
+        equal (all failures or all successes) as not to keep, as DAPO's dynamic sampling drops them
+        (arXiv 2503.14476). If False (default) it keeps every completion. The curriculum learns from every
+        group either way.
+    :param target: ``thompson`` only: the success rate to aim at, in ``(0, 1)``. Default 0.5.
+    :param prior: ``thompson`` only: ``(a₀, b₀)`` of the Beta prior, both > 0. Default ``(1, 1)`` (uniform).
+    :param posterior_decay: ``thompson`` only: MoPPS's ``λ`` in ``(0, 1]``; 1 keeps all evidence. Default 1.
+
+    Example:
+        >>> cur = PromptCurriculum(100, seed=0)
+        >>> ids = cur.next_prompts(8)
+        >>> ids.shape, ids.dtype
+        ((8,), dtype('int64'))
+        >>> keep = cur.observe(np.repeat(ids, 4), np.tile([1.0, 0.0, 0.0, 0.0], 8))
+        >>> cur.success_rate[ids].tolist() == [0.25] * 8
+        True
+        >>> restored = PromptCurriculum(100, seed=0)
+        >>> restored.load_state_dict(cur.state_dict())
+        >>> bool((restored.next_prompts(8) == cur.next_prompts(8)).all())
+        True
+    """
+
+    def __init__(
+        self,
+        num_prompts: int,
+        *,
+        method: str = "learnability",
+        seed: int | None = None,
+        uniform_mass: float = 0.1,
+        replay_prob: float = 0.5,
+        staleness_coef: float = 0.0,
+        success_rate_alpha: float = 0.5,
+        success_threshold: float = 0.5,
+        success_fn: Callable[[FloatArray], Any] | None = None,
+        filter_groups: bool = False,
+        target: float = 0.5,
+        prior: tuple[float, float] = (1.0, 1.0),
+        posterior_decay: float = 1.0,
+    ) -> None:
+        if not _is_int(num_prompts) or int(num_prompts) < 1:
+            raise ValueError(f"num_prompts must be a positive int, got {num_prompts!r}")
+        if not isinstance(method, str) or method not in METHODS:
+            raise ValueError(f"method={method!r} is not supported; choose one of {', '.join(METHODS)}")
+        self.num_prompts = int(num_prompts)
+        self.method = method
+        self.uniform_mass = _check_unit("uniform_mass", uniform_mass)
+        self.replay_prob = _check_unit("replay_prob", replay_prob)
+        self.staleness_coef = _check_unit("staleness_coef", staleness_coef)
+        if self.staleness_coef == 1.0:
+            raise ValueError("staleness_coef must be < 1 (at 1 the success rates would play no part)")
+        self.success_rate_alpha = _check_unit("success_rate_alpha", success_rate_alpha, open_low=True)
+        self.success_threshold = _check_unit("success_threshold", success_threshold, open_low=True)
+        if success_fn is not None and not callable(success_fn):
+            raise TypeError(f"success_fn must be a callable or None, got {type(success_fn).__name__}")
+        self.success_fn = success_fn
+        if not isinstance(filter_groups, (bool, np.bool_)):
+            raise TypeError(f"filter_groups must be a bool, got {type(filter_groups).__name__}")
+        self.filter_groups = bool(filter_groups)
+        self.target = _check_real("target", target)
+        if not 0.0 < self.target < 1.0:
+            raise ValueError(f"target must lie in (0, 1), got {target!r}")
+        if not isinstance(prior, (tuple, list)) or len(prior) != 2:
+            raise TypeError(f"prior must be a pair (a0, b0) of positive numbers, got {prior!r}")
+        a0, b0 = (_check_real("prior", v) for v in prior)
+        if a0 <= 0 or b0 <= 0:
+            raise ValueError(f"prior must be a pair (a0, b0) of positive numbers, got {prior!r}")
+        self.prior = (a0, b0)
+        self.posterior_decay = _check_unit("posterior_decay", posterior_decay, open_low=True)
+        if seed is not None and not _is_int(seed):
+            raise TypeError(f"seed must be an int or None, got {type(seed).__name__} {seed!r}")
+        if seed is not None and int(seed) < 0:
+            raise ValueError(f"seed must be non-negative, got {seed!r}")
+        self.seed = None if seed is None else int(seed)
+        self.sampler = LevelSampler(
+            levels=range(self.num_prompts),
+            strategy="learnability",
+            score_transform="power",
+            temperature=1.0,
+            staleness_coef=self.staleness_coef,
+            replay_schedule="fixed",
+            replay_prob=self.replay_prob,
+            min_seen_ratio=0.0,
+            uniform_mass=self.uniform_mass,
+            success_rate_alpha=self.success_rate_alpha,
+            seed=self.seed,
+        )
+        # Thompson sampling's own generator (a separate stream, so that both methods' draws are reproducible)
+        self._rng = np.random.default_rng(None if self.seed is None else [self.seed, 1])
+        self._a = np.full(self.num_prompts, a0)
+        self._b = np.full(self.num_prompts, b0)
+        self._draws = np.zeros(self.num_prompts, dtype=np.int64)
+        self._num_batches = 0
+        self._num_groups = 0
+        self._num_filtered = 0
+        self._num_completions = 0
+
+    # ------------------------------------------------------------------ read-only state
+    @property
+    def success_rate(self) -> FloatArray:
+        """Each prompt's running success rate ``p`` (0 for prompts never measured); a copy."""
+        return self.sampler.success_rate
+
+    @property
+    def seen(self) -> BoolArray:
+        """Mask of the prompts measured at least once; a copy."""
+        return self.sampler.seen
+
+    @property
+    def posterior(self) -> tuple[FloatArray, FloatArray]:
+        """``(a, b)`` of each prompt's Beta posterior (kept for both methods; drives ``thompson``); copies."""
+        return self._a.copy(), self._b.copy()
+
+    @property
+    def draws(self) -> IntArray:
+        """How many times each prompt was drawn by :meth:`next_prompts`; a copy."""
+        return self._draws.copy()
+
+    @property
+    def num_batches(self) -> int:
+        """Number of :meth:`next_prompts` calls so far."""
+        return self._num_batches
+
+    def __len__(self) -> int:
+        return self.num_prompts
+
+    def __repr__(self) -> str:
+        return (
+            f"PromptCurriculum(num_prompts={self.num_prompts}, method={self.method!r}, "
+            f"uniform_mass={self.uniform_mass}, seen={self.sampler.num_seen}, batches={self._num_batches})"
+        )
+
+    # ------------------------------------------------------------------ drawing
+    def next_prompts(self, k: int) -> IntArray:
+        """The ``k`` prompt indices of the next generation batch (``int64``; each is answered ``G`` times).
+
+        ``learnability`` draws with replacement (a prompt may appear twice in a batch when few prompts are
+        learnable); ``thompson`` returns ``k`` distinct prompts, so ``k <= num_prompts``.
+        """
+        if not _is_int(k) or int(k) < 1:
+            raise ValueError(f"k must be a positive int, got {k!r}")
+        k = int(k)
+        if self.method == "thompson":
+            if k > self.num_prompts:
+                raise ValueError(
+                    f"k={k} distinct prompts asked of method='thompson', but num_prompts={self.num_prompts}"
+                )
+            ids = self._thompson(k, self._rng)
+        else:
+            ids = np.asarray(self.sampler.sample(k), dtype=np.int64)
+        np.add.at(self._draws, ids, 1)
+        self._num_batches += 1
+        return ids
+
+    def _thompson(self, k: int, rng: np.random.Generator) -> IntArray:
+        theta = rng.beta(self._a, self._b)
+        n_uniform = int(rng.binomial(k, self.uniform_mass)) if self.uniform_mass > 0 else 0
+        closest = k - n_uniform
+        distance = np.abs(theta - self.target)
+        if closest == self.num_prompts:
+            chosen = np.argsort(distance, kind="stable")
+        elif closest > 0:
+            part = np.argpartition(distance, closest - 1)[:closest]
+            chosen = part[np.argsort(distance[part], kind="stable")]
+        else:
+            chosen = np.empty(0, dtype=np.int64)
+        if n_uniform:
+            rest = np.ones(self.num_prompts, dtype=bool)
+            rest[chosen] = False
+            chosen = np.concatenate([chosen, rng.choice(np.flatnonzero(rest), n_uniform, replace=False)])
+        return chosen.astype(np.int64)
+
+    # ------------------------------------------------------------------ outcomes
+    def observe(self, prompt_ids: Any, rewards: Any) -> BoolArray:
+        """Record one generation batch's outcomes: one ``(prompt id, reward)`` entry per completion.
+
+        Entries with the same prompt id form that prompt's group (in any order). A reward is a success
+        (``bool``), or a number: in ``[0, 1]``, a success when ``>= success_threshold``; or anything finite,
+        judged by ``success_fn``. Every input is checked before anything is stored: a refused call
+        (``TypeError``/``ValueError`` naming the argument) leaves the curriculum unchanged.
+
+        :return: a boolean mask over the entries: the completions to train on. All True unless
+            ``filter_groups=True``, which marks False the completions of groups with all-equal outcomes.
+        """
+        ids = self._check_ids(prompt_ids)
+        success = self._successes(rewards, ids.shape)
+        if ids.size == 0:
+            return np.zeros(0, dtype=bool)
+        uniq, inv = np.unique(ids, return_inverse=True)
+        inv = inv.reshape(-1)
+        n = np.bincount(inv, minlength=uniq.size)
+        s = np.bincount(inv, weights=success.astype(np.float64), minlength=uniq.size)
+        self.sampler.update_batch(uniq, s / n)  # all or nothing; its own checks cannot fail after ours
+        d, (a0, b0) = self.posterior_decay, self.prior
+        self._a[uniq] = d * self._a[uniq] + (1.0 - d) * a0 + s
+        self._b[uniq] = d * self._b[uniq] + (1.0 - d) * b0 + (n - s)
+        mixed = (s > 0) & (s < n)
+        self._num_groups += int(uniq.size)
+        self._num_filtered += int((~mixed).sum()) if self.filter_groups else 0
+        self._num_completions += int(ids.size)
+        if not self.filter_groups:
+            return np.ones(ids.size, dtype=bool)
+        return np.asarray(mixed[inv], dtype=bool)
+
+    def _check_ids(self, prompt_ids: Any) -> IntArray:
+        try:
+            ids = np.asarray(prompt_ids)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"prompt_ids must be a 1-D array of int prompt ids: {exc}") from exc
+        if ids.ndim != 1:
+            raise ValueError(f"prompt_ids must be 1-D (one id per completion), got shape {ids.shape}")
+        if ids.size and (ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer)):
+            raise TypeError(f"prompt_ids must be ints, got dtype {ids.dtype}")
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= self.num_prompts):
+            bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+            raise ValueError(f"prompt_ids must lie in [0, {self.num_prompts}), got {bad}")
+        return ids.astype(np.int64)
+
+    def _successes(self, rewards: Any, shape: tuple[int, ...]) -> BoolArray:
+        try:
+            r = np.asarray(rewards)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"rewards must be a 1-D array of bools or numbers: {exc}") from exc
+        if r.shape != shape:
+            raise ValueError(f"rewards must have one entry per prompt id, shape {shape}, got {r.shape}")
+        if r.size == 0:
+            return np.zeros(0, dtype=bool)
+        if r.dtype == np.bool_:
+            return r.copy()
+        if not (np.issubdtype(r.dtype, np.floating) or np.issubdtype(r.dtype, np.integer)):
+            raise TypeError(f"rewards must be bools or real numbers, got dtype {r.dtype}")
+        rf = r.astype(np.float64)
+        if not np.isfinite(rf).all():
+            raise ValueError(f"rewards must be finite, got {rf[~np.isfinite(rf)][0]!r}")
+        if self.success_fn is not None:
+            out = np.asarray(self.success_fn(rf.copy()))
+            if out.shape != shape or out.dtype != np.bool_:
+                raise TypeError(
+                    f"success_fn must return a bool array of shape {shape}, got {out.dtype} {out.shape}"
+                )
+            return out
+        if (rf < 0).any() or (rf > 1).any():
+            bad = rf[(rf < 0) | (rf > 1)][0]
+            raise ValueError(
+                f"rewards must lie in [0, 1] (a success when >= success_threshold={self.success_threshold}), "
+                f"got {bad!r}; pass success_fn= to judge other rewards"
+            )
+        return np.asarray(rf >= self.success_threshold)
+
+    # ------------------------------------------------------------------ monitoring
+    def sample_weights(self) -> FloatArray:
+        """Probability that one slot of the next batch is each prompt.
+
+        ``learnability``: the replay distribution (exact; unseen prompts share the exploration mass
+        ``1 − replay_prob`` uniformly while some are unseen). ``thompson``: a Monte Carlo estimate from
+        16 posterior draws of a fixed generator (does not touch the curriculum's own).
+        """
+        if self.method == "thompson":
+            rng = np.random.default_rng([self._num_batches, 7])
+            counts = np.zeros(self.num_prompts)
+            k = max(1, min(self.num_prompts, 64))
+            for _ in range(_THOMPSON_STAT_DRAWS):
+                np.add.at(counts, self._thompson(k, rng), 1.0)
+            return np.asarray(counts / counts.sum())
+        replay = self.sampler.sample_weights()
+        p_replay = self.sampler.replay_probability()
+        unseen = ~self.sampler.seen
+        if unseen.any():
+            explore = np.where(unseen, 1.0 / unseen.sum(), 0.0)
+            return np.asarray(p_replay * replay + (1.0 - p_replay) * explore)
+        return replay
+
+    def stats(self) -> dict[str, float]:
+        """Numbers to log (floats): ``seen_fraction``, ``replay_share`` (share of draws so far that replayed
+        a measured prompt, ``learnability``), ``effective_prompts`` (``exp`` of the entropy of
+        :meth:`sample_weights`: how many prompts the draws are spread over), ``mean_p`` and the histogram of
+        the measured prompts' ``p`` (``p_hist/<bin>``, shares over :data:`P_HISTOGRAM_BINS`), and
+        ``filtered_share`` (share of groups marked to drop, with ``filter_groups``). ``O(N log N)``."""
+        seen = self.sampler.seen
+        out: dict[str, float] = {"seen_fraction": float(seen.mean())}
+        replays, explores = self.sampler.num_replay_samples, self.sampler.num_explore_samples
+        if self.method == "learnability" and replays + explores:
+            out["replay_share"] = replays / (replays + explores)
+        w = self.sample_weights()
+        w = w[w > 0]
+        out["effective_prompts"] = float(np.exp(-(w * np.log(w)).sum()))
+        if seen.any():
+            p = self.success_rate[seen]
+            out["mean_p"] = float(p.mean())
+            bins = (p == 0, (p > 0) & (p < 0.25), (p >= 0.25) & (p <= 0.75), (p > 0.75) & (p < 1), p == 1)
+            for name, mask in zip(P_HISTOGRAM_BINS, bins):
+                out[f"p_hist/{name}"] = float(mask.mean())
+        if self._num_groups:
+            out["filtered_share"] = self._num_filtered / self._num_groups
+        return out
+
+    # ------------------------------------------------------------------ checkpoints
+    def _config(self) -> dict[str, Any]:
+        return {
+            "num_prompts": self.num_prompts,
+            "method": self.method,
+            "uniform_mass": self.uniform_mass,
+            "replay_prob": self.replay_prob,
+            "staleness_coef": self.staleness_coef,
+            "success_rate_alpha": self.success_rate_alpha,
+            "success_threshold": self.success_threshold,
+            "success_fn": None
+            if self.success_fn is None
+            else getattr(self.success_fn, "__qualname__", "callable"),
+            "filter_groups": self.filter_groups,
+            "target": self.target,
+            "prior": list(self.prior),
+            "posterior_decay": self.posterior_decay,
+            "seed": self.seed,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """The whole state (config, the sampler's state, posteriors, counters, generator): numpy arrays and
+        JSON-compatible values. :meth:`load_state_dict` of a curriculum built alike continues exactly."""
+        return {
+            "version": _STATE_VERSION,
+            "config": self._config(),
+            "sampler": self.sampler.state_dict(),
+            "posterior_a": self._a.copy(),
+            "posterior_b": self._b.copy(),
+            "draws": self._draws.copy(),
+            "num_batches": self._num_batches,
+            "num_groups": self._num_groups,
+            "num_filtered": self._num_filtered,
+            "num_completions": self._num_completions,
+            "rng": self._rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore a :meth:`state_dict`; every member is checked first, a refused state (``ValueError``)
+        leaves the curriculum unchanged."""
+        if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
+            raise ValueError(
+                f"not a PromptCurriculum state (version {_STATE_VERSION}): {type(state).__name__}"
+            )
+        missing = [k for k in self.state_dict() if k not in state]
+        if missing:
+            raise ValueError(f"PromptCurriculum state lacks {', '.join(missing)}")
+        mine, theirs = self._config(), state["config"]
+        if not isinstance(theirs, dict):
+            raise ValueError("state 'config' must be a dict")
+        diff = sorted(k for k in mine if k != "seed" and mine[k] != theirs.get(k))
+        if diff:
+            details = ", ".join(f"{k}: state has {theirs.get(k)!r}, curriculum has {mine[k]!r}" for k in diff)
+            raise ValueError(f"state was saved with a different configuration ({details})")
+        n = self.num_prompts
+        arrays = {}
+        for key, dtype in (("posterior_a", np.float64), ("posterior_b", np.float64), ("draws", np.int64)):
+            arr = np.asarray(state[key])
+            if arr.shape != (n,) or not (np.issubdtype(arr.dtype, np.number) and arr.dtype != np.bool_):
+                raise ValueError(f"state '{key}' must be {n} numbers, got {arr.dtype} {arr.shape}")
+            arrays[key] = arr.astype(dtype)
+        if not (np.isfinite(arrays["posterior_a"]).all() and np.isfinite(arrays["posterior_b"]).all()) or (
+            (arrays["posterior_a"] <= 0).any() or (arrays["posterior_b"] <= 0).any()
+        ):
+            raise ValueError("state 'posterior_a'/'posterior_b' must be finite and positive")
+        if (arrays["draws"] < 0).any():
+            raise ValueError("state 'draws' must be non-negative")
+        counters = {}
+        for key in ("num_batches", "num_groups", "num_filtered", "num_completions"):
+            if not _is_int(state[key]) or int(state[key]) < 0:
+                raise ValueError(f"state '{key}' must be a non-negative int, got {state[key]!r}")
+            counters[key] = int(state[key])
+        if counters["num_filtered"] > counters["num_groups"]:
+            raise ValueError("state 'num_filtered' exceeds 'num_groups'")
+        rng = _state_rng(state["rng"])
+        seed = theirs.get("seed")
+        if seed is not None and (not _is_int(seed) or int(seed) < 0):
+            raise ValueError(f"state config 'seed' must be a non-negative int or None, got {seed!r}")
+        self.sampler.load_state_dict(state["sampler"])  # checks everything before it assigns anything
+        self.seed = None if seed is None else int(seed)
+        self._a = arrays["posterior_a"].astype(np.float64)
+        self._b = arrays["posterior_b"].astype(np.float64)
+        self._draws = arrays["draws"].astype(np.int64)
+        self._num_batches = counters["num_batches"]
+        self._num_groups = counters["num_groups"]
+        self._num_filtered = counters["num_filtered"]
+        self._num_completions = counters["num_completions"]
+        self._rng = rng
+
+    def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None) -> None:
+        """Write :meth:`state_dict` to ``path`` as ``.npz`` (arrays + JSON, never unpickled), atomically.
+
+        :param extra: JSON-compatible values stored next to the state (a trainer's own bookkeeping), read
+            back by :meth:`load_from`.
+        """
+        state = self.state_dict()
+        sampler = state.pop("sampler")
+        arrays = {k: state.pop(k) for k in ("posterior_a", "posterior_b", "draws")}
+        sampler_arrays = {
+            f"sampler.{k}": sampler.pop(k) for k in list(sampler) if isinstance(sampler[k], np.ndarray)
+        }
+        meta = {"state": state, "sampler": sampler, "extra": extra}
+        try:
+            text = json.dumps(meta)
+        except TypeError as exc:
+            raise TypeError(f"extra must be JSON-compatible: {exc}") from exc
+        save_npz(path, {"meta": np.array(text), **arrays, **sampler_arrays})
+
+    def load_from(self, path: str | os.PathLike[str]) -> dict[str, Any] | None:
+        """Restore the state written by :meth:`save`; returns the ``extra`` saved with it."""
+        npz = load_npz(path)
+        try:
+            meta = json.loads(str(npz["meta"]))
+            state = dict(meta["state"])
+            sampler = dict(meta["sampler"])
+            for k in ("posterior_a", "posterior_b", "draws"):
+                state[k] = npz[k]
+            for k in npz:
+                if k.startswith("sampler."):
+                    sampler[k[len("sampler.") :]] = npz[k]
+            state["sampler"] = sampler
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ValueError(f"{os.fspath(path)} is not a PromptCurriculum checkpoint: {exc}") from exc
+        self.load_state_dict(state)
+        extra = meta.get("extra")
+        return None if extra is None else dict(extra)

@@ -1,0 +1,102 @@
+"""plr_gym.trl: the prompt curriculum inside TRL's GRPOTrainer (CPU, nothing downloaded).
+
+Skipped where TRL is not installed (``pip install "plr-gym[trl]"``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("trl", reason='TRL is not installed: pip install "plr-gym[trl]"')
+
+from plr_gym.prompts import PromptCurriculum
+from plr_gym.trl import CURRICULUM_FILE, CurriculumRepeatSampler
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+import trl_grpo_run  # noqa: E402
+
+
+def test_sampler_keeps_trls_repeat_layout_and_draws_at_fixed_points() -> None:
+    cur = PromptCurriculum(6, seed=0)
+    sampler = CurriculumRepeatSampler(list(range(6)), cur, mini_repeat_count=2, batch_size=3, repeat_count=2)
+    assert len(sampler) == 2 * 3 * 2 * 2
+    it = iter(sampler)
+    first = [next(it) for _ in range(12)]
+    assert cur.num_batches == 2  # lookahead 1: two batches drawn before any outcome
+    drawn = sampler.pending
+    block = np.repeat(drawn[0], 2).tolist()
+    assert first == block + block  # each id G times in a row, the block repeated repeat_count times
+    with pytest.raises(RuntimeError, match="not the ones the curriculum drew"):
+        sampler.observed(np.repeat(drawn[0], 3), np.ones(9))
+    with pytest.raises(ValueError, match="rewards must lie in"):
+        sampler.observed(np.repeat(drawn[0], 2), np.full(6, 2.0))  # refused: nothing popped or drawn
+    assert cur.num_batches == 2 and len(sampler.pending) == 2
+    keep, ahead = sampler.observed(np.repeat(drawn[0], 2), np.tile([1.0, 0.0], 3))
+    assert keep.all() and ahead == 1 and cur.num_batches == 3  # the next batch is drawn right away
+    assert cur.success_rate[drawn[0]].tolist() == [0.5] * 3 or len(set(drawn[0].tolist())) < 3
+    restored = CurriculumRepeatSampler(list(range(6)), cur, mini_repeat_count=2, batch_size=3)
+    restored.replay_first([ids.tolist() for ids in sampler.pending])
+    assert [int(i) for i in list(iter(restored))[:6]] == np.repeat(sampler.pending[0], 2).tolist()
+    with pytest.raises(ValueError, match="num_prompts=6 but the dataset has 5 rows"):
+        CurriculumRepeatSampler(list(range(5)), cur, mini_repeat_count=2, batch_size=3)
+    with pytest.raises(ValueError, match="a pending batch must hold 3 prompt ids"):
+        restored.replay_first([[0, 1]])
+
+
+def test_in_process_run_logs_the_curriculum_filters_groups_and_checkpoints_it(tmp_path: Path) -> None:
+    trainer = trl_grpo_run.build_trainer(str(tmp_path), max_steps=3, save_steps=3, filter_groups=True)
+    assert trainer.args.ignore_data_skip  # skipping batches on resume would draw from the curriculum
+    trainer.train()
+    logged = [h for h in trainer.state.log_history if "loss" in h]
+    assert len(logged) == 3
+    for key in ("effective_prompts", "seen_fraction", "p_hist/p=0", "filtered_share", "draws_ahead"):
+        assert all(f"curriculum/{key}" in h for h in logged), (key, logged[0])
+    assert logged[-1]["curriculum/filtered_share"] > 0  # 8 of the 12 prompts always fail or always succeed
+    assert os.path.isfile(tmp_path / "checkpoint-3" / CURRICULUM_FILE)
+    saved = PromptCurriculum(trl_grpo_run.NUM_PROMPTS, seed=0, filter_groups=True)
+    extra = saved.load_from(tmp_path / "checkpoint-3" / CURRICULUM_FILE)
+    # the next batch (handed to the loader) and the one drawn after the last outcomes (lookahead 1)
+    assert extra is not None and len(extra["pending"]) == 2
+    assert repr(saved.state_dict()) == repr(trainer.curriculum.state_dict())
+    (tmp_path / "bare").mkdir()
+    with pytest.raises(FileNotFoundError, match="not written by a curriculum trainer"):
+        trainer.load_curriculum(tmp_path / "bare")
+
+
+def _launch(out: Path, steps: int, resume: Path | None = None) -> list[dict]:
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
+    assert torchrun, "torchrun (from torch) not found"
+    cmd = [torchrun, "--nproc_per_node", "2", str(HERE / "trl_grpo_run.py"), str(out), str(steps)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    env["OMP_NUM_THREADS"] = "1"
+    proc = subprocess.run(
+        [*cmd, *([str(resume)] if resume else [])], env=env, capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    return [json.loads((out / f"record-rank{r}.json").read_text()) for r in (0, 1)]
+
+
+@pytest.mark.slow
+def test_two_process_grpo_run_concentrates_and_resumes_with_the_same_curriculum(tmp_path: Path) -> None:
+    full = _launch(tmp_path / "full", 8)  # checkpoints at steps 4 and 8
+    resumed = _launch(tmp_path / "resumed", 8, resume=tmp_path / "full" / "checkpoint-4")
+    for rank_full, rank_resumed in zip(full, resumed):
+        assert rank_full["global_step"] == rank_resumed["global_step"] == 8
+        # the resumed run drew exactly the batches the uninterrupted one drew, from the same state
+        for key in ("draws", "success_rate", "num_batches", "rng", "pending"):
+            assert rank_full[key] == rank_resumed[key], key
+    assert full[0] == {**full[1], "log_history": full[0]["log_history"]}  # both ranks keep one curriculum
+    draws = np.array(full[0]["draws"])
+    p = np.array(trl_grpo_run.P)
+    assert draws.sum() == 4 * full[0]["num_batches"]
+    assert draws[p == 0.5].sum() / draws.sum() >= 0.5  # uniform: 1/3
