@@ -124,6 +124,26 @@ def _nonneg_int(text: str) -> int:
     return value
 
 
+#: Largest step count of ``--timesteps``, ``--eval-freq`` and ``--save-freq`` (SB3 counts steps in int64).
+MAX_STEPS = 2**62
+#: Largest ``--seed``: numpy's and SB3's seeding take 32-bit seeds, and the evaluation env gets seed + 1.
+MAX_SEED = 2**32 - 2
+
+
+def _step_count(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_STEPS:
+        raise argparse.ArgumentTypeError(f"expected at most 2**62 = {MAX_STEPS} steps, got {text!r}")
+    return value
+
+
+def _seed(text: str) -> int:
+    value = _nonneg_int(text)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected a seed in [0, 2**32 - 2], got {text!r}")
+    return value
+
+
 def _finite_float(text: str) -> float:
     try:
         value = float(text)
@@ -411,6 +431,11 @@ def _check_train_args(args: argparse.Namespace) -> tuple[list[int], list[int], A
     _algorithm_class(args.algo)  # refused before the run directory is touched
     if args.num_levels > MAX_LEVELS:
         raise CLIError(f"--num-levels {args.num_levels} exceeds the supported maximum {MAX_LEVELS}")
+    if args.level_start + args.num_levels - 1 > 2**63 - 1:
+        raise CLIError(
+            f"--level-start {args.level_start} + --num-levels {args.num_levels}: level ids must fit in int64 "
+            "(at most 2**63 - 1)"
+        )
     train_levels = list(range(args.level_start, args.level_start + args.num_levels))
     eval_levels: list[int] = args.eval_levels
     overlap = sorted(set(train_levels) & set(eval_levels))
@@ -807,10 +832,10 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
     g = parser.add_argument_group("training")
     g.add_argument("--algo", choices=ALGORITHMS, default="ppo", help="algorithm (default: ppo)")
     g.add_argument(
-        "--timesteps", type=_positive_int, default=100_000, help="environment steps (default 100000)"
+        "--timesteps", type=_step_count, default=100_000, help="environment steps (default 100000)"
     )
     g.add_argument("--n-envs", type=_positive_int, default=8, help="parallel environments (default 8)")
-    g.add_argument("--seed", type=_nonneg_int, default=0, help="seed of model, envs and sampler (default 0)")
+    g.add_argument("--seed", type=_seed, default=0, help="seed of model, envs and sampler (default 0)")
     g.add_argument("--n-steps", type=_positive_int, default=256, help="rollout length per env (default 256)")
     g.add_argument("--batch-size", type=_positive_int, default=256, help="PPO minibatch size (default 256)")
     g.add_argument("--n-epochs", type=_positive_int, default=4, help="PPO epochs per rollout (default 4)")
@@ -841,7 +866,7 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
         help="held-out levels, START:STOP or a,b,c (default 10000:10100)",
     )
     lv.add_argument(
-        "--eval-freq", type=_positive_int, default=10_000, help="evaluate every N steps (default 10000)"
+        "--eval-freq", type=_step_count, default=10_000, help="evaluate every N steps (default 10000)"
     )
     lv.add_argument("--eval-episodes", type=_positive_int, default=1, help="episodes per level (default 1)")
     lv.add_argument(
@@ -923,7 +948,7 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
     )
     o.add_argument(
         "--save-freq",
-        type=_positive_int,
+        type=_step_count,
         default=DEFAULT_SAVE_FREQ,
         metavar="STEPS",
         help="save a checkpoint every STEPS env steps, at the next rollout boundary (default %(default)s); "
@@ -986,7 +1011,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--levels", type=parse_levels, default="10000:10100", help="START:STOP or a,b,c")
     p.add_argument("--n-episodes", type=_positive_int, default=1, help="episodes per level (default 1)")
     p.add_argument("--n-envs", type=_positive_int, default=8, help="parallel environments (default 8)")
-    p.add_argument("--seed", type=_nonneg_int, default=0, help="seed (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="seed (default 0)")
     p.add_argument(
         "--deterministic", action="store_true", help="greedy actions (default: sampled from the policy)"
     )
