@@ -110,12 +110,12 @@ def test_checkpoint_round_trips_model_optimizer_level_source_and_rng(tmp_path: P
         sampler_state = plr.source.state_dict()
         n_updates, episodes = model._n_updates, list(model.ep_info_buffer)
         # the RNG states were saved with the checkpoint: the next draws after a restore are these
-        draws = (np.random.random(), random.random(), th.rand(1).item())
+        draws = (np.random.random(), random.random(), th.rand(1).item())  # noqa: NPY002 (the global RNG)
 
         fresh, fresh_plr = build(seed=7)  # another seed: every restored part must come from the checkpoint
         assert not all(th.equal(weights[k], v) for k, v in fresh.policy.state_dict().items())
         assert run.restore(fresh, plr_callback=fresh_plr) == ckpt
-    assert (np.random.random(), random.random(), th.rand(1).item()) == draws
+    assert (np.random.random(), random.random(), th.rand(1).item()) == draws  # noqa: NPY002
     assert all(th.equal(weights[k], v) for k, v in fresh.policy.state_dict().items())
     assert all(th.equal(a, b) for a, b in zip(moments, optimizer_state(fresh), strict=True))
     assert fresh.num_timesteps == 128 and fresh._n_updates == n_updates > 0
@@ -229,7 +229,7 @@ def test_keeps_the_last_k_generations(tmp_path: Path) -> None:
 def test_logs_are_cut_back_to_the_checkpoint(tmp_path: Path) -> None:
     log = tmp_path / "eval.csv"
     with RunDirectory(tmp_path, logs=("eval.csv",)) as run:
-        model, plr = build()
+        model, _ = build()
         log.write_text("timesteps\n0\n")
         run.save(model, plr_callback=None)
         log.write_text("timesteps\n0\n64\n128\n")  # rows written after the checkpoint
@@ -628,21 +628,31 @@ def test_a_run_without_a_checkpoint_is_not_resumed_from_an_old_model(
 
 def test_a_read_only_run_directory_fails_at_start(finished_run: Path, tmp_path: Path) -> None:
     out = copy_run(finished_run, tmp_path)
-    command = [sys.executable, "-m", "plr_gym.cli", "train", ENV, "--resume", str(out), *TINY, "--timesteps", "512"]
+    command = [
+        sys.executable,
+        "-m",
+        "plr_gym.cli",
+        "train",
+        ENV,
+        "--resume",
+        str(out),
+        *TINY,
+        "--timesteps",
+        "512",
+    ]
     if os.geteuid() != 0:
         os.chmod(out, 0o555)
         prefix: list[str] = []
     else:  # root writes through permissions: a read-only bind mount in a private mount namespace
-        if shutil.which("unshare") is None or subprocess.run(
-            ["unshare", "-m", "true"], capture_output=True, check=False
-        ).returncode:
+        if (
+            shutil.which("unshare") is None
+            or subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False).returncode
+        ):
             pytest.skip("running as root without unshare -m: no way to make a read-only directory here")
-        mount = f"mount --bind -o ro {out} {out} && exec \"$@\""
+        mount = f'mount --bind -o ro {out} {out} && exec "$@"'
         prefix = ["unshare", "-m", "sh", "-c", mount, "sh"]
     started = time.monotonic()
-    proc = subprocess.run(
-        [*prefix, *command], capture_output=True, text=True, env=child_env(), timeout=300
-    )
+    proc = subprocess.run([*prefix, *command], capture_output=True, text=True, env=child_env(), timeout=300)
     os.chmod(out, 0o755)
     line = one_line_error(proc.returncode, proc.stderr)
     assert "Read-only file system" in line or "Permission denied" in line
