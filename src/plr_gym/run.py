@@ -911,7 +911,7 @@ def _rng_arrays() -> dict[str, Any]:
     import torch as th
 
     # the legacy global generator: what np.random.* functions (and some envs) draw from
-    _, keys, pos, has_gauss, cached = np.random.get_state()  # type: ignore[misc]  # noqa: NPY002
+    _, keys, pos, has_gauss, cached = np.random.get_state()  # noqa: NPY002
     version, internal, gauss_next = random.getstate()
     arrays: dict[str, Any] = {
         "numpy_keys": np.asarray(keys, dtype=np.uint32),
@@ -920,7 +920,7 @@ def _rng_arrays() -> dict[str, Any]:
         "python_rest": np.array([version, np.nan if gauss_next is None else gauss_next], dtype=np.float64),
         "torch": th.get_rng_state().numpy(),
     }
-    if th.cuda.is_available() and th.cuda.is_initialized():
+    if th.cuda.is_available() and th.cuda.is_initialized():  # type: ignore[no-untyped-call]
         arrays["torch_cuda"] = np.stack([s.numpy() for s in th.cuda.get_rng_state_all()])
     return arrays
 
