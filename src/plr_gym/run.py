@@ -989,8 +989,8 @@ def _plr_wrapper(model: Any) -> Any:
 def _write_level_source(model: Any, plr_callback: Any, directory: Path) -> bool:
     """Write the level source (and the callback's scorer) as plain files in ``directory``."""
     writers: dict[str, Callable[[Path], Any]]
-    if plr_callback is not None and getattr(plr_callback, "wrapper", None) is not None:
-        writers = plr_callback.checkpoint_writers()
+    if getattr(plr_callback, "wrapper", None) is not None and hasattr(plr_callback, "checkpoint_writers"):
+        writers = plr_callback.checkpoint_writers()  # PLRCallback: the source and the scorer
     else:
         wrapper = _plr_wrapper(model)
         if wrapper is None:
@@ -1025,7 +1025,7 @@ def _level_source_loader(model: Any, plr_callback: Any, ckpt: Checkpoint) -> Cal
         except BaseException:
             source.load_state_dict(saved)
             raise
-        if plr_callback is not None:
+        if hasattr(plr_callback, "resume_from"):
             # the scorer exists once training starts: PLRCallback restores it (and the source, again,
             # after SB3's first reset drew levels) and restarts the envs on levels of the restored source
             plr_callback.resume_from = ckpt.path / PLR_DIR
