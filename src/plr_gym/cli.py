@@ -400,9 +400,9 @@ def train(args: argparse.Namespace) -> Path:
             if checkpoint is not None:
                 try:
                     run_dir.restore(run.model, plr_callback=parts.plr, checkpoint=checkpoint)
+                    parts.curriculum.resume_from = checkpoint.file("curriculum.npz")
                 except RunDirectoryError as exc:
                     raise CLIError(str(exc)) from None
-                parts.curriculum.resume_from = checkpoint.file("curriculum.npz")
             if not args.quiet:
                 print(
                     f"[{args.sampler}] {args.algo} on {args.env_id}: {len(train_levels)} training levels, "
