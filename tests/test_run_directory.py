@@ -224,6 +224,11 @@ def test_keeps_the_last_k_generations(tmp_path: Path) -> None:
         kept = run.checkpoints()
         assert len(kept) == 2 and checkpoint_files(tmp_path) == kept[-1]
         assert [json.loads((g / "checkpoint.json").read_text())["timestep"] for g in kept] == [192, 256]
+        partial = tmp_path / ".plr-gen-00000099"  # left by a save killed before its manifest
+        (partial / "plr").mkdir(parents=True)
+        run.save(model, plr_callback=plr)
+        assert not partial.exists()  # removed; the good previous checkpoint is the one kept
+        assert [p.name for p in run.checkpoints()] == [kept[-1].name, ".plr-gen-00000100"]
 
 
 def test_logs_are_cut_back_to_the_checkpoint(tmp_path: Path) -> None:

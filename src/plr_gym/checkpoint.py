@@ -228,13 +228,18 @@ def _replace_link(link: Path, target: str) -> None:
 
 
 def commit_generation(
-    directory: str | os.PathLike[str], gen: Path, visible: Iterable[str], keep: int = 1
+    directory: str | os.PathLike[str],
+    gen: Path,
+    visible: Iterable[str],
+    keep: int = 1,
+    complete: Callable[[Path], bool] | None = None,
 ) -> None:
     """Make ``gen`` the current generation of ``directory``: one atomic switch of ``.plr-current``.
 
     Each name in ``visible`` becomes a link ``directory/name -> .plr-current/name`` *before* the switch,
-    so every visible name changes at the same instant. Then all but the ``keep`` newest generations are
-    removed (never the current one).
+    so every visible name changes at the same instant. Then older generations are removed, keeping the
+    ``keep - 1`` newest that ``complete(path)`` accepts (all, without ``complete``): a generation left
+    unfinished by a killed save never takes the place of a good one.
     """
     base = Path(directory)
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
@@ -244,9 +249,11 @@ def commit_generation(
         _replace_link(base / name, os.path.join(CURRENT_LINK, name))
     _replace_link(base / CURRENT_LINK, gen.name)
     _fsync_dir(base)
-    kept = generations(base)[-keep:]
-    for _, old in generations(base):
-        if old != gen and all(old != k for _, k in kept):
+    others = [path for _, path in generations(base) if path != gen]
+    done = [path for path in others if complete is None or complete(path)]
+    kept = set(done[len(done) - (keep - 1) :]) if keep > 1 else set()
+    for old in others:
+        if old not in kept:
             shutil.rmtree(old, ignore_errors=True)
 
 

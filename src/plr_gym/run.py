@@ -529,7 +529,13 @@ class RunDirectory:
             }
             with atomic_open(gen / MANIFEST) as f:  # last: a generation without it is not a checkpoint
                 f.write((json.dumps(manifest, indent=2) + "\n").encode())
-            commit_generation(self.path, gen, [MANIFEST, MODEL_ZIP, *extra_visible, *extra], keep=self.keep)
+            commit_generation(
+                self.path,
+                gen,
+                [MANIFEST, MODEL_ZIP, *extra_visible, *extra],
+                keep=self.keep,
+                complete=lambda path: (path / MANIFEST).is_file(),
+            )
         except BaseException:
             link = self.path / CURRENT_LINK
             if not (link.is_symlink() and os.readlink(link) == gen.name):
