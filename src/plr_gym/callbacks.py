@@ -679,6 +679,23 @@ class RunCheckpointCallback(BaseCallback):
     :param verbose: 1 prints one line per checkpoint.
 
     After training, :attr:`last` is the last checkpoint written (or found when training started).
+
+    Example:
+        >>> import tempfile
+        >>> from minigrid.wrappers import FlatObsWrapper
+        >>> from stable_baselines3 import PPO
+        >>> from stable_baselines3.common.env_util import make_vec_env
+        >>> from plr_gym import LevelWrapper, PLRCallback, PrioritizedLevelReplay, RunDirectory
+        >>> venv = make_vec_env("MiniGrid-Empty-5x5-v0", n_envs=2,
+        ...                     wrapper_class=lambda e: LevelWrapper(FlatObsWrapper(e)))
+        >>> venv = PrioritizedLevelReplay(venv, levels=range(10), seed=0)
+        >>> model = PPO("MlpPolicy", venv, n_steps=64, batch_size=64, n_epochs=1, seed=0)
+        >>> plr = PLRCallback()
+        >>> with RunDirectory(tempfile.mkdtemp()) as run:
+        ...     saver = RunCheckpointCallback(run, save_freq=128, plr_callback=plr)
+        ...     model = model.learn(256, callback=[plr, saver])
+        ...     [p.name for p in run.checkpoints()], saver.last.timestep
+        (['.plr-gen-00000002', '.plr-gen-00000003'], 256)
     """
 
     def __init__(

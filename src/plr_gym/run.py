@@ -206,6 +206,16 @@ class RunDirectory:
                                   replay_buffer.npz, the caller's files]
         RUN/.plr-current          -> .plr-gen-<N>, switched atomically by each save
         RUN/checkpoint.json       -> .plr-current/checkpoint.json  (likewise model.zip, plr, extra files)
+
+    Example (the module's docstring trains, saves and resumes):
+        >>> import tempfile
+        >>> run = RunDirectory(tempfile.mkdtemp(), keep=3)
+        >>> with run:
+        ...     run.write_config({"seed": 0})
+        ...     run.current() is None, run.locked
+        (True, True)
+        >>> run.read_config(), run.locked
+        ({'seed': 0}, False)
     """
 
     def __init__(
