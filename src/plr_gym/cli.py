@@ -412,7 +412,7 @@ def train(args: argparse.Namespace) -> Path:
                     flush=True,
                 )
             start = time.perf_counter()
-            _learn(args, run.model, run_dir, parts, out)
+            _learn(args, run.model, run_dir, parts, out, resumed=checkpoint is not None)
         finally:
             run.close()
         _finish(
@@ -568,7 +568,9 @@ def _train_callbacks(
     return _Callbacks(PLRCallback(), eval_callback, CurriculumLogCallback(), extra)
 
 
-def _learn(args: argparse.Namespace, model: Any, run_dir: Any, parts: _Callbacks, out: Path) -> None:
+def _learn(
+    args: argparse.Namespace, model: Any, run_dir: Any, parts: _Callbacks, out: Path, resumed: bool
+) -> None:
     """``model.learn`` up to ``--timesteps`` in total, saving checkpoints in ``run_dir``; a signal saves
     and stops."""
     from plr_gym.run import StopOnSignals
@@ -591,7 +593,7 @@ def _learn(args: argparse.Namespace, model: Any, run_dir: Any, parts: _Callbacks
                 callback=[*parts.all(), saver],  # the saver last: it saves what the others wrote
                 progress_bar=args.progress and not args.quiet and _has_modules("tqdm", "rich"),
                 tb_log_name=args.sampler,
-                reset_num_timesteps=False,
+                reset_num_timesteps=not resumed,  # a resumed run continues its TensorBoard run
             )
     except KeyboardInterrupt:
         last = saver.last.timestep if saver.last is not None else None
