@@ -620,6 +620,25 @@ def test_huge_values_exit_2_with_one_line(
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs POSIX resource limits")
+def test_a_save_that_fails_in_training_exits_2_with_one_line(tmp_path: Path) -> None:
+    import resource
+
+    def limit() -> None:  # Python ignores SIGXFSZ: a write past the limit fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, resource.RLIM_INFINITY))
+
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "plr_gym.cli", "train", ENV, "--out", str(out), "--timesteps", "128", *TINY],
+        capture_output=True, text=True, env=child_env(), timeout=600, preexec_fn=limit,
+    )  # fmt: skip
+    line = one_line_error(proc.returncode, proc.stderr)
+    assert "cannot save a checkpoint at step 0" in line and "File too large" in line
+    assert RunDirectory(out).current() is None and not [
+        p for p in out.iterdir() if p.name.startswith(".plr-gen")
+    ]
+
+
 def test_a_run_without_a_checkpoint_is_not_resumed_from_an_old_model(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

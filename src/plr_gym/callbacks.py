@@ -726,10 +726,25 @@ class RunCheckpointCallback(BaseCallback):
         self._last_step = -1
 
     def save_now(self) -> Checkpoint:
-        """Save a checkpoint at the model's current step."""
-        self.last = self.run.save(
-            self.model, plr_callback=self.plr_callback, files=self.files, replay_buffer=self.replay_buffer
-        )
+        """Save a checkpoint at the model's current step.
+
+        :raises plr_gym.run.RunDirectoryError: the save failed (disk full, file-size limit, ...); the
+            previous checkpoint is kept, and the message names it.
+        """
+        from plr_gym.run import RunDirectoryError
+
+        try:
+            self.last = self.run.save(
+                self.model, plr_callback=self.plr_callback, files=self.files, replay_buffer=self.replay_buffer
+            )
+        except OSError as exc:
+            kept = (
+                f"the checkpoint at step {self._last_step} is kept" if self._last_step >= 0 else "none kept"
+            )
+            raise RunDirectoryError(
+                f"cannot save a checkpoint at step {self.num_timesteps} in {self.run.path}: "
+                f"{exc.strerror or exc}; {kept}"
+            ) from exc
         self._last_step = self.last.timestep
         if self.verbose:
             print(f"  checkpoint at step {self.last.timestep}: {self.last.path}", flush=True)

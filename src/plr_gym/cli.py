@@ -573,7 +573,7 @@ def _learn(
 ) -> None:
     """``model.learn`` up to ``--timesteps`` in total, saving checkpoints in ``run_dir``; a signal saves
     and stops."""
-    from plr_gym.run import StopOnSignals
+    from plr_gym.run import RunDirectoryError, StopOnSignals
 
     stop = StopOnSignals(on_request=lambda: setattr(parts.eval, "eval_at_end", False))
     saver = run_dir.callback(
@@ -595,6 +595,8 @@ def _learn(
                 tb_log_name=args.sampler,
                 reset_num_timesteps=not resumed,  # a resumed run continues its TensorBoard run
             )
+    except RunDirectoryError as exc:  # a checkpoint could not be written (disk full, ...)
+        raise CLIError(str(exc)) from None
     except KeyboardInterrupt:
         last = saver.last.timestep if saver.last is not None else None
         where = f"continue from its checkpoint at step {last} with --resume {out}" if last is not None else ""
