@@ -350,10 +350,11 @@ def test_a_generation_that_links_outside_the_directory_is_not_read(tmp_path: Pat
 # --------------------------------------------------------------------------------------------------
 # real processes: saves that fail or are killed
 # --------------------------------------------------------------------------------------------------
-# The child trains a tiny PPO and saves checkpoint A (step 64); then, for each way of failing, a forked
-# process trains on and saves checkpoint B while failing: under RLIMIT_FSIZE (a write raises EFBIG), or
-# killed with SIGKILL at one stage of the save (model written, weights written, while hashing for the
-# manifest, at the first visible link, at the switch of .plr-current, while removing old generations).
+# The child trains a tiny PPO and saves checkpoint A (step 64), trains on to step 128, then, for each way
+# of failing, copies the run directory and forks a process that saves checkpoint B into the copy while
+# failing: under RLIMIT_FSIZE (a write raises EFBIG), or killed with SIGKILL at one stage of the save
+# (model written, weights written, while hashing for the manifest, at the first visible link, at the
+# switch of .plr-current, while removing old generations).
 SAVE_CHILD = r"""
 import json, os, resource, shutil, signal, sys
 from pathlib import Path
@@ -362,10 +363,11 @@ import plr_gym.run as run_module
 from test_run_directory import build
 
 out = Path(sys.argv[1])
-mode = sys.argv[2]
-run = run_module.RunDirectory(out).acquire()
+base = run_module.RunDirectory(out / "base").acquire()
 model, plr = build()
-model.learn(64, callback=[plr, run.callback(save_freq=64, plr_callback=plr)])
+model.learn(64, callback=[plr, base.callback(save_freq=64, plr_callback=plr)])
+base.release()
+model.learn(64, callback=[plr], reset_num_timesteps=False)  # step 128, unsaved
 
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
@@ -379,66 +381,70 @@ def kill_at(module, name, nth):
         return original(*args, **kwargs)
     setattr(module, name, wrapper)
 
-model.learn(64, callback=[plr], reset_num_timesteps=False)  # step 128, unsaved
-if mode == "fsize":
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, resource.RLIM_INFINITY))  # model.zip is larger
-elif mode == "after_model":
-    kill_at(run_module, "_save_model_state", 1)
-elif mode == "after_weights":
-    kill_at(run_module, "save_npz", 1)
-elif mode == "manifest":
-    kill_at(run_module, "_file_entries", 1)
-elif mode == "first_link":
-    kill_at(ckpt_module, "_replace_link", 1)
-elif mode == "switch":
-    kill_at(ckpt_module, "_replace_link", 4)  # after checkpoint.json, model.zip, plr: the switch
-elif mode == "prune":
-    shutil.rmtree = die
-try:
-    run.save(model, plr_callback=plr)
-except OSError as exc:
-    print(json.dumps({"error": type(exc).__name__}))
-    sys.exit(3)
-print(json.dumps({"saved": True}))
+def attempt(mode):
+    target = out / mode
+    shutil.copytree(out / "base", target, symlinks=True)
+    pid = os.fork()
+    if pid == 0:
+        run = run_module.RunDirectory(target).acquire()
+        if mode == "fsize":
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, resource.RLIM_INFINITY))  # < model.zip
+        elif mode == "after_model":
+            kill_at(run_module, "_save_model_state", 1)
+        elif mode == "after_weights":
+            kill_at(run_module, "save_npz", 1)
+        elif mode == "manifest":
+            kill_at(run_module, "_file_entries", 1)
+        elif mode == "first_link":
+            kill_at(ckpt_module, "_replace_link", 1)
+        elif mode == "switch":
+            kill_at(ckpt_module, "_replace_link", 4)  # after checkpoint.json, model.zip, plr: the switch
+        elif mode == "prune":
+            shutil.rmtree = die
+        try:
+            run.save(model, plr_callback=plr)
+        except OSError:
+            os._exit(3)  # the save raised, as it should under the file-size limit
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+print(json.dumps({mode: attempt(mode) for mode in sys.argv[2:]}))
 """
+# mode -> the checkpoint that must be current afterwards (killed after the switch: the new one)
+SAVE_FAILURES = {
+    "fsize": 64,
+    "after_model": 64,
+    "after_weights": 64,
+    "manifest": 64,
+    "first_link": 64,
+    "switch": 64,
+    "prune": 128,
+}
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs POSIX signals and resource limits")
-@pytest.mark.parametrize(
-    ("mode", "expected"),
-    [
-        ("fsize", 64),
-        ("after_model", 64),
-        ("after_weights", 64),
-        ("manifest", 64),
-        ("first_link", 64),
-        ("switch", 64),
-        ("prune", 128),  # killed after the switch: the new checkpoint is the current one
-    ],
-)
-def test_a_failed_or_killed_save_leaves_a_consistent_loadable_checkpoint(
-    tmp_path: Path, mode: str, expected: int
-) -> None:
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork, POSIX signals and resource limits")
+def test_a_failed_or_killed_save_leaves_a_consistent_loadable_checkpoint(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-c", SAVE_CHILD, str(tmp_path), mode],
-        env=child_env(), capture_output=True, text=True, timeout=300,
+        [sys.executable, "-c", SAVE_CHILD, str(tmp_path), *SAVE_FAILURES],
+        env=child_env(), capture_output=True, text=True, timeout=600,
     )  # fmt: skip
-    if mode == "fsize":
-        assert proc.returncode == 3, proc.stderr[-3000:]  # the save raised (EFBIG) and said so
-    else:
-        assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
-    run = RunDirectory(tmp_path)
-    ckpt = run.current()  # every file checked against the manifest
-    assert ckpt is not None and ckpt.timestep == expected
-    assert json.loads((tmp_path / "checkpoint.json").read_text())["timestep"] == expected
-    assert zip_timesteps(tmp_path / "model.zip") == expected
-    generations = [p.name for p in run.checkpoints()]
-    assert ckpt.path.name in generations
-    with run:
-        model, plr = build(seed=9)
-        assert run.restore(model, plr_callback=plr) == ckpt
-        assert model.num_timesteps == expected
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    codes = json.loads(proc.stdout.strip().splitlines()[-1])
+    for mode, expected in SAVE_FAILURES.items():
+        # the file-size limit made the save raise OSError (exit 3); every other mode was SIGKILLed
+        assert codes[mode] == (3 if mode == "fsize" else -signal.SIGKILL), (mode, codes[mode])
+        out = tmp_path / mode
+        run = RunDirectory(out)
+        ckpt = run.current()  # every file checked against the manifest
+        assert ckpt is not None and ckpt.timestep == expected, mode
+        assert json.loads((out / "checkpoint.json").read_text())["timestep"] == expected, mode
+        assert zip_timesteps(out / "model.zip") == expected, mode
+        with run:
+            model, plr = build(seed=9)
+            assert run.restore(model, plr_callback=plr) == ckpt
+            assert model.num_timesteps == expected, mode
 
 
 # --------------------------------------------------------------------------------------------------
