@@ -223,23 +223,3 @@ def test_demo_quick(
     for run in ("plr-seed0", "plr-seed1", "uniform-seed0", "uniform-seed1"):
         assert (tmp_path / run / "model.zip").is_file()
     assert_png_with_content(tmp_path / "comparison.png")
-
-
-def test_ctrl_c_during_training_stops_at_a_step_and_a_second_one_at_once() -> None:
-    import os
-    import signal
-
-    from stable_baselines3.common.callbacks import BaseCallback
-
-    from plr_gym.cli import _StopOnSigint
-
-    before = signal.getsignal(signal.SIGINT)
-    stop = _StopOnSigint()
-    callback = stop.callback()
-    assert isinstance(callback, BaseCallback) and callback._on_step()
-    with stop.installed():
-        os.kill(os.getpid(), signal.SIGINT)  # the first: a request, no exception
-        assert stop.requested and not callback._on_step()  # training stops after this step
-        with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGINT)  # the second: at once
-    assert signal.getsignal(signal.SIGINT) is before

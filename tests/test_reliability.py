@@ -919,7 +919,7 @@ def test_cli_bad_input_exits_with_code_2(tmp_path: Path, capsys: pytest.CaptureF
     code, _, err = run_cli(
         ["train", "MiniGrid-Empty-5x5-v0", "--timesteps", "64", "--out", out_below_file], capsys
     )
-    assert code == 2 and "--out" in err
+    assert code == 2 and f"cannot use run directory {out_below_file}: Not a directory" in err
     code, _, err = run_cli(["evaluate", str(tmp_path), "--levels", "0:100000000000"], capsys)
     assert code == 2 and "at most" in err
     run = tmp_path / "run"
@@ -930,7 +930,9 @@ def test_cli_bad_input_exits_with_code_2(tmp_path: Path, capsys: pytest.CaptureF
     assert code == 2 and "not valid JSON" in err
 
 
-def test_cli_failed_train_leaves_no_config_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_failed_train_leaves_no_checkpoint_and_releases_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from stable_baselines3 import PPO
 
     from plr_gym.cli import main
@@ -958,7 +960,13 @@ def test_cli_failed_train_leaves_no_config_json(tmp_path: Path, monkeypatch: pyt
                 "--overwrite",  # a non-empty --out is refused without it
             ]
         )
-    assert not (out / "config.json").exists()
+    from plr_gym.run import RunDirectory
+
+    # the run's config.json is written when it starts (so that --resume can check it); no checkpoint
+    assert json.loads((out / "config.json").read_text())["timesteps"] == 64
+    assert not os.path.lexists(out / "checkpoint.json") and not (out / "evaluation.json").exists()
+    with RunDirectory(out) as run:  # the lock was released
+        assert run.current() is None
 
 
 def test_cli_evaluate_help_says_model_files_are_code(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import inspect
 import json
+import os
+import signal
 import subprocess
 import sys
 import warnings
@@ -337,7 +339,7 @@ def test_cli_refuses_a_non_empty_out_unless_overwrite(
     (out / "eval.csv").write_text("old")
     code, _, err = run_cli(["train", ENV, "--out", str(out), *TINY], capsys)
     assert code == 2
-    assert f"--out {out} is not empty: pass --overwrite" in err
+    assert f"{out} is not empty: replace the run in it (plr-gym train --overwrite)" in err
     assert not (out / "model.zip").exists() and (out / "eval.csv").read_text() == "old"
     code, _, _ = run_cli(["train", ENV, "--out", str(out), "--overwrite", *TINY], capsys)
     assert code == 0
@@ -353,20 +355,20 @@ def test_ctrl_c_saves_a_loadable_model_and_sampler_and_resume_continues(
     original = HeldOutEvalCallback._on_step
 
     def interrupt_after_128(self: HeldOutEvalCallback) -> bool:
-        if self.num_timesteps >= 130:
-            raise KeyboardInterrupt
+        if self.num_timesteps == 130:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: saved at this step, then training stops
         return original(self)
 
     monkeypatch.setattr(HeldOutEvalCallback, "_on_step", interrupt_after_128)
     code, _, err = run_cli(["train", ENV, "--out", str(out), *TINY], capsys)
     assert code == 130
-    assert "interrupted at step 130" in err and f"--resume {out}" in err
+    assert "stopped at step 130" in err and f"--resume {out}" in err
     model = PPO.load(out / "model.zip", device="cpu")
     assert model.num_timesteps == 130
     sampler = LevelSampler.load(out / "plr" / "plr_sampler.npz")
     assert sampler.levels.tolist() == [0, 1, 2, 3, 4] and sampler.num_seen > 0
     assert not (out / "evaluation.json").exists()
-    assert json.loads((out / "config.json").read_text())["interrupted_at"] == 130
+    assert json.loads((out / "checkpoint.json").read_text())["timestep"] == 130
 
     monkeypatch.setattr(HeldOutEvalCallback, "_on_step", original)
     code, _, _ = run_cli(["train", ENV, "--resume", str(out), *TINY, "--timesteps", "384"], capsys)
@@ -385,11 +387,12 @@ def test_ctrl_c_saves_a_loadable_model_and_sampler_and_resume_continues(
 
 def test_resume_checks_the_run(run_dir: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run_cli(["train", ENV, "--resume", str(run_dir), *TINY], capsys)
-    assert code == 2 and "has 256 steps already, --timesteps is 256" in err
+    assert code == 0 and err == ""  # a finished run: nothing to do (a requeued job just ends)
     code, _, err = run_cli(["train", ENV, "--resume", str(run_dir), *TINY, "--sampler", "uniform"], capsys)
-    assert code == 2 and "trained with sampler='plr'" in err
+    assert code == 2 and "trained with sampler='plr' (now 'uniform')" in err
+    (tmp_path / "model.zip").write_bytes(b"PK")
     code, _, err = run_cli(["train", ENV, "--resume", str(tmp_path), *TINY], capsys)
-    assert code == 2 and "missing config.json, model.zip, plr/plr_sampler.npz" in err
+    assert code == 2 and "holds a run without checkpoint.json" in err
 
 
 def test_device_cuda_is_accepted_with_a_gpu_and_refused_clearly_without(
@@ -457,9 +460,9 @@ def test_sigint_to_a_training_process_leaves_a_resumable_run(tmp_path: Path) -> 
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
-    assert "stopping after this step" in err  # the first Ctrl-C stops between env steps
-    assert "interrupted at step" in err
-    config = json.loads((out / "config.json").read_text())
+    assert "SIGINT: saving at this step and stopping" in err  # the first Ctrl-C stops between env steps
+    assert "stopped at step" in err
+    manifest = json.loads((out / "checkpoint.json").read_text())
     model = PPO.load(out / "model.zip", device="cpu")
-    assert 128 <= model.num_timesteps == config["interrupted_at"] < 1_000_000
+    assert 128 <= model.num_timesteps == manifest["timestep"] < 1_000_000
     assert LevelSampler.load(out / "plr" / "plr_sampler.npz").num_seen > 0

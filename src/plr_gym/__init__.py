@@ -25,11 +25,12 @@ from plr_gym.sampler import LevelSampler
 from plr_gym.scoring import EpisodeData, EpisodeScorer
 
 if TYPE_CHECKING:
-    from plr_gym.callbacks import CurriculumLogCallback, PLRCallback
+    from plr_gym.callbacks import CurriculumLogCallback, PLRCallback, RunCheckpointCallback
     from plr_gym.envs import ProcgenLevelEnv
     from plr_gym.evaluation import HeldOutEvalCallback
     from plr_gym.offpolicy import OffPolicyPLRCallback
     from plr_gym.replay import PERDQN, PERSAC, PERTD3, PrioritizedReplayBuffer
+    from plr_gym.run import RunDirectory
     from plr_gym.wrappers.level import LevelWrapper
     from plr_gym.wrappers.sb3 import PrioritizedLevelReplay
 
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 _LAZY = {
     "CurriculumLogCallback": "plr_gym.callbacks",
     "PLRCallback": "plr_gym.callbacks",
+    "RunCheckpointCallback": "plr_gym.callbacks",
+    "RunDirectory": "plr_gym.run",
     "ProcgenLevelEnv": "plr_gym.envs",
     "HeldOutEvalCallback": "plr_gym.evaluation",
     "OffPolicyPLRCallback": "plr_gym.offpolicy",
@@ -64,6 +67,8 @@ __all__ = [
     "PrioritizedLevelReplay",
     "PrioritizedReplayBuffer",
     "ProcgenLevelEnv",
+    "RunCheckpointCallback",
+    "RunDirectory",
 ]
 __version__ = "0.1.0.dev0"
 
@@ -79,6 +84,7 @@ _SUBMODULES = frozenset(
         "offpolicy",
         "plotting",
         "replay",
+        "run",
         "source",
         "training",
         "transforms",

@@ -32,8 +32,9 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,7 +44,10 @@ __all__ = [
     "CURRENT_LINK",
     "atomic_open",
     "checkpoint_files",
+    "commit_generation",
+    "generations",
     "load_npz",
+    "new_generation",
     "save_npz",
     "write_checkpoint_dir",
 ]
@@ -140,13 +144,30 @@ def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray[Any, Any]]:
 # --------------------------------------------------------------------------------------------------
 # multi-file checkpoints
 # --------------------------------------------------------------------------------------------------
-def _generations(directory: Path) -> list[tuple[int, Path]]:
+def generations(directory: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """The checkpoint generations in ``directory``, oldest first: ``(number, path)`` of every real
+    ``.plr-gen-<N>`` sub-directory (links and files of that name are not generations)."""
+    base = Path(directory)
     out = []
-    for entry in directory.iterdir() if directory.is_dir() else []:
+    for entry in base.iterdir() if base.is_dir() else []:
         m = _GEN_RE.match(entry.name)
         if m and entry.is_dir() and not entry.is_symlink():
             out.append((int(m.group(1)), entry))
     return sorted(out)
+
+
+def _check_generation(gen: Path) -> None:
+    """Refuse a generation that is not a real directory of real files (a link could lead anywhere)."""
+    if not stat.S_ISDIR(os.lstat(gen).st_mode):
+        raise ValueError(f"{gen} is not a directory inside the checkpoint directory (a link, or a file)")
+    for root, dirs, files in os.walk(gen):
+        for name in [*dirs, *files]:
+            mode = os.lstat(os.path.join(root, name)).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise ValueError(
+                    f"{os.path.join(root, name)} is not a regular file (a link or a device): a checkpoint "
+                    "generation holds only the files its save wrote"
+                )
 
 
 def checkpoint_files(directory: str | os.PathLike[str]) -> Path:
@@ -155,6 +176,9 @@ def checkpoint_files(directory: str | os.PathLike[str]) -> Path:
     For a directory written by :func:`write_checkpoint_dir` this is the generation ``.plr-current``
     points at (so every file read comes from the same save); for a plain directory (older plr_gym
     versions, or files copied by hand) it is ``directory`` itself.
+
+    :raises ValueError: ``.plr-current`` names something other than a generation of ``directory``, or the
+        generation is itself a link or holds links (which could lead outside the checkpoint).
     """
     base = Path(directory)
     link = base / CURRENT_LINK
@@ -162,58 +186,105 @@ def checkpoint_files(directory: str | os.PathLike[str]) -> Path:
         target = os.readlink(link)
         if not _GEN_RE.match(target):
             raise ValueError(f"{link} points at {target!r}, not at a checkpoint generation")
-        return base / target
+        gen = base / target
+        if not os.path.lexists(gen):
+            raise ValueError(f"{link} points at {target!r}, which does not exist")
+        _check_generation(gen)
+        return gen
     return base
 
 
-def write_checkpoint_dir(
-    directory: str | os.PathLike[str], writers: Mapping[str, Callable[[Path], None]]
-) -> None:
-    """Write several files as one atomic checkpoint generation in ``directory``.
+def new_generation(directory: str | os.PathLike[str]) -> Path:
+    """Create and return a new, empty generation directory ``.plr-gen-<N>`` in ``directory``.
 
-    :param directory: created if missing; files of other programs in it are left alone.
-    :param writers: ``{file name: fn(path)}``; each ``fn`` writes its file at ``path``.
-
-    Every file is written into a new ``.plr-gen-<N>`` directory and ``fsync``-ed; then ``.plr-current``
-    is switched to it with one :func:`os.replace` and each visible name becomes a link through
-    ``.plr-current``. A failure or a kill at any point leaves the previous generation current and
-    complete; older generations are removed after the switch.
+    ``N`` is one more than the largest number any entry named ``.plr-gen-*`` has (a link or a file of
+    that name included), so a name taken by something else is never reused.
     """
     base = Path(directory)
     base.mkdir(parents=True, exist_ok=True)
+    numbers = [int(m.group(1)) for m in map(_GEN_RE.match, os.listdir(base)) if m]
+    number = max(numbers, default=0) + 1
+    while True:
+        gen = base / f"{_GEN_PREFIX}{number:08d}"
+        try:
+            gen.mkdir()
+            return gen
+        except FileExistsError:  # pragma: no cover - created by another writer in between
+            number += 1
+
+
+def _replace_link(link: Path, target: str) -> None:
+    """Make ``link`` a symbolic link to ``target`` with one atomic :func:`os.replace`."""
+    if link.is_symlink() and os.readlink(link) == target:
+        return
+    tmp = link.with_name(f".{link.name}.{os.getpid()}.{secrets.token_hex(4)}.link")
+    os.symlink(target, tmp)
+    try:
+        os.replace(tmp, link)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def commit_generation(
+    directory: str | os.PathLike[str],
+    gen: Path,
+    visible: Iterable[str],
+    keep: int = 1,
+    complete: Callable[[Path], bool] | None = None,
+) -> None:
+    """Make ``gen`` the current generation of ``directory``: one atomic switch of ``.plr-current``.
+
+    Each name in ``visible`` becomes a link ``directory/name -> .plr-current/name`` *before* the switch,
+    so every visible name changes at the same instant. Then older generations are removed, keeping the
+    ``keep - 1`` newest that ``complete(path)`` accepts (all, without ``complete``): a generation left
+    unfinished by a killed save never takes the place of a good one.
+    """
+    base = Path(directory)
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+        raise ValueError(f"keep must be a positive int, got {keep!r}")
+    _fsync_dir(gen)
+    for name in visible:
+        _replace_link(base / name, os.path.join(CURRENT_LINK, name))
+    _replace_link(base / CURRENT_LINK, gen.name)
+    _fsync_dir(base)
+    others = [path for _, path in generations(base) if path != gen]
+    done = [path for path in others if complete is None or complete(path)]
+    kept = set(done[len(done) - (keep - 1) :]) if keep > 1 else set()
+    for old in others:
+        if old not in kept:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def write_checkpoint_dir(
+    directory: str | os.PathLike[str], writers: Mapping[str, Callable[[Path], None]], keep: int = 1
+) -> Path:
+    """Write several files as one atomic checkpoint generation in ``directory``; return the generation.
+
+    :param directory: created if missing; files of other programs in it are left alone.
+    :param writers: ``{file name: fn(path)}``; each ``fn`` writes its file at ``path``.
+    :param keep: generations kept after the switch (the new one included).
+
+    Every file is written into a new ``.plr-gen-<N>`` directory and ``fsync``-ed; each visible name
+    becomes a link through ``.plr-current``, and ``.plr-current`` is switched to the new generation with
+    one :func:`os.replace`. A failure or a kill at any point leaves the previous generation current and
+    complete; older generations beyond ``keep`` are removed after the switch.
+    """
     for name in writers:
         if not name or "/" in name or os.sep in name or name.startswith("."):
             raise ValueError(f"checkpoint file names must be plain visible names, got {name!r}")
-    gens = _generations(base)
-    number = gens[-1][0] + 1 if gens else 1
-    gen = base / f"{_GEN_PREFIX}{number:08d}"
-    if gen.exists():  # pragma: no cover - left by a crash between mkdir and the switch
-        shutil.rmtree(gen)
-    gen.mkdir()
+    gen = new_generation(directory)
     try:
         for name, write in writers.items():
             write(gen / name)
-        _fsync_dir(gen)
-        tmp_link = base / f"{CURRENT_LINK}.{os.getpid()}.tmp"
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_link)
-        os.symlink(gen.name, tmp_link)
-        os.replace(tmp_link, base / CURRENT_LINK)
+        commit_generation(directory, gen, visible=list(writers), keep=keep)
     except BaseException:
+        if (
+            os.path.lexists(Path(directory) / CURRENT_LINK)
+            and os.readlink(Path(directory) / CURRENT_LINK) == gen.name
+        ):
+            raise  # the switch happened: the new generation is the checkpoint now
         shutil.rmtree(gen, ignore_errors=True)
         raise
-    _fsync_dir(base)
-    for name in writers:
-        visible = base / name
-        want = os.path.join(CURRENT_LINK, name)
-        if visible.is_symlink() and os.readlink(visible) == want:
-            continue
-        tmp = base / f".{name}.{os.getpid()}.link"
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        os.symlink(want, tmp)
-        os.replace(tmp, visible)
-    _fsync_dir(base)
-    for _, old in _generations(base):
-        if old != gen:
-            shutil.rmtree(old, ignore_errors=True)
+    return gen

@@ -37,23 +37,20 @@ Example:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import json
 import math
-import os
-import shutil
-import signal
 import sys
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from plr_gym import training
+from plr_gym.run import DEFAULT_KEEP, DEFAULT_SAVE_FREQ
 from plr_gym.training import ALGORITHMS, SetupError
 
 __all__ = [
@@ -93,7 +90,15 @@ class CLIError(Exception):
 
 
 class Interrupted(Exception):
-    """Training stopped by Ctrl-C after saving a resumable run: exit code 130."""
+    """Training stopped by a signal (after saving a checkpoint at the current step) or by Ctrl-C twice.
+
+    :param message: what happened and how to continue.
+    :param exit_code: the command's exit code (128 + the signal's number: 130 for SIGINT, 143 for SIGTERM).
+    """
+
+    def __init__(self, message: str, exit_code: int = 130) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 # --------------------------------------------------------------------------------------------------
@@ -116,6 +121,26 @@ def _nonneg_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+#: Largest step count of ``--timesteps``, ``--eval-freq`` and ``--save-freq`` (SB3 counts steps in int64).
+MAX_STEPS = 2**62
+#: Largest ``--seed``: numpy's and SB3's seeding take 32-bit seeds, and the evaluation env gets seed + 1.
+MAX_SEED = 2**32 - 2
+
+
+def _step_count(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_STEPS:
+        raise argparse.ArgumentTypeError(f"expected at most 2**62 = {MAX_STEPS} steps, got {text!r}")
+    return value
+
+
+def _seed(text: str) -> int:
+    value = _nonneg_int(text)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected a seed in [0, 2**32 - 2], got {text!r}")
     return value
 
 
@@ -235,22 +260,6 @@ def resolve_device(name: str) -> str:
     return "cuda" if available else "cpu"
 
 
-def _prepare_out_dir(out: Path, overwrite: bool) -> None:
-    """Refuse a non-empty run directory unless ``overwrite``; then remove what a previous run wrote."""
-    if out.is_dir() and any(out.iterdir()):
-        if not overwrite:
-            raise CLIError(
-                f"--out {out} is not empty: pass --overwrite to replace the run in it, --resume {out} to "
-                "continue it, or choose another --out"
-            )
-        for name in RUN_FILES:
-            path = out / name
-            if path.is_dir():
-                shutil.rmtree(path)
-            elif path.exists():
-                path.unlink()
-
-
 def _level_difficulty(env_id: str, env_kwargs: dict[str, Any], levels: Sequence[int]) -> Any:
     """Per-level difficulty where the env defines one (the DoorKey gamut's grid size), else ``None``."""
     if env_id != "plr_gym/MiniGrid-DoorKeyGamut-v0":
@@ -346,19 +355,87 @@ def _env_kwargs(args: argparse.Namespace, family: str) -> dict[str, Any]:
     return kwargs
 
 
+#: ``plr-gym train`` options that may differ when a run is resumed (the rest must match its config.json).
+RESUME_MAY_CHANGE: frozenset[str] = frozenset(
+    {"timesteps", "out", "resume", "overwrite", "device", "torch_threads", "progress", "quiet", "subproc",
+     "tensorboard", "save_freq", "keep_checkpoints"}
+)  # fmt: skip
+
+
 def train(args: argparse.Namespace) -> Path:
     """Run ``plr-gym train`` with parsed arguments; returns the run directory.
 
-    :raises Interrupted: on Ctrl-C, after saving the model, the sampler and the curriculum.
+    The run directory is a :class:`plr_gym.run.RunDirectory`: it is locked for the run, checkpointed
+    every ``--save-freq`` steps and on SIGTERM, SIGINT and SIGUSR1, and continued by ``--resume``.
+
+    :raises Interrupted: a signal stopped training after saving a checkpoint at the current step (exit
+        code 128 + the signal's number), or a second Ctrl-C stopped it at once (130).
     """
-    from plr_gym.callbacks import CurriculumLogCallback, PLRCallback
-    from plr_gym.evaluation import HeldOutEvalCallback, summarize
+    from plr_gym.run import RunDirectory, RunDirectoryError
+
+    train_levels, eval_levels, sampler, env_kwargs, device = _check_train_args(args)
+    out = _run_path(args)
+    config = {k: v for k, v in vars(args).items() if k not in ("func", "command")}
+    config.update(out=str(out), env_family=env_family(args.env_id))
+    config["eval_levels"] = f"{eval_levels[0]}..{eval_levels[-1]} ({len(eval_levels)} levels)"
+    run_dir = RunDirectory(out, keep=getattr(args, "keep_checkpoints", DEFAULT_KEEP), logs=("eval.csv",))
+    try:
+        checkpoint = run_dir.begin(
+            config,
+            resume=getattr(args, "resume", None) is not None,
+            overwrite=getattr(args, "overwrite", False),
+            mutable=RESUME_MAY_CHANGE,
+            run_files=RUN_FILES,
+        )
+    except RunDirectoryError as exc:
+        raise CLIError(str(exc)) from None
+    try:
+        if checkpoint is not None and checkpoint.timestep >= args.timesteps:
+            return _already_done(out, checkpoint.timestep, args)
+        run = _build_training(args, sampler, env_kwargs, device, out)
+        try:
+            parts = _train_callbacks(
+                args, run, out, train_levels, eval_levels, resumed=checkpoint is not None
+            )
+            if checkpoint is not None:
+                try:
+                    run_dir.restore(run.model, plr_callback=parts.plr, checkpoint=checkpoint)
+                    parts.curriculum.resume_from = checkpoint.file("curriculum.npz")
+                except RunDirectoryError as exc:
+                    raise CLIError(str(exc)) from None
+            if not args.quiet:
+                print(
+                    f"[{args.sampler}] {args.algo} on {args.env_id}: {len(train_levels)} training levels, "
+                    f"{len(eval_levels)} held-out, {args.timesteps} steps, {args.n_envs} envs, {device} -> "
+                    f"{out}"
+                    + (f" (resumed at step {checkpoint.timestep})" if checkpoint is not None else ""),
+                    flush=True,
+                )
+            start = time.perf_counter()
+            _learn(args, run.model, run_dir, parts, out, resumed=checkpoint is not None)
+        finally:
+            run.close()
+        _finish(
+            args, out, parts, train_levels, eval_levels, env_kwargs, run.model, time.perf_counter() - start
+        )
+    finally:
+        run_dir.release()
+    return out
+
+
+def _check_train_args(args: argparse.Namespace) -> tuple[list[int], list[int], Any, dict[str, Any], str]:
+    """Everything ``train`` checks before it touches the run directory."""
     from plr_gym.sampler import LevelSampler
 
     family = env_family(args.env_id)
     _algorithm_class(args.algo)  # refused before the run directory is touched
     if args.num_levels > MAX_LEVELS:
         raise CLIError(f"--num-levels {args.num_levels} exceeds the supported maximum {MAX_LEVELS}")
+    if args.level_start + args.num_levels - 1 > 2**63 - 1:
+        raise CLIError(
+            f"--level-start {args.level_start} + --num-levels {args.num_levels}: level ids must fit in int64 "
+            "(at most 2**63 - 1)"
+        )
     train_levels = list(range(args.level_start, args.level_start + args.num_levels))
     eval_levels: list[int] = args.eval_levels
     overlap = sorted(set(train_levels) & set(eval_levels))
@@ -379,28 +456,38 @@ def train(args: argparse.Namespace) -> Path:
         raise CLIError(str(exc)) from None
     env_kwargs = _env_kwargs(args, family)
     device = resolve_device(getattr(args, "device", "auto"))
-    resume = _resume_dir(args)
+    return train_levels, eval_levels, sampler, env_kwargs, device
 
-    out = resume if resume is not None else Path(args.out or "runs/run")
-    try:
-        if resume is None:
-            _prepare_out_dir(out, getattr(args, "overwrite", False))
-        out.mkdir(parents=True, exist_ok=True)
-        if resume is None:
-            # config.json marks a finished (or interrupted) run: written last, a stale one goes first
-            for stale in ("config.json", "eval.csv"):
-                (out / stale).unlink(missing_ok=True)
-    except OSError as exc:
-        raise CLIError(f"cannot use --out {out}: {exc}") from None
-    csv_path = out / "eval.csv"
-    config = {k: v for k, v in vars(args).items() if k not in ("func", "command")}
-    config["out"] = str(out)
-    config["eval_levels"] = f"{eval_levels[0]}..{eval_levels[-1]} ({len(eval_levels)} levels)"
-    config["env_family"] = family
-    if resume is not None:
-        previous = json.loads((out / "config.json").read_text())
-        config["resumed_at"] = [*previous.get("resumed_at", []), _saved_timesteps(out)]
 
+def _run_path(args: argparse.Namespace) -> Path:
+    """The run directory: ``--resume DIR``, else ``--out`` (default ``runs/run``)."""
+    resume = getattr(args, "resume", None)
+    if resume:  # --resume DIR
+        path = Path(resume)
+        if args.out is not None and Path(args.out).resolve() != path.resolve():
+            raise CLIError(
+                f"--resume {path} continues the run in {path}: give no --out, or the same directory"
+            )
+        return path
+    return Path(args.out or "runs/run")
+
+
+def _already_done(out: Path, steps: int, args: argparse.Namespace) -> Path:
+    """``--resume`` of a run that already has ``--timesteps`` steps: finished (exit 0) or a mistake."""
+    if not (out / training.EVALUATION_FILE).is_file():
+        raise CLIError(
+            f"--resume {out}: the run has {steps} steps already, --timesteps is {args.timesteps}; give a "
+            "larger --timesteps (the total)"
+        )
+    if not args.quiet:
+        print(f"{out}: the run is finished ({steps} steps, --timesteps {args.timesteps}); nothing to do")
+    return out
+
+
+def _build_training(
+    args: argparse.Namespace, sampler: Any, env_kwargs: dict[str, Any], device: str, out: Path
+) -> Any:
+    """The envs and a new model (a resumed run's weights are restored into it)."""
     tensorboard_log = None
     if args.tensorboard:
         if _has_modules("tensorboard"):
@@ -408,7 +495,7 @@ def train(args: argparse.Namespace) -> Path:
         else:
             print("note: TensorBoard logs skipped (pip install tensorboard to get them)", file=sys.stderr)
     try:
-        run = training.build_run(
+        return training.build_run(
             args.env_id,
             sampler,
             algo=args.algo,
@@ -429,88 +516,125 @@ def train(args: argparse.Namespace) -> Path:
             ),
             device=device,
             tensorboard_log=tensorboard_log,
-            load_path=None if resume is None else out / "model.zip",
         )
     except SetupError as exc:
         raise CLIError(str(exc)) from None
-    eval_venv, model = run.eval_venv, run.model
-    steps = args.timesteps - int(model.num_timesteps)
-    if steps < 1:
-        run.close()
+    except MemoryError:
         raise CLIError(
-            f"--resume {out}: the run has {model.num_timesteps} steps already, --timesteps is "
-            f"{args.timesteps}; give a larger --timesteps (the total)"
-        )
+            f"not enough memory for {args.n_envs} envs x {args.n_steps} steps per rollout; use smaller values"
+        ) from None
+
+
+@dataclass
+class _Callbacks:
+    """The callbacks of a ``plr-gym train`` run (the checkpoint callback is added by ``_learn``)."""
+
+    plr: Any
+    eval: Any
+    curriculum: Any
+    extra: list[Any]
+
+    def all(self) -> list[Any]:
+        return [self.plr, self.eval, self.curriculum, *self.extra]
+
+
+def _train_callbacks(
+    args: argparse.Namespace,
+    run: Any,
+    out: Path,
+    train_levels: list[int],
+    eval_levels: list[int],
+    resumed: bool,
+) -> _Callbacks:
+    """PLR, held-out evaluation (``eval.csv``), curriculum record and progress report of a run."""
+    from plr_gym.callbacks import CurriculumLogCallback, PLRCallback
+    from plr_gym.evaluation import HeldOutEvalCallback
+
     n_train_eval = min(len(train_levels), len(eval_levels))
     eval_callback = HeldOutEvalCallback(
-        eval_venv,
+        run.eval_venv,
         eval_levels,
         eval_freq=args.eval_freq,
         n_episodes=args.eval_episodes,
         deterministic=args.eval_deterministic,
         train_levels=train_levels[:n_train_eval] if args.eval_train_levels else None,
-        log_path=csv_path,
-        eval_at_start=resume is None,
+        log_path=out / "eval.csv",
+        eval_at_start=not resumed,
         verbose=int(not args.quiet),
     )
-    curriculum_path = out / "curriculum.npz"
-    plr_callback = PLRCallback(save_path=out / "plr", resume_from=None if resume is None else out / "plr")
-    curriculum = CurriculumLogCallback(
-        save_path=curriculum_path,
-        resume_from=curriculum_path if resume is not None and curriculum_path.is_file() else None,
+    extra = []
+    if args.progress and not args.quiet and not _has_modules("tqdm", "rich"):
+        extra.append(_make_progress_callback(args.timesteps))
+    return _Callbacks(PLRCallback(), eval_callback, CurriculumLogCallback(), extra)
+
+
+def _learn(
+    args: argparse.Namespace, model: Any, run_dir: Any, parts: _Callbacks, out: Path, resumed: bool
+) -> None:
+    """``model.learn`` up to ``--timesteps`` in total, saving checkpoints in ``run_dir``; a signal saves
+    and stops."""
+    from plr_gym.run import RunDirectoryError, StopOnSignals
+
+    stop = StopOnSignals(on_request=lambda: setattr(parts.eval, "eval_at_end", False))
+    saver = run_dir.callback(
+        getattr(args, "save_freq", DEFAULT_SAVE_FREQ),
+        plr_callback=parts.plr,
+        files={"curriculum.npz": parts.curriculum.save},
+        stop=stop,
     )
-    callbacks: list[Any] = [plr_callback, eval_callback, curriculum]
-    progress_bar = False
-    if args.progress and not args.quiet:
-        if _has_modules("tqdm", "rich"):
-            progress_bar = True
-        else:
-            callbacks.append(_make_progress_callback(args.timesteps))
-    if not args.quiet:
-        print(
-            f"[{args.sampler}] {args.algo} on {args.env_id}: {len(train_levels)} training levels, "
-            f"{len(eval_levels)} held-out, {args.timesteps} steps, {args.n_envs} envs, {device} -> {out}"
-            + (f" (resumed at step {model.num_timesteps})" if resume is not None else ""),
-            flush=True,
-        )
     if args.torch_threads is not None:
         import torch
 
         torch.set_num_threads(args.torch_threads)
-    start = time.perf_counter()
-    stop = _StopOnSigint()
     try:
         with stop.installed():
             model.learn(
-                steps,
-                callback=[*callbacks, stop.callback()],
-                progress_bar=progress_bar,
+                args.timesteps - int(model.num_timesteps),
+                callback=[*parts.all(), saver],  # the saver last: it saves what the others wrote
+                progress_bar=args.progress and not args.quiet and _has_modules("tqdm", "rich"),
                 tb_log_name=args.sampler,
-                reset_num_timesteps=resume is None,
+                reset_num_timesteps=not resumed,  # a resumed run continues its TensorBoard run
             )
-        if stop.requested:
-            raise KeyboardInterrupt
-        model.save(out / "model.zip")
+    except RunDirectoryError as exc:  # a checkpoint could not be written (disk full, ...)
+        raise CLIError(str(exc)) from None
     except KeyboardInterrupt:
-        _save_interrupted(out, model, plr_callback, curriculum, config)
+        last = saver.last.timestep if saver.last is not None else None
+        where = f"continue from its checkpoint at step {last} with --resume {out}" if last is not None else ""
         raise Interrupted(
-            f"interrupted at step {model.num_timesteps}: saved {out / 'model.zip'} and the sampler in "
-            f"{out / 'plr'}; continue with the same command and --resume {out}"
+            f"interrupted at once at step {model.num_timesteps}" + (f": {where}" if where else ""), 130
         ) from None
-    finally:
-        run.close()
-    _plot_curriculum(out, curriculum, _level_difficulty(args.env_id, env_kwargs, train_levels), args)
-    returns = eval_callback.last_returns["test"]  # the evaluation at the end of training
+    if stop.requested:
+        raise Interrupted(
+            f"{stop.signal_name}: stopped at step {model.num_timesteps} and saved a checkpoint there in "
+            f"{out}; continue with the same command and --resume {out}",
+            stop.exit_code,
+        )
+
+
+def _finish(
+    args: argparse.Namespace,
+    out: Path,
+    parts: _Callbacks,
+    train_levels: list[int],
+    eval_levels: list[int],
+    env_kwargs: dict[str, Any],
+    model: Any,
+    seconds: float,
+) -> None:
+    """The curriculum plot and ``evaluation.json`` (the final held-out evaluation) of a finished run."""
+    from plr_gym.evaluation import summarize
+
+    _plot_curriculum(out, parts.curriculum, _level_difficulty(args.env_id, env_kwargs, train_levels), args)
+    returns = parts.eval.last_returns["test"]  # the evaluation at the end of training
     result = {
         "env_id": args.env_id,
         "levels": eval_levels,
         "returns": training.returns_to_json(returns),
         "summary": summarize(returns),
-        "train_seconds": round(time.perf_counter() - start, 1),
+        "train_seconds": round(seconds, 1),
         "timesteps": int(model.num_timesteps),
     }
     training.write_json(out / training.EVALUATION_FILE, result)
-    training.write_json(out / "config.json", config, default=str)  # last: only a finished run has one
     if not args.quiet:
         s = result["summary"]
         print(
@@ -518,95 +642,6 @@ def train(args: argparse.Namespace) -> Path:
             f"IQM {s['iqm']:.3f} ({result['train_seconds']} s)",
             flush=True,
         )
-    return out
-
-
-def _resume_dir(args: argparse.Namespace) -> Path | None:
-    """The run directory of ``--resume``, checked against the command line; ``None`` without it."""
-    resume = getattr(args, "resume", None)
-    if resume is None:
-        return None
-    path = Path(resume)
-    if args.out is not None and Path(args.out).resolve() != path.resolve():
-        raise CLIError(f"--resume {path} continues the run in {path}: give no --out, or the same directory")
-    missing = [n for n in ("config.json", "model.zip", "plr/plr_sampler.npz") if not (path / n).is_file()]
-    if missing:
-        raise CLIError(f"--resume {path}: not a resumable plr-gym run (missing {', '.join(missing)})")
-    try:
-        config = json.loads((path / "config.json").read_text())
-    except json.JSONDecodeError as exc:
-        raise CLIError(f"--resume {path}: config.json is not valid JSON ({exc})") from None
-    for key in ("env_id", "algo", "sampler", "num_levels", "level_start"):
-        if key in config and config[key] != getattr(args, key):
-            raise CLIError(
-                f"--resume {path}: the run was trained with {key}={config[key]!r}, this command has "
-                f"{getattr(args, key)!r}; repeat the run's command with --resume"
-            )
-    return path
-
-
-def _saved_timesteps(out: Path) -> int:
-    """``num_timesteps`` stored in a saved SB3 model (read from the zip's JSON, no unpickling)."""
-    import zipfile
-
-    with zipfile.ZipFile(out / "model.zip") as archive:
-        data = json.loads(archive.read("data"))
-    return int(data.get("num_timesteps", 0))
-
-
-class _StopOnSigint:
-    """Ctrl-C during training: the first one asks training to stop after the current env step (a callback
-    returns ``False``), so that it never lands inside a checkpoint write, a sampler update or a logger; a
-    second one interrupts at once (``KeyboardInterrupt``). Outside the main thread nothing is installed
-    (Python delivers signals to the main thread only) and Ctrl-C interrupts at once, as by default."""
-
-    def __init__(self) -> None:
-        self.requested = False
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = signal.getsignal(signal.SIGINT)
-
-        def request_stop(signum: int, frame: Any) -> None:
-            self.requested = True
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            with contextlib.suppress(OSError, ValueError):  # a raw write: no reentrant buffered print
-                os.write(sys.stderr.fileno(), b"\nstopping after this step (Ctrl-C again: at once)\n")
-
-        signal.signal(signal.SIGINT, request_stop)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, previous)
-
-    def callback(self) -> Any:
-        from stable_baselines3.common.callbacks import BaseCallback
-
-        stop = self
-
-        class StopOnRequest(BaseCallback):
-            def _on_step(self) -> bool:
-                return not stop.requested
-
-        return StopOnRequest()
-
-
-def _save_interrupted(
-    out: Path, model: Any, plr_callback: Any, curriculum: Any, config: dict[str, Any]
-) -> None:
-    """Ctrl-C: save what resuming needs (the interrupted rollout's episodes are not scored); config.json,
-    written last, records the step (``interrupted_at``)."""
-    model.save(out / "model.zip")
-    if plr_callback.wrapper is not None:
-        plr_callback.save(out / "plr")
-    if curriculum.wrapper is not None:
-        curriculum.save()
-    marked = {**config, "interrupted_at": int(model.num_timesteps)}
-    training.write_json(out / "config.json", marked, default=str)
-    print(f"\ninterrupted: saved {out / 'model.zip'} and {out / 'plr'}", file=sys.stderr, flush=True)
 
 
 def _plot_curriculum(out: Path, curriculum: Any, difficulty: Any, args: argparse.Namespace) -> None:
@@ -801,10 +836,10 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
     g = parser.add_argument_group("training")
     g.add_argument("--algo", choices=ALGORITHMS, default="ppo", help="algorithm (default: ppo)")
     g.add_argument(
-        "--timesteps", type=_positive_int, default=100_000, help="environment steps (default 100000)"
+        "--timesteps", type=_step_count, default=100_000, help="environment steps (default 100000)"
     )
     g.add_argument("--n-envs", type=_positive_int, default=8, help="parallel environments (default 8)")
-    g.add_argument("--seed", type=_nonneg_int, default=0, help="seed of model, envs and sampler (default 0)")
+    g.add_argument("--seed", type=_seed, default=0, help="seed of model, envs and sampler (default 0)")
     g.add_argument("--n-steps", type=_positive_int, default=256, help="rollout length per env (default 256)")
     g.add_argument("--batch-size", type=_positive_int, default=256, help="PPO minibatch size (default 256)")
     g.add_argument("--n-epochs", type=_positive_int, default=4, help="PPO epochs per rollout (default 4)")
@@ -835,7 +870,7 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
         help="held-out levels, START:STOP or a,b,c (default 10000:10100)",
     )
     lv.add_argument(
-        "--eval-freq", type=_positive_int, default=10_000, help="evaluate every N steps (default 10000)"
+        "--eval-freq", type=_step_count, default=10_000, help="evaluate every N steps (default 10000)"
     )
     lv.add_argument("--eval-episodes", type=_positive_int, default=1, help="episodes per level (default 1)")
     lv.add_argument(
@@ -915,6 +950,21 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
     o.add_argument(
         "--overwrite", action="store_true", help="replace the run in a non-empty --out (default: refuse)"
     )
+    o.add_argument(
+        "--save-freq",
+        type=_step_count,
+        default=DEFAULT_SAVE_FREQ,
+        metavar="STEPS",
+        help="save a checkpoint every STEPS env steps, at the next rollout boundary (default %(default)s); "
+        "SIGTERM, SIGINT and SIGUSR1 save at the current step",
+    )
+    o.add_argument(
+        "--keep-checkpoints",
+        type=_positive_int,
+        default=DEFAULT_KEEP,
+        metavar="K",
+        help="keep the last K checkpoints (default %(default)s)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -939,9 +989,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resume",
         metavar="DIR",
+        nargs="?",
+        const="",
         default=None,
-        help="continue the run in DIR (saved by a finished or interrupted train) up to --timesteps in total; "
-        "repeat the run's command",
+        help="continue the run in DIR (or in --out) from its checkpoint up to --timesteps in total; repeat "
+        "the run's command. A directory without a checkpoint starts at step 0, so the same command can "
+        "start a run and continue it after preemption",
     )
     p.set_defaults(func=lambda a: train(a))
 
@@ -962,7 +1015,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--levels", type=parse_levels, default="10000:10100", help="START:STOP or a,b,c")
     p.add_argument("--n-episodes", type=_positive_int, default=1, help="episodes per level (default 1)")
     p.add_argument("--n-envs", type=_positive_int, default=8, help="parallel environments (default 8)")
-    p.add_argument("--seed", type=_nonneg_int, default=0, help="seed (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="seed (default 0)")
     p.add_argument(
         "--deterministic", action="store_true", help="greedy actions (default: sampled from the policy)"
     )
@@ -1015,7 +1068,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.exit(2, f"plr-gym: error: {exc}\n")
     except Interrupted as exc:
         print(f"plr-gym: {exc}", file=sys.stderr)
-        return 130
+        return exc.exit_code
     return 0
 
 

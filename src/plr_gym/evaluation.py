@@ -417,6 +417,9 @@ class HeldOutEvalCallback(BaseCallback):
     :param log_path: a CSV file to append one row per evaluation and split to (columns
         :data:`EVAL_CSV_FIELDS`); ``None``: no file.
     :param eval_at_start: evaluate when training starts (step 0, or the resumed step).
+    :param eval_at_end: evaluate when training ends (unless it just did). The attribute can be changed
+        during training: ``plr-gym train`` clears it when a signal stops training, so that the run exits
+        at once (the run resumes later and evaluates then).
     :param verbose: 1 prints one line per evaluation.
 
     After training, :attr:`last_returns` holds the last evaluation's per-level returns per split
@@ -452,6 +455,7 @@ class HeldOutEvalCallback(BaseCallback):
         log_path: str | os.PathLike[str] | None = None,
         eval_at_start: bool = True,
         verbose: int = 0,
+        eval_at_end: bool = True,
     ) -> None:
         super().__init__(verbose)
         from gymnasium.vector import VectorEnv
@@ -487,6 +491,7 @@ class HeldOutEvalCallback(BaseCallback):
         self.deterministic = bool(deterministic)
         self.log_path = None if log_path is None else Path(log_path)
         self.eval_at_start = bool(eval_at_start)
+        self.eval_at_end = bool(eval_at_end)
         self.last_eval = -1
         self.rows: list[dict[str, Any]] = []
         self.last_returns: dict[str, dict[int, list[float]]] = {}
@@ -550,5 +555,5 @@ class HeldOutEvalCallback(BaseCallback):
         return True
 
     def _on_training_end(self) -> None:
-        if self.num_timesteps != self.last_eval:
+        if self.eval_at_end and self.num_timesteps != self.last_eval:
             self.evaluate()
