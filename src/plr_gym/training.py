@@ -51,10 +51,12 @@ __all__ = [
     "TrainingRun",
     "algorithm_class",
     "build_run",
+    "default_torch_threads",
     "env_family",
     "level_env_wrapper",
     "load_final_returns",
     "make_level_venv",
+    "max_torch_threads",
     "policy_for",
     "read_json",
     "register_envs",
@@ -316,12 +318,43 @@ class Hyperparameters:
         return asdict(self)
 
 
+def max_torch_threads() -> int:
+    """Most torch CPU threads :func:`set_torch_threads` (and ``--torch-threads``) accept: the machine's
+    logical CPUs (``os.cpu_count()``). More threads than CPUs never speed torch up, and very large counts
+    crash its thread pool."""
+    return os.cpu_count() or 1
+
+
+def default_torch_threads(policy: str) -> int | None:
+    """The torch CPU thread count a run of ``policy`` (a name from :func:`policy_for`) should use.
+
+    - MLP policies (``MlpPolicy``, ``MlpLstmPolicy``: MiniGrid's grid codes, vector observations): **1**.
+      Their matrix products are too small to split; extra threads only spin, so torch's default (one
+      thread per core) costs several times the CPU for the same steps per second.
+    - CNN policies (``CnnPolicy``, ``CnnLstmPolicy``: Procgen's 64x64 frames): ``None``, torch's default
+      (one thread per physical core): convolutions over a batch of frames do use several cores.
+
+    Example:
+        >>> default_torch_threads("MlpPolicy"), default_torch_threads("CnnPolicy")
+        (1, None)
+    """
+    if policy.startswith("Mlp"):
+        return 1
+    if policy.startswith("Cnn"):
+        return None
+    raise ValueError(f"policy must be an Mlp* or Cnn* policy name, got {policy!r}")
+
+
 def set_torch_threads(n: int | None) -> None:
-    """``torch.set_num_threads(n)``; ``None`` leaves torch's default."""
+    """``torch.set_num_threads(n)``; ``None`` leaves torch's default.
+
+    :raises ValueError: ``n`` is not an int in ``1..max_torch_threads()``.
+    """
     if n is None:
         return
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int or None, got {n!r}")
+    limit = max_torch_threads()
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= limit:
+        raise ValueError(f"n must be an int in 1..{limit} (this machine's CPUs) or None, got {n!r}")
     import torch
 
     torch.set_num_threads(n)
