@@ -37,6 +37,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -58,6 +59,7 @@ __all__ = [
     "make_level_venv",
     "max_torch_threads",
     "policy_for",
+    "procgen_id_for",
     "read_json",
     "register_envs",
     "returns_from_json",
@@ -111,6 +113,12 @@ def env_family(env_id: str) -> str:
     import gymnasium as gym
 
     register_envs()
+    ours = procgen_id_for(env_id)
+    if ours is not None and ours != env_id:
+        raise SetupError(
+            f"{env_id!r} is not plr_gym's Procgen env: use {ours!r}, whose reset(seed=s) plays level s "
+            "(PLR chooses levels through it)"
+        )
     if env_id not in gym.registry:
         close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -123,6 +131,29 @@ def env_family(env_id: str) -> str:
     if env_id.startswith("plr_gym/procgen-"):
         return "procgen"
     return "other"
+
+
+def procgen_id_for(env_id: str) -> str | None:
+    """plr_gym's id of the Procgen game ``env_id`` names in any of the usual spellings (the legacy
+    ``procgen-coinrun-v0``, ``procgen:procgen-coinrun-v0``, ``procgen/coinrun``...), else ``None``.
+
+    Example:
+        >>> procgen_id_for("procgen:procgen-coinrun-v0"), procgen_id_for("procgen-bigfish-v0")
+        ('plr_gym/procgen-coinrun-v0', 'plr_gym/procgen-bigfish-v0')
+        >>> procgen_id_for("plr_gym/procgen-coinrun-v0"), procgen_id_for("CartPole-v1")
+        ('plr_gym/procgen-coinrun-v0', None)
+    """
+    from plr_gym.envs.procgen import GAMES
+
+    text = env_id.strip().lower()
+    match = _PROCGEN_ID.fullmatch(text)
+    if "procgen" not in text or match is None or match.group("game") not in GAMES:
+        return None
+    return f"plr_gym/procgen-{match.group('game')}-v0"
+
+
+# procgen-coinrun-v0, procgen:procgen-coinrun-v0, procgen/coinrun, plr_gym/procgen-coinrun-v0 (with "procgen")
+_PROCGEN_ID = re.compile(r"(?:procgen:)?(?:(?:plr_gym|procgen)/)?(?:procgen-)?(?P<game>[a-z]+)(?:-v\d+)?")
 
 
 def level_env_wrapper(family: str, full_obs: bool = False) -> Callable[[Any], Any]:
