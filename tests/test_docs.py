@@ -185,3 +185,75 @@ def test_docs_build_strict(tmp_path: Path) -> None:
         assert 'src="../img/curriculum.png"' in (site / page / "index.html").read_text(), page
     for name in ("HeldOutEvalCallback", "CurriculumLogCallback", "plot_curriculum", "DEFAULT_DETERMINISTIC"):
         assert name in api, name
+
+
+# --------------------------------------------------------------------------------------------------
+# documented defaults and claims come from the code
+# --------------------------------------------------------------------------------------------------
+DOC_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DEFAULTS_BLOCK = re.compile(r"<!-- sampler-defaults -->(.*?)<!-- /sampler-defaults -->", re.DOTALL)
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_documented_sampler_defaults_are_the_codes() -> None:
+    import ast
+
+    from plr_gym.sampler import sampler_defaults
+
+    defaults = sampler_defaults()
+    found = {}
+    for page in DOC_PAGES:
+        for block in DEFAULTS_BLOCK.findall(page.read_text()):
+            pairs = re.findall(r"`(\w+)=([^`]+)`", block)
+            names = {name for name, _ in pairs}
+            assert {"strategy", "score_transform", "temperature", "staleness_coef", "uniform_mass"} <= names, (
+                page.name
+            )
+            for name, value in pairs:
+                assert ast.literal_eval(value) == defaults[name], (page.name, name, value, defaults[name])
+            found[page.name] = True
+    assert {"README.md", "cli.md"} <= set(found)
+
+
+def test_prose_about_the_defaults_gives_the_codes_beta_and_rho() -> None:
+    """Any sentence that speaks of the library's (or "the", "new") defaults and gives β or ρ gives the code's."""
+    from plr_gym.sampler import sampler_defaults
+
+    defaults = sampler_defaults()
+    expected = {"β": defaults["temperature"], "ρ": defaults["staleness_coef"]}
+    checked = 0
+    for page in DOC_PAGES:
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)
+        for paragraph in re.split(r"\n\s*\n", text):
+            for sentence in re.split(r"(?<=[.;])\s+(?=[A-Z*])", _flat(paragraph)):
+                if not re.search(r"\b(?:library's|the|new) defaults?\b", sentence, flags=re.IGNORECASE):
+                    continue
+                if re.search(r"paper's (?:procgen |minigrid )?defaults", sentence, flags=re.IGNORECASE):
+                    continue  # the paper's settings, not the library's
+                for symbol, value in re.findall(r"([βρ]) = ([\d.]+)", sentence):
+                    if f"paper's settings ({symbol}" in sentence or "paper_defaults" in sentence:
+                        continue
+                    assert float(value) == expected[symbol], (page.name, sentence)
+                    checked += 1
+    assert checked >= 2  # the README's and the study's statements of the defaults
+
+
+def test_readme_and_cli_docs_quote_the_demos_task_and_claim() -> None:
+    from plr_gym import demo
+
+    summary = _flat(demo.demo_summary())
+    for page in (ROOT / "README.md", ROOT / "docs" / "cli.md"):
+        assert summary in _flat(page.read_text()), page.name
+    # the summary describes the settings the demo runs
+    argv = demo.demo_argv(quick=False, out="runs/demo", seed=0)
+    assert argv[argv.index("--env") + 1] in summary and "egocentric" in summary
+    assert "--full-obs" not in argv  # the egocentric view the summary names
+    levels = int(argv[argv.index("--num-levels") + 1])
+    assert f"training levels 0-{levels - 1}" in summary
+    assert f"{int(argv[argv.index('--timesteps') + 1]):,} steps per run" in summary
+    assert f"{len(argv[argv.index('--seeds') + 1 : argv.index('--no-eval-train-levels')])} seeds" in summary
+    # no claim that the study does not support survives in the README
+    assert "significantly better" not in README
