@@ -22,6 +22,7 @@ TINY = {
     "model.learn(60_000,": "model.learn(512,",
     "range(10_000, 10_050)": "range(10_000, 10_002)",
     "n_envs=8": "n_envs=2",
+    "train_levels=range(40))": "train_levels=range(2))",  # the TensorBoard quick start's gap evaluation
 }
 
 
@@ -257,3 +258,20 @@ def test_readme_and_cli_docs_quote_the_demos_task_and_claim() -> None:
     assert f"{len(argv[argv.index('--seeds') + 1 : argv.index('--no-eval-train-levels')])} seeds" in summary
     # no claim that the study does not support survives in the README
     assert "significantly better" not in README
+
+
+def test_benchmarks_page_is_one_section_per_benchmark_with_its_provenance() -> None:
+    """docs/benchmarks.md shows current figures: every section gives its command, commit, machine and a
+    table; earlier rounds live in benchmarks/results/history/ (linked, and present)."""
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    sections = re.split(r"^## ", page, flags=re.MULTILINE)[1:]
+    assert len(sections) >= 10
+    titles = [s.splitlines()[0] for s in sections]
+    assert len(set(titles)) == len(titles), titles  # one section per benchmark
+    for title, section in zip(titles, sections):
+        assert "command" in section and "commit" in section and "machine" in section, title
+        assert re.search(r"^\|.*\|\n\|[ :-]+\|", section, flags=re.MULTILINE), title  # a table
+        assert not re.search(r"^#{3} (?:Earlier|Previous|First round)", section, flags=re.MULTILINE), title
+    for target in re.findall(r"\]: \S+/blob/main/(benchmarks/results/history/\S+\.md)", page):
+        assert (ROOT / target).is_file(), target
+    assert len(list((ROOT / "benchmarks" / "results" / "history").glob("*.md"))) >= 6
