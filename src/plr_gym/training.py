@@ -18,12 +18,12 @@ them when called. Setup errors a user can fix (an unknown env id, env options th
 sampler that does not fit the env) raise :class:`SetupError`, a ``ValueError``.
 
 Example:
-    >>> from plr_gym import LevelSampler
+    >>> from plr_gym import LevelSampler, PLRCallback
     >>> from plr_gym.training import Hyperparameters, build_run
     >>> run = build_run("MiniGrid-Empty-5x5-v0", LevelSampler(levels=range(5), seed=0), n_envs=2,
     ...                 seed=0, env_seed=0, eval_seed=1, env_kwargs={"max_steps": 20},
     ...                 hyperparameters=Hyperparameters(n_steps=32, batch_size=64, n_epochs=1))
-    >>> run.model = run.model.learn(64)
+    >>> run.model = run.model.learn(64, callback=PLRCallback())  # PLRCallback scores the episodes
     >>> run.model.num_timesteps
     64
     >>> run.close()
