@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -91,6 +92,11 @@ def test_module_entry_point_runs() -> None:
         (["compare", "--run", "--env", ENV, "some/run"], "give no RUN_DIR"),
         (["train", ENV, "--algo", "dqn"], "invalid choice: 'dqn'"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
+        (["train", ENV, "--torch-threads", "0"], "argument --torch-threads: expected an integer in 1.."),
+        (
+            ["evaluate", "m.zip", "--torch-threads", "x"],
+            "argument --torch-threads: expected an integer in 1..",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_message(
@@ -99,6 +105,49 @@ def test_bad_input_exits_2_with_message(
     code, _, err = run_cli([a.replace("{tmp}", str(tmp_path)) for a in args], capsys)
     assert code == 2
     assert message in err
+
+
+def test_torch_threads_beyond_the_machine_exits_2_instead_of_crashing() -> None:
+    # torch's thread pool used to segfault on --torch-threads 100000: a real process, so a crash shows
+    proc = subprocess.run(
+        [sys.executable, "-m", "plr_gym.cli", "train", ENV, "--torch-threads", "100000"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    limit = os.cpu_count()
+    assert (
+        f"argument --torch-threads: expected an integer in 1..{limit} (this machine's CPUs), got '100000'"
+        in (proc.stderr)
+    )
+
+
+def test_mlp_runs_default_to_one_torch_thread_and_the_option_overrides_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+    from gymnasium import spaces
+
+    from plr_gym.cli import _apply_torch_threads, _torch_default_threads
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        tiny = [a for a in TINY if a != "--quiet"]
+        code, out, _ = run_cli(["train", ENV, "--out", str(tmp_path), *tiny, "--timesteps", "128"], capsys)
+        assert code == 0
+        assert torch.get_num_threads() == 1  # MiniGrid's MLP: one thread
+        assert "(1 torch thread) ->" in out
+        # a CNN (Procgen's frames) keeps torch's own default; --torch-threads wins over both
+        frames = spaces.Box(0, 255, (64, 64, 3), np.uint8)
+        assert _apply_torch_threads(None, frames) == _torch_default_threads() == torch.get_num_threads()
+        assert _apply_torch_threads(1, frames) == 1 == torch.get_num_threads()
+        limit = os.cpu_count() or 1
+        grid = spaces.Box(0, 255, (7, 7, 3), np.uint8)
+        assert _apply_torch_threads(limit, grid) == limit == torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_parse_levels() -> None:

@@ -23,6 +23,8 @@ TINY = {
     "range(10_000, 10_050)": "range(10_000, 10_002)",
     "n_envs=8": "n_envs=2",
 }
+# ... and in the TensorBoard quick start: the generalization-gap evaluation on 2 training levels, not 40
+TINY_TENSORBOARD = {"train_levels=range(40))": "train_levels=range(2))"}
 
 
 def python_blocks(markdown: str) -> list[str]:
@@ -110,6 +112,10 @@ def test_readme_python_blocks_run(index: int, tmp_path: Path) -> None:
     code = python_blocks(README)[index]
     for real, tiny in TINY.items():
         code = code.replace(real, tiny)
+    if index == 1:
+        assert all(real in code for real in TINY_TENSORBOARD), "update TINY_TENSORBOARD"
+        for real, tiny in TINY_TENSORBOARD.items():
+            code = code.replace(real, tiny)
     if index == 0:
         assert all(tiny in code for tiny in TINY.values()), "the quick start's budget changed: update TINY"
     proc = subprocess.run(
@@ -129,7 +135,8 @@ def test_readme_python_blocks_run(index: int, tmp_path: Path) -> None:
             proc.stdout,
         ), proc.stdout
         assert "100%" in proc.stderr + proc.stdout  # the progress bar reached the end
-    if index == 1:  # held-out return and the curriculum reach TensorBoard
+    if index == 1:  # a progress bar from the first step (it printed nothing for minutes), TensorBoard
+        assert "100%" in proc.stderr + proc.stdout and "512/512" in proc.stderr + proc.stdout
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
         (events,) = (tmp_path / "runs" / "tb").rglob("events.out.tfevents.*")
@@ -185,3 +192,91 @@ def test_docs_build_strict(tmp_path: Path) -> None:
         assert 'src="../img/curriculum.png"' in (site / page / "index.html").read_text(), page
     for name in ("HeldOutEvalCallback", "CurriculumLogCallback", "plot_curriculum", "DEFAULT_DETERMINISTIC"):
         assert name in api, name
+
+
+# --------------------------------------------------------------------------------------------------
+# documented defaults and claims come from the code
+# --------------------------------------------------------------------------------------------------
+DOC_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DEFAULTS_BLOCK = re.compile(r"<!-- sampler-defaults -->(.*?)<!-- /sampler-defaults -->", re.DOTALL)
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_documented_sampler_defaults_are_the_codes() -> None:
+    import ast
+
+    from plr_gym.sampler import sampler_defaults
+
+    defaults = sampler_defaults()
+    found = {}
+    for page in DOC_PAGES:
+        for block in DEFAULTS_BLOCK.findall(page.read_text()):
+            pairs = re.findall(r"`(\w+)=([^`]+)`", block)
+            names = {name for name, _ in pairs}
+            required = {"strategy", "score_transform", "temperature", "staleness_coef", "uniform_mass"}
+            assert required <= names, page.name
+            for name, value in pairs:
+                assert ast.literal_eval(value) == defaults[name], (page.name, name, value, defaults[name])
+            found[page.name] = True
+    assert {"README.md", "cli.md"} <= set(found)
+
+
+def test_prose_about_the_defaults_gives_the_codes_beta_and_rho() -> None:
+    """A sentence about the library's (or "the", "new") defaults that gives β or ρ gives the code's."""
+    from plr_gym.sampler import sampler_defaults
+
+    defaults = sampler_defaults()
+    expected = {"β": defaults["temperature"], "ρ": defaults["staleness_coef"]}
+    checked = 0
+    for page in DOC_PAGES:
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)
+        for paragraph in re.split(r"\n\s*\n", text):
+            for sentence in re.split(r"(?<=[.;])\s+(?=[A-Z*])", _flat(paragraph)):
+                if not re.search(r"\b(?:library's|the|new) defaults?\b", sentence, flags=re.IGNORECASE):
+                    continue
+                if re.search(r"paper's (?:procgen |minigrid )?defaults", sentence, flags=re.IGNORECASE):
+                    continue  # the paper's settings, not the library's
+                for symbol, value in re.findall(r"([βρ]) = ([\d.]+)", sentence):
+                    if f"paper's settings ({symbol}" in sentence or "paper_defaults" in sentence:
+                        continue
+                    assert float(value) == expected[symbol], (page.name, sentence)
+                    checked += 1
+    assert checked >= 2  # the README's and the study's statements of the defaults
+
+
+def test_readme_and_cli_docs_quote_the_demos_task_and_claim() -> None:
+    from plr_gym import demo
+
+    summary = _flat(demo.demo_summary())
+    for page in (ROOT / "README.md", ROOT / "docs" / "cli.md"):
+        assert summary in _flat(page.read_text()), page.name
+    # the summary describes the settings the demo runs
+    argv = demo.demo_argv(quick=False, out="runs/demo", seed=0)
+    assert argv[argv.index("--env") + 1] in summary and "egocentric" in summary
+    assert "--full-obs" not in argv  # the egocentric view the summary names
+    levels = int(argv[argv.index("--num-levels") + 1])
+    assert f"training levels 0-{levels - 1}" in summary
+    assert f"{int(argv[argv.index('--timesteps') + 1]):,} steps per run" in summary
+    assert f"{len(argv[argv.index('--seeds') + 1 : argv.index('--no-eval-train-levels')])} seeds" in summary
+    # no claim that the study does not support survives in the README
+    assert "significantly better" not in README
+
+
+def test_benchmarks_page_is_one_section_per_benchmark_with_its_provenance() -> None:
+    """docs/benchmarks.md shows current figures: every section gives its command, commit, machine and a
+    table; earlier rounds live in benchmarks/results/history/ (linked, and present)."""
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    sections = re.split(r"^## ", page, flags=re.MULTILINE)[1:]
+    assert len(sections) >= 10
+    titles = [s.splitlines()[0] for s in sections]
+    assert len(set(titles)) == len(titles), titles  # one section per benchmark
+    for title, section in zip(titles, sections):
+        assert "command" in section and "commit" in section and "machine" in section, title
+        assert re.search(r"^\|.*\|\n\|[ :-]+\|", section, flags=re.MULTILINE), title  # a table
+        assert not re.search(r"^#{3} (?:Earlier|Previous|First round)", section, flags=re.MULTILINE), title
+    for target in re.findall(r"\]: \S+/blob/main/(benchmarks/results/history/\S+\.md)", page):
+        assert (ROOT / target).is_file(), target
+    assert len(list((ROOT / "benchmarks" / "results" / "history").glob("*.md"))) >= 6

@@ -171,9 +171,45 @@ def test_sb3_wrapper_warns_once_when_no_score_reaches_the_sampler(monkeypatch: p
         warnings.simplefilter("always")
         for _ in range(60):
             venv.step(np.zeros(2, dtype=np.int64))
-    messages = [str(w.message) for w in caught if w.category is NoScoresWarning]
-    assert len(messages) == 1
-    assert "Did you add PLRCallback?" in messages[0] and "in 20 steps" in messages[0]
+    found = [w for w in caught if w.category is NoScoresWarning]
+    assert len(found) == 1
+    assert "Did you add PLRCallback?" in str(found[0].message) and "in 20 steps" in str(found[0].message)
+    assert found[0].filename == __file__  # the venv.step line of this loop
+
+
+def test_learn_without_plr_callback_warns_at_the_first_rollout_end_on_the_learn_line(
+    one_torch_thread: None,
+) -> None:
+    # 4 envs, 2 rollouts of 128 x 4 steps: the first ends with episodes and no score -> one warning, at
+    # this file's model.learn line, not in SB3's code (it used to need 6,144 vector steps)
+    venv = PrioritizedLevelReplay(DummyVecEnv([lambda: LevelWrapper(CountingEnv())] * 4), levels=range(6))
+    model = PPO("MlpPolicy", venv, n_steps=128, batch_size=256, n_epochs=1, seed=0, device="cpu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        learn_line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+        model.learn(1_024)
+    found = [w for w in caught if w.category is NoScoresWarning]
+    assert len(found) == 1
+    assert (found[0].filename, found[0].lineno) == (__file__, learn_line)
+    message = str(found[0].message)
+    assert "in 128 steps (by the end of rollout 1 of model.learn)" in message
+    assert "Did you add PLRCallback?" in message
+
+
+def test_no_warning_when_a_rollout_ends_without_a_completed_episode(one_torch_thread: None) -> None:
+    class Endless(CountingEnv):
+        def step(self, action: int) -> Any:
+            obs, reward, _, _, info = super().step(action)
+            return obs, reward, False, self.t >= 100, info
+
+    venv = PrioritizedLevelReplay(DummyVecEnv([lambda: LevelWrapper(Endless())] * 2), levels=range(6))
+    model = PPO("MlpPolicy", venv, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.learn(128)  # episodes of 100 steps: none ends in the first rollout (64 steps)
+        assert not [w for w in caught if w.category is NoScoresWarning]
+        model.learn(128, reset_num_timesteps=False)  # the second rollout's end has episodes: warns
+    assert len([w for w in caught if w.category is NoScoresWarning]) == 1
 
 
 def test_no_warning_with_plr_callback(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -414,6 +414,8 @@ def test_bad_input_names_the_argument() -> None:
         PLREnv(make_doorkey({}), LevelSampler(range(5), strategy="policy_entropy"))
     with pytest.raises(TypeError, match="make_env"):
         PLREnvCreator(42, sampler)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="use 'plr_gym/procgen-coinrun-v0'"):
+        PLREnvCreator("procgen:procgen-coinrun-v0", sampler)
     with pytest.raises(TypeError, match="config"):
         add_plr(object(), sampler, make_doorkey)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="make_env"):

@@ -37,6 +37,8 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import importlib.util
 import json
 import math
@@ -111,6 +113,19 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _torch_threads(text: str) -> int:
+    limit = training.max_torch_threads()
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= limit:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer in 1..{limit} (this machine's CPUs), got {text!r}"
+        )
     return value
 
 
@@ -290,6 +305,26 @@ def _make_progress_callback(total: int) -> Any:
     return PrintProgress()
 
 
+def _apply_torch_threads(requested: int | None, obs_space: Any) -> int:
+    """Set torch's CPU threads: ``--torch-threads``, else :func:`plr_gym.training.default_torch_threads`
+    of the run's policy (1 for an MLP, torch's default for a CNN); returns the count in use."""
+    torch_default = _torch_default_threads()  # read before the first change
+    policy, _ = training.policy_for(obs_space)
+    n = requested if requested is not None else training.default_torch_threads(policy)
+    n = min(torch_default, training.max_torch_threads()) if n is None else n
+    training.set_torch_threads(n)
+    return n
+
+
+@functools.cache
+def _torch_default_threads() -> int:
+    """torch's own thread count, read before this process first changes it (a CNN run after an MLP run in
+    one process gets torch's default back)."""
+    import torch
+
+    return int(torch.get_num_threads())
+
+
 def _has_modules(*names: str) -> bool:
     return all(importlib.util.find_spec(n) is not None for n in names)
 
@@ -403,11 +438,12 @@ def train(args: argparse.Namespace) -> Path:
                     parts.curriculum.resume_from = checkpoint.file("curriculum.npz")
                 except RunDirectoryError as exc:
                     raise CLIError(str(exc)) from None
+            threads = _apply_torch_threads(args.torch_threads, run.venv.observation_space)
             if not args.quiet:
                 print(
                     f"[{args.sampler}] {args.algo} on {args.env_id}: {len(train_levels)} training levels, "
-                    f"{len(eval_levels)} held-out, {args.timesteps} steps, {args.n_envs} envs, {device} -> "
-                    f"{out}"
+                    f"{len(eval_levels)} held-out, {args.timesteps} steps, {args.n_envs} envs, {device} "
+                    f"({threads} torch thread{'s' if threads != 1 else ''}) -> {out}"
                     + (f" (resumed at step {checkpoint.timestep})" if checkpoint is not None else ""),
                     flush=True,
                 )
@@ -582,10 +618,6 @@ def _learn(
         files={"curriculum.npz": parts.curriculum.save},
         stop=stop,
     )
-    if args.torch_threads is not None:
-        import torch
-
-        torch.set_num_threads(args.torch_threads)
     try:
         with stop.installed():
             model.learn(
@@ -714,6 +746,7 @@ def evaluate_model(args: argparse.Namespace) -> dict[str, Any]:
                 f"the model expects observations of shape {model.observation_space.shape} but {env_id} gives "
                 f"{venv.observation_space.shape}"
             )
+        _apply_torch_threads(getattr(args, "torch_threads", None), venv.observation_space)
         returns = evaluate_levels(
             model,
             venv,
@@ -851,9 +884,7 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
     g.add_argument(
         "--device", choices=DEVICES, default="auto", help="torch device (default auto: cuda if available)"
     )
-    g.add_argument(
-        "--torch-threads", type=_positive_int, default=None, help="torch CPU threads (default: torch's)"
-    )
+    _add_torch_threads_argument(g)
     g.add_argument(
         "--distribution-mode", default="easy", help="Procgen distribution mode (default easy; Procgen only)"
     )
@@ -967,6 +998,16 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
     )
 
 
+def _add_torch_threads_argument(group: Any) -> None:
+    group.add_argument(
+        "--torch-threads",
+        type=_torch_threads,
+        default=None,
+        help="torch CPU threads, 1..the machine's CPUs (default: 1 for an MLP policy, e.g. MiniGrid; "
+        "torch's default, one per core, for a CNN, e.g. Procgen)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``plr-gym`` argument parser."""
     from plr_gym import __version__
@@ -1020,6 +1061,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--deterministic", action="store_true", help="greedy actions (default: sampled from the policy)"
     )
     p.add_argument("--device", choices=DEVICES, default="auto", help="torch device (default auto)")
+    _add_torch_threads_argument(p)
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     p.add_argument(
         "--distribution-mode", default=None, help="Procgen distribution mode (default: the run's, else easy)"

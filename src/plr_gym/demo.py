@@ -15,20 +15,22 @@ under a minute, to check the pipeline; its numbers mean nothing.
 
 No claim is built in: the last line is a verdict from the paired difference of held-out returns (PLR
 minus uniform on each held-out level, averaged over seeds) and its 95% bootstrap CI over seeds and
-levels: better, worse, or no significant difference.
+levels: better, worse, or no significant difference. What the evidence does and does not say about this
+task is :func:`demo_summary`, printed first and quoted in the README.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
 from plr_gym import cli, training
 
-__all__ = ["DEMO_SETTINGS", "QUICK_SETTINGS", "demo_argv", "main"]
+__all__ = ["DEMO_SETTINGS", "QUICK_SETTINGS", "demo_argv", "demo_summary", "main", "verdict"]
 
 DEMO_ENV = "MiniGrid-DoorKey-5x5-v0"
 #: ``plr-gym compare --run`` options of the full demo.
@@ -54,6 +56,31 @@ QUICK_SETTINGS: dict[str, str] = {
     "--batch-size": "128",
     "--n-epochs": "1",
 }
+
+
+def demo_summary(n_seeds: int = 3) -> str:
+    """The demo's task and what it can show, printed before its runs; the README and docs/cli.md quote it
+    (a test keeps them equal), so the demo and the docs make one claim about one task.
+
+    Example:
+        >>> demo_summary().split(". ")[0]
+        'Task: PPO on MiniGrid-DoorKey-5x5-v0 (egocentric 7x7 view), training levels 0-39'
+    """
+    levels = int(DEMO_SETTINGS["--num-levels"])
+    lo, hi = (int(x) for x in DEMO_SETTINGS["--eval-levels"].split(":"))
+    steps = int(DEMO_SETTINGS["--timesteps"])
+    return (
+        f"Task: PPO on {DEMO_ENV} (egocentric 7x7 view), training levels 0-{levels - 1}. Held-out levels "
+        f"{lo}-{hi - 1}, {steps:,} steps per run, {n_seeds} seeds per sampler (PLR with the library's "
+        "defaults, and uniform). Claim: none is built in; the last line is the paired verdict of these "
+        "runs. The library's defaults were never significantly worse than uniform sampling on the three "
+        "MiniGrid tasks of the study (docs/study.md), and a gain over uniform is not established: on fully "
+        "observed DoorKey-5x5 with 20 training levels the study's 5 seeds gave +0.097 held-out return, 10 "
+        "further seeds +0.047 (95% CI about [-0.03, +0.13]). This task is not one of the study's; at this "
+        "budget a run's result depends "
+        f"on whether PPO takes off, so {n_seeds} seeds give wide intervals and one collapsed seed of either "
+        "sampler can decide the verdict."
+    )
 
 
 def demo_argv(quick: bool, out: str, seed: int, timesteps: int | None = None, n_seeds: int = 3) -> list[str]:
@@ -138,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     n_seeds = args.n_seeds if args.n_seeds is not None else (2 if quick else 3)
     cli_argv = demo_argv(quick, args.out, args.seed, args.timesteps, n_seeds)
     print("plr_gym demo: PPO + Prioritized Level Replay vs PPO + uniform level sampling")
+    if not quick:
+        print(textwrap.fill(demo_summary(n_seeds), width=100))
     print("  equivalent command: plr-gym " + " ".join(cli_argv) + "\n", flush=True)
     start = time.perf_counter()
     code = cli.main(cli_argv)

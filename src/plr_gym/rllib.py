@@ -246,6 +246,15 @@ class PLREnvCreator:
             raise ValueError(
                 f"PLREnvCreator: num_envs_per_env_runner must be >= 1, got {num_envs_per_env_runner}"
             )
+        if isinstance(make_env, str):
+            from plr_gym.training import procgen_id_for
+
+            ours = procgen_id_for(make_env)
+            if ours is not None and ours != make_env:
+                raise ValueError(
+                    f"PLREnvCreator: {make_env!r} is not plr_gym's Procgen env: use {ours!r}, whose "
+                    "reset(seed=s) plays level s"
+                )
         _check_source(source, "PLREnvCreator")
         self.make_env = make_env
         self.source = source

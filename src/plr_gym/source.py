@@ -43,6 +43,7 @@ Example:
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
@@ -516,15 +517,21 @@ class NoScoresWarning(UserWarning):
 
 
 class ScoreWatch:
-    """Warns once when a wrapper has stepped ``NO_SCORE_STEPS`` times, episodes have completed and the
-    level source has not received a single score, unless a scorer (``PLRCallback``, ``report_rollout``)
-    is attached: levels are then never prioritised, which is almost always a forgotten callback.
+    """Warns once when episodes have completed and the level source has not received a single score,
+    unless a scorer (``PLRCallback``, ``report_rollout``) is attached: levels are then never prioritised,
+    which is almost always a forgotten callback.
+
+    When the wrapper is stepped by a Stable-Baselines3 on-policy algorithm (``model.learn``), the check
+    runs at the end of every rollout: the first rollout that ends with completed episodes and no score
+    warns. Otherwise (a hand-written loop) it runs once, after ``NO_SCORE_STEPS`` vector steps. The
+    warning points at the first line of the stack outside plr_gym and the libraries it drives (SB3,
+    Gymnasium, torch): the user's ``model.learn(...)`` or ``env.step(...)`` call.
 
     :param owner: the wrapper's name, for the message.
     :param hint: what to do, for the message.
     """
 
-    #: vector steps before the check: three rollouts of SB3 PPO's default ``n_steps=2048``
+    #: vector steps before the check outside SB3: three rollouts of SB3 PPO's default ``n_steps=2048``
     NO_SCORE_STEPS = 3 * 2048
 
     def __init__(self, owner: str, hint: str) -> None:
@@ -534,23 +541,74 @@ class ScoreWatch:
         self.steps = 0
         self.episodes = 0
         self.done = False
+        # SB3 rollouts: (offset, length); step t (1-based) is index (offset + t) % length of its rollout
+        self._rollout: tuple[int, int] | None = None
 
     def step(self, n_ended: int, source: LevelSource) -> None:
         """Count one vector step in which ``n_ended`` episodes ended; warn if the check fails."""
         if self.done:
             return
-        self.steps += 1
-        self.episodes += n_ended
         if self.attached or not source.strategy_info.uses_scores:
             self.done = True
             return
-        if self.steps < self.NO_SCORE_STEPS or self.episodes == 0:
+        if self._rollout is None:
+            position = _sb3_rollout_position()
+            if position is not None:
+                index, length = position
+                self._rollout = (index - self.steps - 1, length)
+        self.steps += 1
+        self.episodes += n_ended
+        if self._rollout is not None:
+            offset, length = self._rollout
+            if (offset + self.steps) % length != length - 1 or self.episodes == 0:
+                return  # not a rollout's last step, or nothing to score yet
+            rollout = (offset + self.steps + 1) // length
+            where = f"{self.steps} steps (by the end of rollout {rollout} of model.learn)"
+        elif self.steps < self.NO_SCORE_STEPS or self.episodes == 0:
             return
+        else:
+            where = f"{self.steps} steps"
         self.done = True
         if not source.has_scores:
             warnings.warn(
-                f"{self.owner}: {self.episodes} episodes completed in {self.steps} steps but no score has "
+                f"{self.owner}: {self.episodes} episodes completed in {where} but no score has "
                 f"reached the level source, so levels are not prioritised. {self.hint}",
                 NoScoresWarning,
-                stacklevel=4,
+                stacklevel=_user_stacklevel(),
             )
+
+
+#: Top-level packages whose frames a :class:`NoScoresWarning` skips to reach the user's line.
+_LIBRARY_PACKAGES = frozenset(
+    {"plr_gym", "stable_baselines3", "sb3_contrib", "gymnasium", "torch", "contextlib"}
+)
+
+
+def _user_stacklevel() -> int:
+    """``warnings.warn``'s ``stacklevel`` (for a warning raised by the caller of this function) that
+    lands on the innermost frame outside :data:`_LIBRARY_PACKAGES`: the user's call."""
+    frame = sys._getframe(1)  # the caller: stacklevel 1
+    level = 1
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).split(".")[0] not in _LIBRARY_PACKAGES:
+            return level
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return 1
+
+
+def _sb3_rollout_position() -> tuple[int, int] | None:
+    """``(index of this step in its rollout, steps per rollout)`` when an SB3 on-policy algorithm's
+    ``collect_rollouts`` (PPO, A2C, RecurrentPPO, MaskablePPO) is on the stack, else ``None``."""
+    frame = sys._getframe(1)
+    for _ in range(40):
+        if frame is None:
+            return None
+        if frame.f_code.co_name == "collect_rollouts":
+            local = frame.f_locals
+            index, length = local.get("n_steps"), local.get("n_rollout_steps")
+            if isinstance(index, int) and isinstance(length, int) and 0 <= index < length:
+                return index, length
+            return None  # off-policy algorithms collect by train_freq: the step count applies
+        frame = frame.f_back  # type: ignore[assignment]
+    return None

@@ -18,12 +18,12 @@ them when called. Setup errors a user can fix (an unknown env id, env options th
 sampler that does not fit the env) raise :class:`SetupError`, a ``ValueError``.
 
 Example:
-    >>> from plr_gym import LevelSampler
+    >>> from plr_gym import LevelSampler, PLRCallback
     >>> from plr_gym.training import Hyperparameters, build_run
     >>> run = build_run("MiniGrid-Empty-5x5-v0", LevelSampler(levels=range(5), seed=0), n_envs=2,
     ...                 seed=0, env_seed=0, eval_seed=1, env_kwargs={"max_steps": 20},
     ...                 hyperparameters=Hyperparameters(n_steps=32, batch_size=64, n_epochs=1))
-    >>> run.model = run.model.learn(64)
+    >>> run.model = run.model.learn(64, callback=PLRCallback())  # PLRCallback scores the episodes
     >>> run.model.num_timesteps
     64
     >>> run.close()
@@ -37,6 +37,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -51,11 +52,14 @@ __all__ = [
     "TrainingRun",
     "algorithm_class",
     "build_run",
+    "default_torch_threads",
     "env_family",
     "level_env_wrapper",
     "load_final_returns",
     "make_level_venv",
+    "max_torch_threads",
     "policy_for",
+    "procgen_id_for",
     "read_json",
     "register_envs",
     "returns_from_json",
@@ -109,6 +113,12 @@ def env_family(env_id: str) -> str:
     import gymnasium as gym
 
     register_envs()
+    ours = procgen_id_for(env_id)
+    if ours is not None and ours != env_id:
+        raise SetupError(
+            f"{env_id!r} is not plr_gym's Procgen env: use {ours!r}, whose reset(seed=s) plays level s "
+            "(PLR chooses levels through it)"
+        )
     if env_id not in gym.registry:
         close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -121,6 +131,29 @@ def env_family(env_id: str) -> str:
     if env_id.startswith("plr_gym/procgen-"):
         return "procgen"
     return "other"
+
+
+def procgen_id_for(env_id: str) -> str | None:
+    """plr_gym's id of the Procgen game ``env_id`` names in any of the usual spellings (the legacy
+    ``procgen-coinrun-v0``, ``procgen:procgen-coinrun-v0``, ``procgen/coinrun``...), else ``None``.
+
+    Example:
+        >>> procgen_id_for("procgen:procgen-coinrun-v0"), procgen_id_for("procgen-bigfish-v0")
+        ('plr_gym/procgen-coinrun-v0', 'plr_gym/procgen-bigfish-v0')
+        >>> procgen_id_for("plr_gym/procgen-coinrun-v0"), procgen_id_for("CartPole-v1")
+        ('plr_gym/procgen-coinrun-v0', None)
+    """
+    from plr_gym.envs.procgen import GAMES
+
+    text = env_id.strip().lower()
+    match = _PROCGEN_ID.fullmatch(text)
+    if "procgen" not in text or match is None or match.group("game") not in GAMES:
+        return None
+    return f"plr_gym/procgen-{match.group('game')}-v0"
+
+
+# procgen-coinrun-v0, procgen:procgen-coinrun-v0, procgen/coinrun, plr_gym/procgen-coinrun-v0 (with "procgen")
+_PROCGEN_ID = re.compile(r"(?:procgen:)?(?:(?:plr_gym|procgen)/)?(?:procgen-)?(?P<game>[a-z]+)(?:-v\d+)?")
 
 
 def level_env_wrapper(family: str, full_obs: bool = False) -> Callable[[Any], Any]:
@@ -316,12 +349,43 @@ class Hyperparameters:
         return asdict(self)
 
 
+def max_torch_threads() -> int:
+    """Most torch CPU threads :func:`set_torch_threads` (and ``--torch-threads``) accept: the machine's
+    logical CPUs (``os.cpu_count()``). More threads than CPUs never speed torch up, and very large counts
+    crash its thread pool."""
+    return os.cpu_count() or 1
+
+
+def default_torch_threads(policy: str) -> int | None:
+    """The torch CPU thread count a run of ``policy`` (a name from :func:`policy_for`) should use.
+
+    - MLP policies (``MlpPolicy``, ``MlpLstmPolicy``: MiniGrid's grid codes, vector observations): **1**.
+      Their matrix products are too small to split; extra threads only spin, so torch's default (one
+      thread per core) costs several times the CPU for the same steps per second.
+    - CNN policies (``CnnPolicy``, ``CnnLstmPolicy``: Procgen's 64x64 frames): ``None``, torch's default
+      (one thread per physical core): convolutions over a batch of frames do use several cores.
+
+    Example:
+        >>> default_torch_threads("MlpPolicy"), default_torch_threads("CnnPolicy")
+        (1, None)
+    """
+    if policy.startswith("Mlp"):
+        return 1
+    if policy.startswith("Cnn"):
+        return None
+    raise ValueError(f"policy must be an Mlp* or Cnn* policy name, got {policy!r}")
+
+
 def set_torch_threads(n: int | None) -> None:
-    """``torch.set_num_threads(n)``; ``None`` leaves torch's default."""
+    """``torch.set_num_threads(n)``; ``None`` leaves torch's default.
+
+    :raises ValueError: ``n`` is not an int in ``1..max_torch_threads()``.
+    """
     if n is None:
         return
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int or None, got {n!r}")
+    limit = max_torch_threads()
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= limit:
+        raise ValueError(f"n must be an int in 1..{limit} (this machine's CPUs) or None, got {n!r}")
     import torch
 
     torch.set_num_threads(n)

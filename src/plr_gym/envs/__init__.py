@@ -45,7 +45,7 @@ def _register_procgen() -> None:
         if env_id not in gym.registry:  # importing twice (e.g. importlib.reload) must not re-register
             gym.register(
                 id=env_id,
-                entry_point="plr_gym.envs.procgen:ProcgenLevelEnv",
+                entry_point="plr_gym.envs._frames:make_procgen_level_env",  # ProcgenLevelEnv
                 vector_entry_point="plr_gym.envs.procgen_vector:ProcgenVectorEnv",
                 kwargs={"game": game},
             )

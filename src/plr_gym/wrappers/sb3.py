@@ -59,9 +59,10 @@ class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
     forwarded but cannot change which levels are played, which is the sampler's ``seed``.
 
     **A forgotten callback.** Scores reach the sampler through :class:`~plr_gym.PLRCallback` (or
-    ``OffPolicyPLRCallback``). Without it, sampling stays uniform forever; after
-    ``ScoreWatch.NO_SCORE_STEPS`` (6,144) steps with completed episodes and no score, the wrapper warns
-    once with :class:`~plr_gym.source.NoScoresWarning` ("Did you add PLRCallback?").
+    ``OffPolicyPLRCallback``). Without it, sampling stays uniform forever; the first rollout of
+    ``model.learn`` that ends with completed episodes and no score makes the wrapper warn once, at the
+    user's ``model.learn`` line, with :class:`~plr_gym.source.NoScoresWarning` ("Did you add
+    PLRCallback?"); stepped by hand, it warns after ``ScoreWatch.NO_SCORE_STEPS`` (6,144) steps.
 
     **Errors.** If a sub-environment raises (or a ``SubprocVecEnv`` worker dies), the exception reaches the
     caller and the sampler stays consistent (a level drawn for an episode that never ran is harmless);
