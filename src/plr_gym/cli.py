@@ -37,7 +37,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import importlib.util
 import json
