@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from plr_gym.envs import ProcgenLevelEnv
     from plr_gym.evaluation import HeldOutEvalCallback
     from plr_gym.offpolicy import OffPolicyPLRCallback
+    from plr_gym.policies import ImpalaCNN, ImpalaCnnPolicy
     from plr_gym.replay import PERDQN, PERSAC, PERTD3, PrioritizedReplayBuffer
     from plr_gym.wrappers.level import LevelWrapper
     from plr_gym.wrappers.sb3 import PrioritizedLevelReplay
@@ -40,6 +41,8 @@ _LAZY = {
     "ProcgenLevelEnv": "plr_gym.envs",
     "HeldOutEvalCallback": "plr_gym.evaluation",
     "OffPolicyPLRCallback": "plr_gym.offpolicy",
+    "ImpalaCNN": "plr_gym.policies",
+    "ImpalaCnnPolicy": "plr_gym.policies",
     "PERDQN": "plr_gym.replay",
     "PERSAC": "plr_gym.replay",
     "PERTD3": "plr_gym.replay",
@@ -56,6 +59,8 @@ __all__ = [
     "EpisodeData",
     "EpisodeScorer",
     "HeldOutEvalCallback",
+    "ImpalaCNN",
+    "ImpalaCnnPolicy",
     "LevelBuffer",
     "LevelSampler",
     "LevelWrapper",
@@ -78,6 +83,8 @@ _SUBMODULES = frozenset(
         "evaluation",
         "offpolicy",
         "plotting",
+        "policies",
+        "presets",
         "replay",
         "source",
         "training",

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import math
@@ -54,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from plr_gym import training
-from plr_gym.training import ALGORITHMS, SetupError
+from plr_gym.training import ALGORITHMS, ENCODERS, VEC_ENVS, SetupError
 
 __all__ = [
     "ALGORITHMS",
@@ -85,6 +86,7 @@ RUN_FILES: tuple[str, ...] = (
     "curriculum.png",
     "plr",
     "tb",
+    "reward_normalization.npz",
 )
 
 
@@ -133,6 +135,13 @@ def _positive_float(text: str) -> float:
     value = _finite_float(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def _nonneg_float(text: str) -> float:
+    value = _finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
     return value
 
 
@@ -293,7 +302,7 @@ def sampler_kwargs(args: argparse.Namespace, levels: Sequence[int]) -> dict[str,
 
     ``uniform`` keeps the scoring strategy (scores are recorded, never used): the ``constant`` transform,
     no staleness, ``min_seen_ratio=0`` and the proportionate schedule draw every training level with
-    probability ``1/N`` at every draw.
+    probability ``1/N`` at every draw. ``args`` is resolved (:func:`resolve_train_args`).
     """
     kwargs: dict[str, Any] = {
         "levels": list(levels),
@@ -322,10 +331,6 @@ def sampler_kwargs(args: argparse.Namespace, levels: Sequence[int]) -> dict[str,
             uniform_mass=args.uniform_mass,
             temperature_end=args.temperature_end,
         )
-        if getattr(args, "preset", None) is not None:
-            from plr_gym.sampler import PAPER_PRESETS
-
-            kwargs.update(PAPER_PRESETS[args.preset])
     if kwargs["strategy"] == "learnability":
         kwargs["success_rate_alpha"] = args.success_rate_alpha
     return kwargs
@@ -355,6 +360,7 @@ def train(args: argparse.Namespace) -> Path:
     from plr_gym.evaluation import HeldOutEvalCallback, summarize
     from plr_gym.sampler import LevelSampler
 
+    sources = resolve_train_args(args)
     family = env_family(args.env_id)
     _algorithm_class(args.algo)  # refused before the run directory is touched
     if args.num_levels > MAX_LEVELS:
@@ -397,6 +403,11 @@ def train(args: argparse.Namespace) -> Path:
     config["out"] = str(out)
     config["eval_levels"] = f"{eval_levels[0]}..{eval_levels[-1]} ({len(eval_levels)} levels)"
     config["env_family"] = family
+    config["recipe_sources"] = sources
+    if args.preset is not None:
+        from plr_gym.presets import TEST_PROTOCOLS
+
+        config["test_protocol"] = TEST_PROTOCOLS[args.preset]
     if resume is not None:
         previous = json.loads((out / "config.json").read_text())
         config["resumed_at"] = [*previous.get("resumed_at", []), _saved_timesteps(out)]
@@ -417,22 +428,28 @@ def train(args: argparse.Namespace) -> Path:
             env_seed=args.seed,
             eval_seed=args.seed + 1,
             env_kwargs=env_kwargs,
-            subproc=args.subproc,
+            subproc=args.vec_env == "subproc",
+            batched=args.vec_env == "batched",
             hyperparameters=training.Hyperparameters(
-                n_steps=args.n_steps,
-                batch_size=args.batch_size,
-                n_epochs=args.n_epochs,
-                learning_rate=args.learning_rate,
-                ent_coef=args.ent_coef,
-                gamma=args.gamma,
-                gae_lambda=args.gae_lambda,
+                **{f.name: getattr(args, f.name) for f in dataclasses.fields(training.Hyperparameters)}
             ),
             device=device,
             tensorboard_log=tensorboard_log,
+            encoder=args.encoder,
+            normalize_reward=args.normalize_reward,
+            normalize_reward_gamma=args.normalize_reward_gamma,
             load_path=None if resume is None else out / "model.zip",
         )
     except SetupError as exc:
         raise CLIError(str(exc)) from None
+    if resume is not None and run.reward_normalization is not None:
+        try:
+            training.load_reward_normalization(
+                run.reward_normalization, out / training.REWARD_NORMALIZATION_FILE
+            )
+        except (ValueError, OSError) as exc:
+            run.close()
+            raise CLIError(f"--resume {out}: cannot restore the reward normalisation: {exc}") from None
     eval_venv, model = run.eval_venv, run.model
     steps = args.timesteps - int(model.num_timesteps)
     if steps < 1:
@@ -491,7 +508,9 @@ def train(args: argparse.Namespace) -> Path:
         if stop.requested:
             raise KeyboardInterrupt
         model.save(out / "model.zip")
+        _save_reward_normalization(run, out)
     except KeyboardInterrupt:
+        _save_reward_normalization(run, out)
         _save_interrupted(out, model, plr_callback, curriculum, config)
         raise Interrupted(
             f"interrupted at step {model.num_timesteps}: saved {out / 'model.zip'} and the sampler in "
@@ -519,6 +538,29 @@ def train(args: argparse.Namespace) -> Path:
             flush=True,
         )
     return out
+
+
+def resolve_train_args(args: argparse.Namespace) -> dict[str, str]:
+    """Fill the options of ``plr-gym train`` left unset from ``--preset``, else the library's defaults
+    (:func:`plr_gym.presets.resolve`); parse ``--eval-levels``. Returns each option's source.
+
+    :raises CLIError: contradicting options (``--batch-size`` with ``--n-minibatches``, ...).
+    """
+    from plr_gym.presets import resolve
+
+    try:
+        sources = resolve(args)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    if isinstance(args.eval_levels, str):
+        args.eval_levels = parse_levels(args.eval_levels)
+    return sources
+
+
+def _save_reward_normalization(run: Any, out: Path) -> None:
+    """The reward-normalisation statistics beside ``model.zip`` (runs with ``--normalize-reward``)."""
+    if run.reward_normalization is not None:
+        training.save_reward_normalization(run.reward_normalization, out / training.REWARD_NORMALIZATION_FILE)
 
 
 def _resume_dir(args: argparse.Namespace) -> Path | None:
@@ -784,9 +826,14 @@ def compare_command(args: argparse.Namespace) -> list[Path]:
 # parser
 # --------------------------------------------------------------------------------------------------
 def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = True) -> None:
-    """The options of ``plr-gym train`` (shared with ``compare --run`` and the demo)."""
+    """The options of ``plr-gym train`` (shared with ``compare --run`` and the demo).
+
+    The options a ``--preset`` recipe can set default to ``None`` here; :func:`plr_gym.presets.resolve`
+    (called by :func:`train`) fills them from the command line, else the preset, else the library's
+    defaults (:func:`plr_gym.presets.library_defaults`, shown in ``--help``).
+    """
+    from plr_gym.presets import RECIPES, library_defaults
     from plr_gym.sampler import (
-        PAPER_PRESETS,
         REPLAY_SCHEDULES,
         SCORE_TRANSFORMS,
         STALENESS_TRANSFORMS,
@@ -794,25 +841,106 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
         sampler_defaults,
     )
 
+    d = library_defaults()
+
     if env_positional:
         parser.add_argument("env_id", help="Gymnasium id: MiniGrid-* or plr_gym/procgen-<game>-v0")
     else:
         parser.add_argument("--env", dest="env_id", default=None, help="Gymnasium id (with --run)")
-    g = parser.add_argument_group("training")
-    g.add_argument("--algo", choices=ALGORITHMS, default="ppo", help="algorithm (default: ppo)")
-    g.add_argument(
-        "--timesteps", type=_positive_int, default=100_000, help="environment steps (default 100000)"
+    parser.add_argument(
+        "--preset",
+        choices=sorted(RECIPES),
+        default=None,
+        help="the PLR paper's whole recipe (PPO settings, encoder, reward normalisation, env, levels, "
+        "budget, sampler, test levels: see docs/paper.md); every option given on the command line wins",
     )
-    g.add_argument("--n-envs", type=_positive_int, default=8, help="parallel environments (default 8)")
+    g = parser.add_argument_group("training")
+    g.add_argument("--algo", choices=ALGORITHMS, default=None, help=f"algorithm (default: {d['algo']})")
+    g.add_argument(
+        "--timesteps", type=_positive_int, default=None, help=f"environment steps (default {d['timesteps']})"
+    )
+    g.add_argument(
+        "--n-envs", type=_positive_int, default=None, help=f"parallel environments (default {d['n_envs']})"
+    )
     g.add_argument("--seed", type=_nonneg_int, default=0, help="seed of model, envs and sampler (default 0)")
-    g.add_argument("--n-steps", type=_positive_int, default=256, help="rollout length per env (default 256)")
-    g.add_argument("--batch-size", type=_positive_int, default=256, help="PPO minibatch size (default 256)")
-    g.add_argument("--n-epochs", type=_positive_int, default=4, help="PPO epochs per rollout (default 4)")
-    g.add_argument("--learning-rate", type=_positive_float, default=5e-4, help="default 5e-4")
-    g.add_argument("--ent-coef", type=_finite_float, default=0.01, help="entropy bonus (default 0.01)")
-    g.add_argument("--gamma", type=_unit_float, default=0.99, help="discount (default 0.99)")
-    g.add_argument("--gae-lambda", type=_unit_float, default=0.95, help="GAE lambda (default 0.95)")
-    g.add_argument("--subproc", action="store_true", help="SubprocVecEnv instead of DummyVecEnv")
+    g.add_argument(
+        "--n-steps", type=_positive_int, default=None, help=f"rollout length per env (default {d['n_steps']})"
+    )
+    g.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=None,
+        help=f"PPO minibatch size (default {d['batch_size']})",
+    )
+    g.add_argument(
+        "--n-minibatches",
+        type=_positive_int,
+        default=None,
+        help="PPO minibatches per epoch: --batch-size = n-envs x n-steps / this (instead of --batch-size)",
+    )
+    g.add_argument(
+        "--n-epochs",
+        type=_positive_int,
+        default=None,
+        help=f"PPO epochs per rollout (default {d['n_epochs']})",
+    )
+    g.add_argument(
+        "--learning-rate", type=_positive_float, default=None, help=f"default {d['learning_rate']}"
+    )
+    g.add_argument(
+        "--ent-coef", type=_finite_float, default=None, help=f"entropy bonus (default {d['ent_coef']})"
+    )
+    g.add_argument("--gamma", type=_unit_float, default=None, help=f"discount (default {d['gamma']})")
+    g.add_argument(
+        "--gae-lambda", type=_unit_float, default=None, help=f"GAE lambda (default {d['gae_lambda']})"
+    )
+    g.add_argument(
+        "--clip-range", type=_positive_float, default=None, help=f"PPO clipping (default {d['clip_range']})"
+    )
+    g.add_argument(
+        "--vf-coef", type=_nonneg_float, default=None, help=f"value-loss coefficient (default {d['vf_coef']})"
+    )
+    g.add_argument(
+        "--max-grad-norm",
+        type=_positive_float,
+        default=None,
+        help=f"gradient clipping (default {d['max_grad_norm']})",
+    )
+    g.add_argument(
+        "--optimizer-eps",
+        type=_positive_float,
+        default=None,
+        help=f"Adam's epsilon (A2C: RMSprop's) (default {d['optimizer_eps']})",
+    )
+    g.add_argument(
+        "--normalize-reward",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="divide rewards by the running std of a discounted return, clip to [-10, 10] (SB3's "
+        "VecNormalize(norm_obs=False), as the paper's code; default off)",
+    )
+    g.add_argument(
+        "--normalize-reward-gamma",
+        type=_unit_float,
+        default=None,
+        help=f"discount of that running return (default {d['normalize_reward_gamma']})",
+    )
+    g.add_argument(
+        "--encoder",
+        choices=ENCODERS,
+        default=None,
+        help="image encoder: auto/nature (SB3's NatureCNN) or impala (the paper's IMPALA-CNN) (default auto)",
+    )
+    g.add_argument(
+        "--vec-env",
+        choices=VEC_ENVS,
+        default=None,
+        help="dummy (one process), subproc (one per env) or batched (Procgen: one ProcgenVecEnv); "
+        "default dummy",
+    )
+    g.add_argument(
+        "--subproc", action="store_true", help="SubprocVecEnv instead of DummyVecEnv (--vec-env subproc)"
+    )
     g.add_argument(
         "--device", choices=DEVICES, default="auto", help="torch device (default auto: cuda if available)"
     )
@@ -820,27 +948,43 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
         "--torch-threads", type=_positive_int, default=None, help="torch CPU threads (default: torch's)"
     )
     g.add_argument(
-        "--distribution-mode", default="easy", help="Procgen distribution mode (default easy; Procgen only)"
+        "--distribution-mode", default=None, help="Procgen distribution mode (default easy; Procgen only)"
     )
     g.add_argument(
         "--env-kwarg", action="append", metavar="KEY=VALUE", help="extra gym.make keyword (JSON value)"
     )
     lv = parser.add_argument_group("levels")
-    lv.add_argument("--num-levels", type=_positive_int, default=100, help="training levels (default 100)")
-    lv.add_argument("--level-start", type=_nonneg_int, default=0, help="first training level (default 0)")
+    lv.add_argument(
+        "--num-levels", type=_positive_int, default=None, help=f"training levels (default {d['num_levels']})"
+    )
+    lv.add_argument(
+        "--level-start",
+        type=_nonneg_int,
+        default=None,
+        help=f"first training level (default {d['level_start']})",
+    )
     lv.add_argument(
         "--eval-levels",
         type=parse_levels,
-        default="10000:10100",
-        help="held-out levels, START:STOP or a,b,c (default 10000:10100)",
+        default=None,
+        help=f"held-out levels, START:STOP or a,b,c (default {d['eval_levels']})",
     )
     lv.add_argument(
-        "--eval-freq", type=_positive_int, default=10_000, help="evaluate every N steps (default 10000)"
+        "--eval-freq",
+        type=_positive_int,
+        default=None,
+        help=f"evaluate every N steps (default {d['eval_freq']})",
     )
-    lv.add_argument("--eval-episodes", type=_positive_int, default=1, help="episodes per level (default 1)")
+    lv.add_argument(
+        "--eval-episodes",
+        type=_positive_int,
+        default=None,
+        help=f"episodes per level (default {d['eval_episodes']})",
+    )
     lv.add_argument(
         "--eval-deterministic",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="greedy actions at evaluation (default: actions sampled from the policy)",
     )
     lv.add_argument(
@@ -849,63 +993,70 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
         action="store_false",
         help="skip evaluating on (as many) training levels too",
     )
-    d = sampler_defaults()
     s = parser.add_argument_group("level sampler (defaults: LevelSampler's)")
-    s.add_argument("--sampler", choices=SAMPLERS, default="plr", help="plr or uniform (default plr)")
-    s.add_argument(
-        "--preset",
-        choices=sorted(PAPER_PRESETS),
-        default=None,
-        help="the PLR paper's settings (value_l1, rank, beta 0.1, rho 0.1 for Procgen / 0.3 for MiniGrid); "
-        "overrides the options below",
-    )
-    s.add_argument(
-        "--strategy", choices=STRATEGIES, default=d["strategy"], help=f"scoring (default {d['strategy']})"
-    )
+    s.add_argument("--sampler", choices=SAMPLERS, default=None, help="plr or uniform (default plr)")
+    s.add_argument("--strategy", choices=STRATEGIES, default=None, help=f"scoring (default {d['strategy']})")
     s.add_argument(
         "--score-transform",
         choices=SCORE_TRANSFORMS,
-        default=d["score_transform"],
-        help="h (default %(default)s)",
+        default=None,
+        help=f"h (default {d['score_transform']})",
     )
     s.add_argument(
-        "--temperature", type=_positive_float, default=d["temperature"], help="beta (default %(default)s)"
+        "--temperature", type=_positive_float, default=None, help=f"beta (default {d['temperature']})"
     )
     s.add_argument(
-        "--staleness-coef", type=_unit_float, default=d["staleness_coef"], help="rho (default %(default)s)"
+        "--staleness-coef", type=_unit_float, default=None, help=f"rho (default {d['staleness_coef']})"
     )
-    s.add_argument("--staleness-transform", choices=STALENESS_TRANSFORMS, default=d["staleness_transform"])
-    s.add_argument("--staleness-temperature", type=_positive_float, default=d["staleness_temperature"])
-    s.add_argument("--replay-schedule", choices=REPLAY_SCHEDULES, default=d["replay_schedule"])
     s.add_argument(
-        "--replay-prob", type=_unit_float, default=d["replay_prob"], help="fixed schedule's P(replay)"
+        "--staleness-transform",
+        choices=STALENESS_TRANSFORMS,
+        default=None,
+        help=f"default {d['staleness_transform']}",
+    )
+    s.add_argument(
+        "--staleness-temperature",
+        type=_positive_float,
+        default=None,
+        help=f"default {d['staleness_temperature']}",
+    )
+    s.add_argument(
+        "--replay-schedule", choices=REPLAY_SCHEDULES, default=None, help=f"default {d['replay_schedule']}"
+    )
+    s.add_argument(
+        "--replay-prob",
+        type=_unit_float,
+        default=None,
+        help=f"fixed schedule's P(replay) (default {d['replay_prob']})",
     )
     s.add_argument(
         "--min-seen-ratio",
         type=_unit_float,
-        default=d["min_seen_ratio"],
-        help="fraction seen before replay (default %(default)s)",
+        default=None,
+        help=f"fraction seen before replay (default {d['min_seen_ratio']})",
     )
     s.add_argument(
-        "--alpha", type=_unit_float, default=d["alpha"], help="EWA step of level scores (default %(default)s)"
+        "--alpha", type=_unit_float, default=None, help=f"EWA step of level scores (default {d['alpha']})"
     )
-    s.add_argument("--eps", type=_unit_float, default=d["eps"], help="eps_greedy exploration mass")
+    s.add_argument(
+        "--eps", type=_unit_float, default=None, help=f"eps_greedy exploration mass (default {d['eps']})"
+    )
     s.add_argument(
         "--temperature-end",
         type=_positive_float,
-        default=d["temperature_end"],
+        default=None,
         help="anneal the temperature linearly to this value over training (default: no annealing)",
     )
     s.add_argument(
         "--uniform-mass",
         type=_unit_float,
-        default=d["uniform_mass"],
-        help="share of replay draws uniform over the levels (default %(default)s)",
+        default=None,
+        help=f"share of replay draws uniform over the levels (default {d['uniform_mass']})",
     )
     s.add_argument(
         "--success-rate-alpha",
         type=_open_unit_float,
-        default=d["success_rate_alpha"],
+        default=sampler_defaults()["success_rate_alpha"],
         help="learnability: step size of each level's success rate (default %(default)s)",
     )
     o = parser.add_argument_group("output")
