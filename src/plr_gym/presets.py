@@ -87,7 +87,7 @@ _PPO_COMMON: tuple[Setting, ...] = (
 
 _PLR_COMMON: tuple[Setting, ...] = (
     Setting("sampler", "plr", "PLR", _PAPER),
-    Setting("strategy", "value_l1", "L1 value loss: mean |GAE| of the episode", _PAPER),
+    Setting("strategy", "value_l1", "L1 value loss: mean absolute GAE of the episode", _PAPER),
     Setting("score_transform", "rank", "rank prioritisation", _PAPER),
     Setting("temperature", 0.1, "beta = 0.1", _PAPER),
     Setting("staleness_transform", "power", "staleness P_C", _PAPER),
@@ -126,7 +126,7 @@ RECIPES: dict[str, tuple[Setting, ...]] = {
         Setting(
             "encoder", "impala", "IMPALA-CNN (ResNet, 16-32-32), 256 units", _PAPER + "; Cobbe et al. 2020"
         ),
-        Setting("vec_env", "batched", "one batched `ProcgenEnv(num_envs=64)`", _CODE_ENVS),
+        Setting("vec_env", "batched", "one batched `ProcgenEnv(num_envs=64)`", "level-replay `envs.py`"),
         Setting("distribution_mode", "easy", "easy mode", _PAPER),
         Setting(
             "num_levels", 200, "200 training levels", _PAPER + "; " + _CODE_ARGS + " `--num_train_seeds`"
