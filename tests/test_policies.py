@@ -134,7 +134,9 @@ def test_policy_heads_init_and_a_ppo_update() -> None:
     assert policy.action_net.in_features == 256 and policy.value_net.in_features == 256
     assert count_parameters(policy) == 622_144 + (256 * 4 + 4) + (256 + 1)
     # SB3's orthogonal init for the heads (logits gain 0.01), the reference code's Xavier for the convs
-    assert torch.linalg.matrix_norm(policy.action_net.weight, ord=2) == pytest.approx(0.01, rel=1e-3)
+    assert float(torch.linalg.matrix_norm(policy.action_net.weight.detach(), ord=2)) == pytest.approx(
+        0.01, rel=1e-3
+    )
     first_conv = policy.features_extractor.stacks[0].conv
     assert first_conv.weight.abs().max() <= math.sqrt(6.0 / (27 + 144)) and (first_conv.bias == 0).all()
     assert policy.optimizer.defaults["eps"] == 1e-5
