@@ -53,6 +53,8 @@ SMOKE_ARGS = [
     "--eval-freq", "512", "--no-eval-train-levels", "--device", "cpu", "--torch-threads", "1",
 ]  # fmt: skip
 PIDS_FILE = "pids.json"
+#: The launcher's own entry in ``pids.json`` (``--stop`` waits for it to write the report).
+LAUNCHER = "launcher"
 CAMPAIGN_FILE = "campaign.json"
 #: What a GPU lease carries (``--prepare`` downloads it): cp312 wheels missing on the device image, and
 #: the .debs of libGL and its dependencies, which Procgen's library loads.
@@ -284,7 +286,7 @@ def launch(args: argparse.Namespace, extra: list[str]) -> int:
             )
         record["commands"][path.name] = cmd
         print(f"{path.name}: {'resumed' if resume else 'started'} (pid {procs[path.name].pid})", flush=True)
-    _write_json(out / PIDS_FILE, {k: p.pid for k, p in procs.items()})
+    _write_json(out / PIDS_FILE, {**{k: p.pid for k, p in procs.items()}, LAUNCHER: os.getpid()})
     _write_json(out / CAMPAIGN_FILE, record)
 
     def forward(signum: int, frame: Any) -> None:  # stop the runs cleanly (they save), then return
@@ -312,6 +314,8 @@ def stop(out: Path, grace: float) -> int:
     """SIGINT to every live run's process group; wait up to ``grace`` seconds for them to save and exit."""
     pids = {k: p for k, p in _read_pids(out).items() if _alive(p)}
     for name, pid in pids.items():
+        if name == LAUNCHER:  # it waits for the runs, writes the report and exits
+            continue
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGINT)
         print(f"{name}: SIGINT sent (pid {pid})", flush=True)
@@ -569,7 +573,7 @@ def plan(args: argparse.Namespace, extra: list[str]) -> str:
             "# Here: copy results.* and curves.* from files_at into the campaign folder, commit them,",
             "# and keep the state parts (--unbundle) for the next lease. Limits: a call carries and brings",
             "# back at most 64 MiB; an IMPALA run's state (model.zip with Adam ~7.5 MB, curriculum.npz",
-            "# growing to ~7 MB at 25M steps, TensorBoard) is 8-16 MB, so one call moves 3-7 runs.",
+            "# growing to a few MB over 25M steps, TensorBoard) is 8-16 MB, so one call moves 3-7 runs.",
         ]
     )
 
