@@ -67,7 +67,7 @@ WHEELS = [
 #: ``gym`` 0.26.2 has no wheel on PyPI: ``--prepare`` builds one (``pip wheel``).
 SDIST_WHEELS = ["gym==0.26.2"]
 DEBS = [
-    "libgl1", "libglvnd0", "libglx0", "libglx-mesa0", "libx11-6", "libxcb1", "libxau6", "libxdmcp6",
+    "libgl1", "libglvnd0", "libglx0", "libx11-6", "libxcb1", "libxau6", "libxdmcp6",
     "libglib2.0-0", "libbsd0", "libmd0", "libpcre2-8-0",
 ]  # fmt: skip
 PAYLOAD = "benchmarks/.gpu_payload"
@@ -134,7 +134,7 @@ def bundle_groups(out: Path) -> list[list[Path]]:
     in name order: what one device call can carry or bring back."""
     groups: list[list[Path]] = [[]]
     size = 0
-    for path in sorted((out / "runs").glob("*-seed*")):
+    for path in sorted(p for p in (out / "runs").glob("*-seed*") if p.is_dir()):
         n = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
         if groups[-1] and size + n > BUNDLE_BYTES:
             groups.append([])
@@ -452,9 +452,15 @@ def write_report(out: Path, game: str, target: int) -> dict[str, Any]:
         "| method | seeds done | held-out mean ± s.e. | normalised test return ± s.e. |",
         "| --- | --- | --- | --- |",
     ]
+
+    def show(e: dict[str, Any], key: str, digits: int) -> str:
+        if key not in e:
+            return "—"
+        se = e[key.replace("mean", "se")]
+        return f"{e[key]:.{digits}f}" + ("" if math.isnan(se) else f" ± {se:.{digits}f}")
+
     for method, e in methods.items():
-        mean = f"{e['mean']:.3f} ± {e['se']:.3f}" if "mean" in e else "—"
-        norm = f"{e['normalised_mean']:.1f} ± {e['normalised_se']:.1f}" if "normalised_mean" in e else "—"
+        mean, norm = show(e, "mean", 3), show(e, "normalised_mean", 1)
         lines.append(f"| {method} | {len(e['seeds'])} | {mean} | {norm} |")
     lines += [
         "",
