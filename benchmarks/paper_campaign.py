@@ -543,7 +543,7 @@ def plan(args: argparse.Namespace, extra: list[str]) -> str:
         "LD_LIBRARY_PATH=/tmp/gl/usr/lib/x86_64-linux-gnu:/tmp/gl/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH; "
     )
     install = (
-        "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "
+        "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "
         f"{PAYLOAD}/whl/*.whl || exit; mkdir -p /tmp/gl && "
         f"for f in {PAYLOAD}/deb/*.deb; do dpkg -x $f /tmp/gl; done; "
     )
@@ -574,7 +574,8 @@ def plan(args: argparse.Namespace, extra: list[str]) -> str:
             f"python3 benchmarks/paper_campaign.py --report --game {args.game} --out {out}{more}; "
             f"cp {out}/results.md {out}/results.json {out}/curves.csv {out}/curves.png $OUT/; "
             f"python3 benchmarks/paper_campaign.py --bundle 0 --bundle-to $OUT --out {out}",
-            "# call 6, 7, ...: the other groups (--bundle 1, 2, ...), while the machine is still held",
+            "# call 6, 7, ...: the other groups (--bundle 1, 2, ...), while the machine is still held;",
+            "# then give_back. Fit the sleeps to status's budget_left_s (30 min of device time a session).",
             f"python3 benchmarks/paper_campaign.py --bundle 1 --bundle-to $OUT --out {out}",
             "# Here: copy results.* and curves.* from files_at into the campaign folder, commit them,",
             "# and keep the state parts (--unbundle) for the next lease. Limits: a call carries and brings",
