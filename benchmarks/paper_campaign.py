@@ -543,7 +543,8 @@ def plan(args: argparse.Namespace, extra: list[str]) -> str:
         "LD_LIBRARY_PATH=/tmp/gl/usr/lib/x86_64-linux-gnu:/tmp/gl/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH; "
     )
     install = (
-        "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "
+        "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade "
+        "--target /tmp/site "
         f"{PAYLOAD}/whl/*.whl || exit; mkdir -p /tmp/gl && "
         f"for f in {PAYLOAD}/deb/*.deb; do dpkg -x $f /tmp/gl; done; "
     )
