@@ -166,3 +166,14 @@ def test_cpu_smoke_run_of_paper_procgen_uses_impala_and_reward_normalisation(tmp
     assert main([*argv, "--timesteps", "2048", "--resume", str(out)]) == 0
     stats = np.load(out / "reward_normalization.npz")
     assert float(stats["ret_count"]) == pytest.approx(1e-4 + 2048)
+
+
+def test_paper_procgen_on_a_minigrid_env_says_why_it_cannot(tmp_path: Path) -> None:
+    pytest.importorskip("minigrid")
+    from plr_gym.cli import train
+
+    args = build_parser().parse_args(
+        ["train", "MiniGrid-Empty-5x5-v0", "--preset", "paper-procgen", "--out", str(tmp_path / "r")]
+    )
+    with pytest.raises(CLIError, match="which --preset paper-procgen sets"):
+        train(args)

@@ -233,7 +233,8 @@ def _batched_procgen(
 
     if family != "procgen":
         raise SetupError(
-            f"the batched env is for Procgen games only (plr_gym/procgen-<game>-v0), got {env_id}"
+            "the batched env (--vec-env batched, which --preset paper-procgen sets) is for Procgen games "
+            f"only (plr_gym/procgen-<game>-v0), got {env_id}"
         )
     if subproc:
         raise SetupError("the batched Procgen env steps every game in one process: drop subproc")
