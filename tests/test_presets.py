@@ -177,3 +177,4 @@ def test_paper_procgen_on_a_minigrid_env_says_why_it_cannot(tmp_path: Path) -> N
     )
     with pytest.raises(CLIError, match="which --preset paper-procgen sets"):
         train(args)
+    assert not (tmp_path / "r").exists()  # refused before the run directory is touched

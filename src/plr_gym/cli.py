@@ -362,6 +362,11 @@ def train(args: argparse.Namespace) -> Path:
 
     sources = resolve_train_args(args)
     family = env_family(args.env_id)
+    if args.vec_env == "batched" and family != "procgen":  # refused before the run directory is touched
+        raise CLIError(
+            f"--vec-env batched (which --preset paper-procgen sets) is for Procgen games only "
+            f"(plr_gym/procgen-<game>-v0), got {args.env_id}"
+        )
     _algorithm_class(args.algo)  # refused before the run directory is touched
     if args.num_levels > MAX_LEVELS:
         raise CLIError(f"--num-levels {args.num_levels} exceeds the supported maximum {MAX_LEVELS}")
