@@ -178,3 +178,12 @@ def test_paper_procgen_on_a_minigrid_env_says_why_it_cannot(tmp_path: Path) -> N
     with pytest.raises(CLIError, match="which --preset paper-procgen sets"):
         train(args)
     assert not (tmp_path / "r").exists()  # refused before the run directory is touched
+
+
+def test_the_sampler_side_is_the_samplers_paper_presets() -> None:
+    from plr_gym.sampler import PAPER_PRESETS
+
+    assert set(RECIPES) == set(PAPER_PRESETS)
+    for name, settings in PAPER_PRESETS.items():
+        recipe = {s.dest: s.value for s in RECIPES[name]}
+        assert {k: recipe[k] for k in settings} == settings

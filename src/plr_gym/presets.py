@@ -34,6 +34,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from plr_gym.sampler import PAPER_PRESETS
+
 __all__ = [
     "DEPRECATED_PRESETS",
     "RECIPES",
@@ -85,11 +87,13 @@ _PPO_COMMON: tuple[Setting, ...] = (
     Setting("normalize_reward_gamma", 0.99, "return discount of the normaliser 0.99", _CODE_ENVS),
 )
 
+#: The sampler's side of the recipes comes from the one home of the paper's sampler settings.
+_SAMPLER = PAPER_PRESETS["paper-procgen"]
 _PLR_COMMON: tuple[Setting, ...] = (
     Setting("sampler", "plr", "PLR", _PAPER),
-    Setting("strategy", "value_l1", "L1 value loss: mean absolute GAE of the episode", _PAPER),
-    Setting("score_transform", "rank", "rank prioritisation", _PAPER),
-    Setting("temperature", 0.1, "beta = 0.1", _PAPER),
+    Setting("strategy", _SAMPLER["strategy"], "L1 value loss: mean absolute GAE of the episode", _PAPER),
+    Setting("score_transform", _SAMPLER["score_transform"], "rank prioritisation", _PAPER),
+    Setting("temperature", _SAMPLER["temperature"], "beta = 0.1", _PAPER),
     Setting("staleness_transform", "power", "staleness P_C", _PAPER),
     Setting(
         "staleness_temperature", 1.0, "staleness temperature 1", _CODE_ARGS + " `--staleness_temperature`"
@@ -97,7 +101,7 @@ _PLR_COMMON: tuple[Setting, ...] = (
     Setting("replay_schedule", "proportionate", "replay prob. = seen / all levels", _PAPER),
     Setting("min_seen_ratio", 1.0, "replay once every level was seen", _CODE_ARGS + " `--level_replay_rho`"),
     Setting("alpha", 1.0, "score EWA step 1 (latest score)", _CODE_ARGS + " `--level_replay_alpha`"),
-    Setting("uniform_mass", 0.0, "no uniform mixing", _PAPER),
+    Setting("uniform_mass", _SAMPLER["uniform_mass"], "no uniform mixing", _PAPER),
 )
 
 #: LevelSampler options of ``plr-gym train`` that :func:`resolve` fills (defaults: ``sampler_defaults()``).
@@ -142,12 +146,12 @@ RECIPES: dict[str, tuple[Setting, ...]] = {
         Setting("eval_episodes", 1, "one episode per test level", _CODE_TEST),
         Setting("eval_deterministic", False, "actions sampled from the policy", _CODE_TEST),
         *_PLR_COMMON,
-        Setting("staleness_coef", 0.1, "rho = 0.1", _PAPER),
+        Setting("staleness_coef", PAPER_PRESETS["paper-procgen"]["staleness_coef"], "rho = 0.1", _PAPER),
     ),
     "paper-minigrid": (
         *_PPO_COMMON,
         *_PLR_COMMON,
-        Setting("staleness_coef", 0.3, "rho = 0.3", _PAPER),
+        Setting("staleness_coef", PAPER_PRESETS["paper-minigrid"]["staleness_coef"], "rho = 0.3", _PAPER),
     ),
 }
 
