@@ -94,14 +94,22 @@ def test_algorithm_class_and_hyperparameters() -> None:
     assert training.algorithm_class("ppo").__name__ == "PPO"
     with pytest.raises(SetupError, match="unknown algorithm 'dqn'; choose from ppo, a2c, recurrentppo"):
         training.algorithm_class("dqn")
-    assert set(Hyperparameters().for_algorithm("ppo")) == set(Hyperparameters().as_dict())
-    assert "batch_size" not in Hyperparameters().for_algorithm("a2c")
+    # every field reaches PPO: as a keyword, or Adam's epsilon through policy_kwargs
+    assert set(Hyperparameters().for_algorithm("ppo")) == set(Hyperparameters().as_dict()) - {"optimizer_eps"}
+    assert Hyperparameters(optimizer_eps=1e-7).policy_kwargs("ppo") == {"optimizer_kwargs": {"eps": 1e-7}}
+    a2c = Hyperparameters(optimizer_eps=1e-7).for_algorithm("a2c")
+    assert "batch_size" not in a2c and "clip_range" not in a2c and a2c["rms_prop_eps"] == 1e-7
+    assert Hyperparameters().policy_kwargs("a2c") == {}
     with pytest.raises(ValueError, match="n_steps must be a positive int, got 0"):
         Hyperparameters(n_steps=0)
     with pytest.raises(ValueError, match=r"gamma must be in \[0, 1\], got 1.5"):
         Hyperparameters(gamma=1.5)
-    with pytest.raises(ValueError, match="learning_rate must be > 0"):
+    with pytest.raises(ValueError, match="learning_rate must be a finite number > 0"):
         Hyperparameters(learning_rate=0.0)
+    with pytest.raises(ValueError, match="vf_coef must be a finite number >= 0"):
+        Hyperparameters(vf_coef=-1.0)
+    with pytest.raises(ValueError, match="clip_range must be a finite number > 0"):
+        Hyperparameters(clip_range=float("nan"))
 
 
 def test_build_run_trains_on_the_sampler_levels_and_evaluates_on_a_separate_env(tmp_path: Path) -> None:
@@ -114,7 +122,7 @@ def test_build_run_trains_on_the_sampler_levels_and_evaluates_on_a_separate_env(
         assert isinstance(run.venv, PrioritizedLevelReplay) and run.sampler is sampler
         assert not isinstance(run.eval_venv, PrioritizedLevelReplay) and run.eval_venv.num_envs == 3
         assert run.model.n_steps == 32 and run.model.batch_size == 64 and run.model.n_epochs == 1
-        assert run.model.policy_kwargs == {"normalize_images": False}
+        assert run.model.policy_kwargs == {"normalize_images": False, "optimizer_kwargs": {"eps": 1e-5}}
         run.model.learn(128, callback=PLRCallback())
         played = set(sampler.levels[sampler.seen].tolist())
         assert played and played <= set(range(5))
@@ -194,3 +202,54 @@ def test_returns_json_round_trip() -> None:
     assert record == {"10000": [0.5, 1.0], "10001": [0.25]}
     assert json.loads(json.dumps(record)) == record
     assert training.returns_from_json(record) == {10_000: [0.5, 1.0], 10_001: [0.25]}
+
+
+def test_policy_for_the_impala_encoder() -> None:
+    from plr_gym.policies import ImpalaCNN, ImpalaCnnPolicy
+
+    frames = spaces.Box(0, 255, (64, 64, 3), np.uint8)
+    assert training.policy_for(frames, encoder="impala") == (ImpalaCnnPolicy, {})
+    name, kwargs = training.policy_for(frames, recurrent=True, encoder="impala")
+    assert name == "CnnLstmPolicy" and kwargs == {"features_extractor_class": ImpalaCNN, "net_arch": []}
+    with pytest.raises(ValueError, match="encoder='impala' needs uint8 frames"):
+        training.policy_for(spaces.Box(0, 255, (7, 7, 3), np.uint8), encoder="impala")
+    with pytest.raises(ValueError, match="encoder must be one of auto, nature, impala"):
+        training.policy_for(frames, encoder="resnet")
+
+
+def test_reward_normalisation_is_baselines_vecnormalize_with_its_gamma(tmp_path: Path) -> None:
+    """Rewards are divided by the running std of a discounted return (gamma 0.99, reset at episode ends)
+    and clipped to [-10, 10]; the statistics round-trip through save/load, without pickles."""
+    from stable_baselines3.common.running_mean_std import RunningMeanStd
+
+    run = build_run(
+        "CartPole-v1", LevelSampler(levels=range(5), seed=0), seed=0, env_seed=0, eval_seed=1, n_envs=2,
+        hyperparameters=TINY, normalize_reward=True,
+    )  # fmt: skip
+    norm = run.reward_normalization
+    assert norm is not None and norm.norm_reward and not norm.norm_obs and norm.gamma == 0.99
+    assert run.sampler is run.plr_venv.sampler and run.eval_venv.num_envs == 2
+    rms, ret = RunningMeanStd(shape=()), np.zeros(2)
+    norm.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        _, reward, done, _ = norm.step(rng.integers(0, 2, size=2))
+        raw = norm.get_original_reward()
+        ret = ret * 0.99 + raw
+        rms.update(ret)
+        assert np.allclose(reward, np.clip(raw / np.sqrt(rms.var + 1e-8), -10, 10))
+        ret[done] = 0
+    path = training.save_reward_normalization(norm, tmp_path / training.REWARD_NORMALIZATION_FILE)
+    saved = (float(norm.ret_rms.var), float(norm.ret_rms.count), norm.returns.copy())
+    norm.ret_rms = RunningMeanStd(shape=())
+    norm.returns = np.zeros(2)
+    training.load_reward_normalization(norm, path)
+    assert (float(norm.ret_rms.var), float(norm.ret_rms.count)) == saved[:2]
+    assert np.array_equal(norm.returns, saved[2])
+    norm.gamma = 0.999  # another normaliser: refused, left as it was
+    with pytest.raises(ValueError, match=r"saved with gamma=0\.99"):
+        training.load_reward_normalization(norm, path)
+    assert float(norm.ret_rms.count) == saved[1]
+    with pytest.raises(TypeError, match="must be a VecNormalize"):
+        training.save_reward_normalization(run.eval_venv, path)
+    run.close()

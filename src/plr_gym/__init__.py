@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from plr_gym.envs import ProcgenLevelEnv
     from plr_gym.evaluation import HeldOutEvalCallback
     from plr_gym.offpolicy import OffPolicyPLRCallback
+    from plr_gym.policies import ImpalaCNN, ImpalaCnnPolicy
     from plr_gym.replay import PERDQN, PERSAC, PERTD3, PrioritizedReplayBuffer
     from plr_gym.run import RunDirectory
     from plr_gym.wrappers.level import LevelWrapper
@@ -43,6 +44,8 @@ _LAZY = {
     "ProcgenLevelEnv": "plr_gym.envs",
     "HeldOutEvalCallback": "plr_gym.evaluation",
     "OffPolicyPLRCallback": "plr_gym.offpolicy",
+    "ImpalaCNN": "plr_gym.policies",
+    "ImpalaCnnPolicy": "plr_gym.policies",
     "PERDQN": "plr_gym.replay",
     "PERSAC": "plr_gym.replay",
     "PERTD3": "plr_gym.replay",
@@ -59,6 +62,8 @@ __all__ = [
     "EpisodeData",
     "EpisodeScorer",
     "HeldOutEvalCallback",
+    "ImpalaCNN",
+    "ImpalaCnnPolicy",
     "LevelBuffer",
     "LevelSampler",
     "LevelWrapper",
@@ -83,6 +88,8 @@ _SUBMODULES = frozenset(
         "evaluation",
         "offpolicy",
         "plotting",
+        "policies",
+        "presets",
         "replay",
         "run",
         "source",

@@ -37,6 +37,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import importlib.util
 import json
@@ -52,7 +53,7 @@ import numpy as np
 
 from plr_gym import training
 from plr_gym.run import DEFAULT_KEEP, DEFAULT_SAVE_FREQ
-from plr_gym.training import ALGORITHMS, SetupError
+from plr_gym.training import ALGORITHMS, ENCODERS, VEC_ENVS, SetupError
 
 __all__ = [
     "ALGORITHMS",
@@ -172,6 +173,13 @@ def _positive_float(text: str) -> float:
     value = _finite_float(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def _nonneg_float(text: str) -> float:
+    value = _finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
     return value
 
 
@@ -336,7 +344,7 @@ def sampler_kwargs(args: argparse.Namespace, levels: Sequence[int]) -> dict[str,
 
     ``uniform`` keeps the scoring strategy (scores are recorded, never used): the ``constant`` transform,
     no staleness, ``min_seen_ratio=0`` and the proportionate schedule draw every training level with
-    probability ``1/N`` at every draw.
+    probability ``1/N`` at every draw. ``args`` is resolved (:func:`resolve_train_args`).
     """
     kwargs: dict[str, Any] = {
         "levels": list(levels),
@@ -365,10 +373,6 @@ def sampler_kwargs(args: argparse.Namespace, levels: Sequence[int]) -> dict[str,
             uniform_mass=args.uniform_mass,
             temperature_end=args.temperature_end,
         )
-        if getattr(args, "preset", None) is not None:
-            from plr_gym.sampler import PAPER_PRESETS
-
-            kwargs.update(PAPER_PRESETS[args.preset])
     if kwargs["strategy"] == "learnability":
         kwargs["success_rate_alpha"] = args.success_rate_alpha
     return kwargs
@@ -392,7 +396,7 @@ def _env_kwargs(args: argparse.Namespace, family: str) -> dict[str, Any]:
 #: ``plr-gym train`` options that may differ when a run is resumed (the rest must match its config.json).
 RESUME_MAY_CHANGE: frozenset[str] = frozenset(
     {"timesteps", "out", "resume", "overwrite", "device", "torch_threads", "progress", "quiet", "subproc",
-     "tensorboard", "save_freq", "keep_checkpoints"}
+     "tensorboard", "save_freq", "keep_checkpoints", "recipe_sources"}
 )  # fmt: skip
 
 
@@ -412,6 +416,10 @@ def train(args: argparse.Namespace) -> Path:
     config = {k: v for k, v in vars(args).items() if k not in ("func", "command")}
     config.update(out=str(out), env_family=env_family(args.env_id))
     config["eval_levels"] = f"{eval_levels[0]}..{eval_levels[-1]} ({len(eval_levels)} levels)"
+    if args.preset is not None:
+        from plr_gym.presets import TEST_PROTOCOLS
+
+        config["test_protocol"] = TEST_PROTOCOLS[args.preset]
     run_dir = RunDirectory(out, keep=getattr(args, "keep_checkpoints", DEFAULT_KEEP), logs=("eval.csv",))
     try:
         checkpoint = run_dir.begin(
@@ -462,7 +470,13 @@ def _check_train_args(args: argparse.Namespace) -> tuple[list[int], list[int], A
     """Everything ``train`` checks before it touches the run directory."""
     from plr_gym.sampler import LevelSampler
 
+    args.recipe_sources = resolve_train_args(args)  # recorded in config.json
     family = env_family(args.env_id)
+    if args.vec_env == "batched" and family != "procgen":  # refused before the run directory is touched
+        raise CLIError(
+            f"--vec-env batched (which --preset paper-procgen sets) is for Procgen games only "
+            f"(plr_gym/procgen-<game>-v0), got {args.env_id}"
+        )
     _algorithm_class(args.algo)  # refused before the run directory is touched
     if args.num_levels > MAX_LEVELS:
         raise CLIError(f"--num-levels {args.num_levels} exceeds the supported maximum {MAX_LEVELS}")
@@ -539,18 +553,16 @@ def _build_training(
             env_seed=args.seed,
             eval_seed=args.seed + 1,
             env_kwargs=env_kwargs,
-            subproc=args.subproc,
+            subproc=args.vec_env == "subproc",
+            batched=args.vec_env == "batched",
             hyperparameters=training.Hyperparameters(
-                n_steps=args.n_steps,
-                batch_size=args.batch_size,
-                n_epochs=args.n_epochs,
-                learning_rate=args.learning_rate,
-                ent_coef=args.ent_coef,
-                gamma=args.gamma,
-                gae_lambda=args.gae_lambda,
+                **{f.name: getattr(args, f.name) for f in dataclasses.fields(training.Hyperparameters)}
             ),
             device=device,
             tensorboard_log=tensorboard_log,
+            encoder=args.encoder,
+            normalize_reward=args.normalize_reward,
+            normalize_reward_gamma=args.normalize_reward_gamma,
         )
     except SetupError as exc:
         raise CLIError(str(exc)) from None
@@ -673,6 +685,23 @@ def _finish(
             f"IQM {s['iqm']:.3f} ({result['train_seconds']} s)",
             flush=True,
         )
+
+
+def resolve_train_args(args: argparse.Namespace) -> dict[str, str]:
+    """Fill the options of ``plr-gym train`` left unset from ``--preset``, else the library's defaults
+    (:func:`plr_gym.presets.resolve`); parse ``--eval-levels``. Returns each option's source.
+
+    :raises CLIError: contradicting options (``--batch-size`` with ``--n-minibatches``, ...).
+    """
+    from plr_gym.presets import resolve
+
+    try:
+        sources = resolve(args)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    if isinstance(args.eval_levels, str):
+        args.eval_levels = parse_levels(args.eval_levels)
+    return sources
 
 
 def _plot_curriculum(out: Path, curriculum: Any, difficulty: Any, args: argparse.Namespace) -> None:
@@ -851,9 +880,14 @@ def compare_command(args: argparse.Namespace) -> list[Path]:
 # parser
 # --------------------------------------------------------------------------------------------------
 def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = True) -> None:
-    """The options of ``plr-gym train`` (shared with ``compare --run`` and the demo)."""
+    """The options of ``plr-gym train`` (shared with ``compare --run`` and the demo).
+
+    The options a ``--preset`` recipe can set default to ``None`` here; :func:`plr_gym.presets.resolve`
+    (called by :func:`train`) fills them from the command line, else the preset, else the library's
+    defaults (:func:`plr_gym.presets.library_defaults`, shown in ``--help``).
+    """
+    from plr_gym.presets import RECIPES, library_defaults
     from plr_gym.sampler import (
-        PAPER_PRESETS,
         REPLAY_SCHEDULES,
         SCORE_TRANSFORMS,
         STALENESS_TRANSFORMS,
@@ -861,51 +895,148 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
         sampler_defaults,
     )
 
+    d = library_defaults()
+
     if env_positional:
         parser.add_argument("env_id", help="Gymnasium id: MiniGrid-* or plr_gym/procgen-<game>-v0")
     else:
         parser.add_argument("--env", dest="env_id", default=None, help="Gymnasium id (with --run)")
-    g = parser.add_argument_group("training")
-    g.add_argument("--algo", choices=ALGORITHMS, default="ppo", help="algorithm (default: ppo)")
-    g.add_argument(
-        "--timesteps", type=_step_count, default=100_000, help="environment steps (default 100000)"
+    parser.add_argument(
+        "--preset",
+        choices=sorted(RECIPES),
+        default=None,
+        help="the PLR paper's whole recipe (PPO settings, encoder, reward normalisation, env, levels, "
+        "budget, sampler, test levels: see docs/paper.md); every option given on the command line wins",
     )
-    g.add_argument("--n-envs", type=_positive_int, default=8, help="parallel environments (default 8)")
+    g = parser.add_argument_group("training")
+    g.add_argument("--algo", choices=ALGORITHMS, default=None, help=f"algorithm (default: {d['algo']})")
+    g.add_argument(
+        "--timesteps", type=_step_count, default=None, help=f"environment steps (default {d['timesteps']})"
+    )
+    g.add_argument(
+        "--n-envs", type=_positive_int, default=None, help=f"parallel environments (default {d['n_envs']})"
+    )
     g.add_argument("--seed", type=_seed, default=0, help="seed of model, envs and sampler (default 0)")
-    g.add_argument("--n-steps", type=_positive_int, default=256, help="rollout length per env (default 256)")
-    g.add_argument("--batch-size", type=_positive_int, default=256, help="PPO minibatch size (default 256)")
-    g.add_argument("--n-epochs", type=_positive_int, default=4, help="PPO epochs per rollout (default 4)")
-    g.add_argument("--learning-rate", type=_positive_float, default=5e-4, help="default 5e-4")
-    g.add_argument("--ent-coef", type=_finite_float, default=0.01, help="entropy bonus (default 0.01)")
-    g.add_argument("--gamma", type=_unit_float, default=0.99, help="discount (default 0.99)")
-    g.add_argument("--gae-lambda", type=_unit_float, default=0.95, help="GAE lambda (default 0.95)")
-    g.add_argument("--subproc", action="store_true", help="SubprocVecEnv instead of DummyVecEnv")
+    g.add_argument(
+        "--n-steps", type=_positive_int, default=None, help=f"rollout length per env (default {d['n_steps']})"
+    )
+    g.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=None,
+        help=f"PPO minibatch size (default {d['batch_size']})",
+    )
+    g.add_argument(
+        "--n-minibatches",
+        type=_positive_int,
+        default=None,
+        help="PPO minibatches per epoch: --batch-size = n-envs x n-steps / this (instead of --batch-size)",
+    )
+    g.add_argument(
+        "--n-epochs",
+        type=_positive_int,
+        default=None,
+        help=f"PPO epochs per rollout (default {d['n_epochs']})",
+    )
+    g.add_argument(
+        "--learning-rate", type=_positive_float, default=None, help=f"default {d['learning_rate']}"
+    )
+    g.add_argument(
+        "--ent-coef", type=_finite_float, default=None, help=f"entropy bonus (default {d['ent_coef']})"
+    )
+    g.add_argument("--gamma", type=_unit_float, default=None, help=f"discount (default {d['gamma']})")
+    g.add_argument(
+        "--gae-lambda", type=_unit_float, default=None, help=f"GAE lambda (default {d['gae_lambda']})"
+    )
+    g.add_argument(
+        "--clip-range", type=_positive_float, default=None, help=f"PPO clipping (default {d['clip_range']})"
+    )
+    g.add_argument(
+        "--vf-coef", type=_nonneg_float, default=None, help=f"value-loss coefficient (default {d['vf_coef']})"
+    )
+    g.add_argument(
+        "--max-grad-norm",
+        type=_positive_float,
+        default=None,
+        help=f"gradient clipping (default {d['max_grad_norm']})",
+    )
+    g.add_argument(
+        "--optimizer-eps",
+        type=_positive_float,
+        default=None,
+        help=f"Adam's epsilon (A2C: RMSprop's) (default {d['optimizer_eps']})",
+    )
+    g.add_argument(
+        "--normalize-reward",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="divide rewards by the running std of a discounted return, clip to [-10, 10] (SB3's "
+        "VecNormalize(norm_obs=False), as the paper's code; default off)",
+    )
+    g.add_argument(
+        "--normalize-reward-gamma",
+        type=_unit_float,
+        default=None,
+        help=f"discount of that running return (default {d['normalize_reward_gamma']})",
+    )
+    g.add_argument(
+        "--encoder",
+        choices=ENCODERS,
+        default=None,
+        help="image encoder: auto/nature (SB3's NatureCNN) or impala (the paper's IMPALA-CNN) (default auto)",
+    )
+    g.add_argument(
+        "--vec-env",
+        choices=VEC_ENVS,
+        default=None,
+        help="dummy (one process), subproc (one per env) or batched (Procgen: one ProcgenVecEnv); "
+        "default dummy",
+    )
+    g.add_argument(
+        "--subproc", action="store_true", help="SubprocVecEnv instead of DummyVecEnv (--vec-env subproc)"
+    )
     g.add_argument(
         "--device", choices=DEVICES, default="auto", help="torch device (default auto: cuda if available)"
     )
     _add_torch_threads_argument(g)
     g.add_argument(
-        "--distribution-mode", default="easy", help="Procgen distribution mode (default easy; Procgen only)"
+        "--distribution-mode", default=None, help="Procgen distribution mode (default easy; Procgen only)"
     )
     g.add_argument(
         "--env-kwarg", action="append", metavar="KEY=VALUE", help="extra gym.make keyword (JSON value)"
     )
     lv = parser.add_argument_group("levels")
-    lv.add_argument("--num-levels", type=_positive_int, default=100, help="training levels (default 100)")
-    lv.add_argument("--level-start", type=_nonneg_int, default=0, help="first training level (default 0)")
+    lv.add_argument(
+        "--num-levels", type=_positive_int, default=None, help=f"training levels (default {d['num_levels']})"
+    )
+    lv.add_argument(
+        "--level-start",
+        type=_nonneg_int,
+        default=None,
+        help=f"first training level (default {d['level_start']})",
+    )
     lv.add_argument(
         "--eval-levels",
         type=parse_levels,
-        default="10000:10100",
-        help="held-out levels, START:STOP or a,b,c (default 10000:10100)",
+        default=None,
+        help=f"held-out levels, START:STOP or a,b,c (default {d['eval_levels']})",
     )
     lv.add_argument(
-        "--eval-freq", type=_step_count, default=10_000, help="evaluate every N steps (default 10000)"
+        "--eval-freq",
+        type=_step_count,
+        default=None,
+        help=f"evaluate every N steps (default {d['eval_freq']})",
     )
-    lv.add_argument("--eval-episodes", type=_positive_int, default=1, help="episodes per level (default 1)")
+    lv.add_argument(
+        "--eval-episodes",
+        type=_positive_int,
+        default=None,
+        help=f"episodes per level (default {d['eval_episodes']})",
+    )
     lv.add_argument(
         "--eval-deterministic",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="greedy actions at evaluation (default: actions sampled from the policy)",
     )
     lv.add_argument(
@@ -914,63 +1045,70 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
         action="store_false",
         help="skip evaluating on (as many) training levels too",
     )
-    d = sampler_defaults()
     s = parser.add_argument_group("level sampler (defaults: LevelSampler's)")
-    s.add_argument("--sampler", choices=SAMPLERS, default="plr", help="plr or uniform (default plr)")
-    s.add_argument(
-        "--preset",
-        choices=sorted(PAPER_PRESETS),
-        default=None,
-        help="the PLR paper's settings (value_l1, rank, beta 0.1, rho 0.1 for Procgen / 0.3 for MiniGrid); "
-        "overrides the options below",
-    )
-    s.add_argument(
-        "--strategy", choices=STRATEGIES, default=d["strategy"], help=f"scoring (default {d['strategy']})"
-    )
+    s.add_argument("--sampler", choices=SAMPLERS, default=None, help="plr or uniform (default plr)")
+    s.add_argument("--strategy", choices=STRATEGIES, default=None, help=f"scoring (default {d['strategy']})")
     s.add_argument(
         "--score-transform",
         choices=SCORE_TRANSFORMS,
-        default=d["score_transform"],
-        help="h (default %(default)s)",
+        default=None,
+        help=f"h (default {d['score_transform']})",
     )
     s.add_argument(
-        "--temperature", type=_positive_float, default=d["temperature"], help="beta (default %(default)s)"
+        "--temperature", type=_positive_float, default=None, help=f"beta (default {d['temperature']})"
     )
     s.add_argument(
-        "--staleness-coef", type=_unit_float, default=d["staleness_coef"], help="rho (default %(default)s)"
+        "--staleness-coef", type=_unit_float, default=None, help=f"rho (default {d['staleness_coef']})"
     )
-    s.add_argument("--staleness-transform", choices=STALENESS_TRANSFORMS, default=d["staleness_transform"])
-    s.add_argument("--staleness-temperature", type=_positive_float, default=d["staleness_temperature"])
-    s.add_argument("--replay-schedule", choices=REPLAY_SCHEDULES, default=d["replay_schedule"])
     s.add_argument(
-        "--replay-prob", type=_unit_float, default=d["replay_prob"], help="fixed schedule's P(replay)"
+        "--staleness-transform",
+        choices=STALENESS_TRANSFORMS,
+        default=None,
+        help=f"default {d['staleness_transform']}",
+    )
+    s.add_argument(
+        "--staleness-temperature",
+        type=_positive_float,
+        default=None,
+        help=f"default {d['staleness_temperature']}",
+    )
+    s.add_argument(
+        "--replay-schedule", choices=REPLAY_SCHEDULES, default=None, help=f"default {d['replay_schedule']}"
+    )
+    s.add_argument(
+        "--replay-prob",
+        type=_unit_float,
+        default=None,
+        help=f"fixed schedule's P(replay) (default {d['replay_prob']})",
     )
     s.add_argument(
         "--min-seen-ratio",
         type=_unit_float,
-        default=d["min_seen_ratio"],
-        help="fraction seen before replay (default %(default)s)",
+        default=None,
+        help=f"fraction seen before replay (default {d['min_seen_ratio']})",
     )
     s.add_argument(
-        "--alpha", type=_unit_float, default=d["alpha"], help="EWA step of level scores (default %(default)s)"
+        "--alpha", type=_unit_float, default=None, help=f"EWA step of level scores (default {d['alpha']})"
     )
-    s.add_argument("--eps", type=_unit_float, default=d["eps"], help="eps_greedy exploration mass")
+    s.add_argument(
+        "--eps", type=_unit_float, default=None, help=f"eps_greedy exploration mass (default {d['eps']})"
+    )
     s.add_argument(
         "--temperature-end",
         type=_positive_float,
-        default=d["temperature_end"],
+        default=None,
         help="anneal the temperature linearly to this value over training (default: no annealing)",
     )
     s.add_argument(
         "--uniform-mass",
         type=_unit_float,
-        default=d["uniform_mass"],
-        help="share of replay draws uniform over the levels (default %(default)s)",
+        default=None,
+        help=f"share of replay draws uniform over the levels (default {d['uniform_mass']})",
     )
     s.add_argument(
         "--success-rate-alpha",
         type=_open_unit_float,
-        default=d["success_rate_alpha"],
+        default=sampler_defaults()["success_rate_alpha"],
         help="learnability: step size of each level's success rate (default %(default)s)",
     )
     o = parser.add_argument_group("output")

@@ -5,10 +5,12 @@ One place for what every training script of plr_gym builds before ``model.learn`
 - the environments: :func:`env_family` and :func:`make_level_venv` (a VecEnv of
   :class:`~plr_gym.LevelWrapper` sub-envs; MiniGrid gets its image observation, optionally the fully
   observed grid);
-- the model: :func:`policy_for` (a CNN for frames, an MLP for MiniGrid's grid codes),
-  :func:`algorithm_class` and :class:`Hyperparameters`;
+- the model: :func:`policy_for` (a CNN for frames: SB3's NatureCNN or the paper's IMPALA-CNN; an MLP for
+  MiniGrid's grid codes), :func:`algorithm_class` and :class:`Hyperparameters`;
 - the whole run: :func:`build_run` gives a :class:`TrainingRun` (the training env wrapped in
-  :class:`~plr_gym.PrioritizedLevelReplay`, a separate evaluation env, the model);
+  :class:`~plr_gym.PrioritizedLevelReplay`, optionally SB3's ``VecNormalize`` reward normalisation,
+  a separate evaluation env, the model); :func:`save_reward_normalization` and
+  :func:`load_reward_normalization` checkpoint the normalisation statistics without pickles;
 - the result files: :func:`write_json` and :func:`write_csv` (atomic), :func:`returns_to_json` /
   :func:`returns_from_json` for per-level returns, :func:`run_dir_name` and :func:`load_final_returns`
   for the run directories of ``plr-gym compare --run``.
@@ -36,6 +38,7 @@ import difflib
 import importlib.util
 import io
 import json
+import math
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -43,10 +46,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 __all__ = [
     "ALGORITHMS",
+    "ENCODERS",
     "ENV_FAMILIES",
     "EVALUATION_FILE",
+    "REWARD_NORMALIZATION_FILE",
+    "VEC_ENVS",
     "Hyperparameters",
     "SetupError",
     "TrainingRun",
@@ -56,6 +64,7 @@ __all__ = [
     "env_family",
     "level_env_wrapper",
     "load_final_returns",
+    "load_reward_normalization",
     "make_level_venv",
     "max_torch_threads",
     "policy_for",
@@ -65,6 +74,7 @@ __all__ = [
     "returns_from_json",
     "returns_to_json",
     "run_dir_name",
+    "save_reward_normalization",
     "set_torch_threads",
     "write_csv",
     "write_json",
@@ -76,6 +86,15 @@ ALGORITHMS: tuple[str, ...] = ("ppo", "a2c", "recurrentppo")
 ENV_FAMILIES: tuple[str, ...] = ("minigrid", "procgen", "other")
 #: A run directory's final held-out evaluation (written by ``plr-gym train``).
 EVALUATION_FILE = "evaluation.json"
+#: A run directory's reward-normalisation statistics (:func:`save_reward_normalization`).
+REWARD_NORMALIZATION_FILE = "reward_normalization.npz"
+#: Image encoders of :func:`policy_for`: ``auto`` (SB3's NatureCNN ``CnnPolicy``), ``nature`` (the same),
+#: ``impala`` (:class:`plr_gym.policies.ImpalaCnnPolicy`, the PLR paper's).
+ENCODERS: tuple[str, ...] = ("auto", "nature", "impala")
+#: How :func:`make_level_venv` steps its sub-envs: ``dummy`` (one process), ``subproc`` (one process per
+#: sub-env) or ``batched`` (Procgen only: :class:`~plr_gym.envs.procgen_sb3.ProcgenVecEnv`, one
+#: ``ProcgenGym3Env`` stepping every game in Procgen's C++ loop).
+VEC_ENVS: tuple[str, ...] = ("dummy", "subproc", "batched")
 
 
 class SetupError(ValueError):
@@ -188,10 +207,13 @@ def make_level_venv(
     env_kwargs: Mapping[str, Any] | None = None,
     subproc: bool = False,
     full_obs: bool = False,
+    batched: bool = False,
 ) -> Any:
     """An SB3 VecEnv of ``n_envs`` :class:`~plr_gym.LevelWrapper` sub-envs (see :func:`level_env_wrapper`).
 
-    Episode returns are recorded by SB3's ``Monitor`` (``infos[i]["episode"]``), which ``make_vec_env`` adds.
+    Episode returns are recorded by SB3's ``Monitor`` (``infos[i]["episode"]``), which ``make_vec_env`` adds;
+    the batched Procgen env has no ``Monitor`` (:func:`build_run` puts ``VecMonitor`` outside the PLR
+    wrapper, where :class:`~plr_gym.envs.procgen_sb3.ProcgenVecEnv` wants it).
 
     :param env_id: a Gymnasium id (MiniGrid, ``plr_gym/procgen-<game>-v0``, or any registered env whose
         ``reset(seed=s)`` selects level ``s``).
@@ -200,7 +222,10 @@ def make_level_venv(
     :param env_kwargs: keyword arguments of ``gym.make``.
     :param subproc: ``SubprocVecEnv`` (one process per sub-env) instead of ``DummyVecEnv``.
     :param full_obs: MiniGrid only: the whole grid as observation.
-    :raises SetupError: an unknown ``env_id``, or ``env_kwargs`` the env does not take.
+    :param batched: Procgen only: one :class:`~plr_gym.envs.procgen_sb3.ProcgenVecEnv` for all sub-envs
+        (``env_kwargs`` are its keywords: ``distribution_mode``, ``num_threads``, ...).
+    :raises SetupError: an unknown ``env_id``, ``env_kwargs`` the env does not take, ``batched`` outside
+        Procgen or with ``subproc``.
 
     Example:
         >>> venv = make_level_venv("MiniGrid-Empty-5x5-v0", n_envs=2, seed=0)
@@ -212,6 +237,8 @@ def make_level_venv(
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     family = env_family(env_id)
+    if batched:
+        return _batched_procgen(env_id, family, n_envs, seed, env_kwargs, subproc)
     wrapper = level_env_wrapper(family, full_obs=full_obs)
     try:
         return make_vec_env(
@@ -226,21 +253,58 @@ def make_level_venv(
         raise SetupError(f"cannot build {env_id} with options {dict(env_kwargs or {})}: {exc}") from None
 
 
+def _batched_procgen(
+    env_id: str,
+    family: str,
+    n_envs: int,
+    seed: int | None,
+    env_kwargs: Mapping[str, Any] | None,
+    subproc: bool,
+) -> Any:
+    """:func:`make_level_venv` with ``batched=True``: a seeded ``ProcgenVecEnv``."""
+    import gymnasium as gym
+
+    if family != "procgen":
+        raise SetupError(
+            "the batched env (--vec-env batched, which --preset paper-procgen sets) is for Procgen games "
+            f"only (plr_gym/procgen-<game>-v0), got {env_id}"
+        )
+    if subproc:
+        raise SetupError("the batched Procgen env steps every game in one process: drop subproc")
+    from plr_gym.envs.procgen_sb3 import ProcgenVecEnv
+
+    game = gym.spec(env_id).kwargs["game"]
+    try:
+        venv = ProcgenVecEnv(game, n_envs=n_envs, **dict(env_kwargs or {}))
+    except (TypeError, ValueError) as exc:
+        raise SetupError(
+            f"cannot build the batched {env_id} with options {dict(env_kwargs or {})}: {exc}"
+        ) from None
+    if seed is not None:
+        venv.seed(seed)
+    return venv
+
+
 # --------------------------------------------------------------------------------------------------
 # model
 # --------------------------------------------------------------------------------------------------
 def policy_for(
-    obs_space: Any, recurrent: bool = False, cnn_features_dim: int | None = None
-) -> tuple[str, dict[str, Any]]:
-    """SB3 policy name and ``policy_kwargs`` for an observation space.
+    obs_space: Any, recurrent: bool = False, cnn_features_dim: int | None = None, encoder: str = "auto"
+) -> tuple[Any, dict[str, Any]]:
+    """SB3 policy (a name or a class) and ``policy_kwargs`` for an observation space.
 
-    A CNN (``CnnPolicy``) for ``uint8`` frames of 32x32 pixels or more (Procgen's 64x64x3), an MLP
-    otherwise; small ``uint8`` grids (MiniGrid's 7x7x3 codes) go to the MLP unscaled
-    (``normalize_images=False``).
+    A CNN for ``uint8`` frames of 32x32 pixels or more (Procgen's 64x64x3): SB3's ``CnnPolicy`` (NatureCNN)
+    by default, or with ``encoder="impala"`` the PLR paper's :class:`~plr_gym.policies.ImpalaCnnPolicy`
+    (IMPALA-CNN encoder, linear heads); an MLP otherwise; small ``uint8`` grids (MiniGrid's 7x7x3 codes) go
+    to the MLP unscaled (``normalize_images=False``).
 
     :param obs_space: the env's observation space.
-    :param recurrent: the LSTM variant (``CnnLstmPolicy``/``MlpLstmPolicy``, for sb3-contrib's RecurrentPPO).
-    :param cnn_features_dim: the CNN's feature size (``features_extractor_kwargs``); ``None``: SB3's default.
+    :param recurrent: the LSTM variant (``CnnLstmPolicy``/``MlpLstmPolicy``, for sb3-contrib's RecurrentPPO;
+        with ``encoder="impala"`` its features extractor is :class:`~plr_gym.policies.ImpalaCNN`).
+    :param cnn_features_dim: the CNN's feature size (``features_extractor_kwargs``); ``None``: SB3's default
+        (the IMPALA-CNN's: 256).
+    :param encoder: one of :data:`ENCODERS`.
+    :raises ValueError: an unknown ``encoder``, or ``"impala"`` for observations that are not frames.
 
     Example:
         >>> import numpy as np
@@ -253,12 +317,25 @@ def policy_for(
     import numpy as np
     from gymnasium import spaces
 
+    if encoder not in ENCODERS:
+        raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, got {encoder!r}")
     kwargs: dict[str, Any] = {}
     image = isinstance(obs_space, spaces.Box) and len(obs_space.shape) == 3 and obs_space.dtype == np.uint8
-    if image and min(obs_space.shape[:2]) >= 32:
+    frames = image and min(obs_space.shape[:2]) >= 32
+    if encoder == "impala" and not frames:
+        raise ValueError(
+            f"encoder='impala' needs uint8 frames of at least 32x32 pixels, got {obs_space}; use 'auto'"
+        )
+    if frames:
         name = "CnnPolicy"
         if cnn_features_dim is not None:
             kwargs["features_extractor_kwargs"] = {"features_dim": cnn_features_dim}
+        if encoder == "impala":
+            from plr_gym.policies import ImpalaCNN, ImpalaCnnPolicy
+
+            if not recurrent:
+                return ImpalaCnnPolicy, kwargs
+            kwargs.update(features_extractor_class=ImpalaCNN, net_arch=[])
     else:
         name = "MlpPolicy"
         if image:
@@ -305,10 +382,16 @@ class Hyperparameters:
     :param ent_coef: entropy bonus.
     :param gamma: discount.
     :param gae_lambda: GAE lambda.
+    :param clip_range: PPO's clipping parameter (A2C does not take it).
+    :param vf_coef: value-loss coefficient (SB3's loss: ``vf_coef * mean((R - V)^2)``).
+    :param max_grad_norm: gradient norm clipping.
+    :param optimizer_eps: epsilon of the optimizer: Adam's (PPO, RecurrentPPO; via ``policy_kwargs``) or
+        RMSprop's (A2C's ``rms_prop_eps``).
 
     Example:
-        >>> Hyperparameters(n_steps=128).for_algorithm("a2c")
-        {'n_steps': 128, 'learning_rate': 0.0005, 'ent_coef': 0.01, 'gamma': 0.99, 'gae_lambda': 0.95}
+        >>> Hyperparameters(n_steps=128).for_algorithm("a2c")  # doctest: +NORMALIZE_WHITESPACE
+        {'n_steps': 128, 'learning_rate': 0.0005, 'ent_coef': 0.01, 'gamma': 0.99, 'gae_lambda': 0.95,
+         'vf_coef': 0.5, 'max_grad_norm': 0.5, 'rms_prop_eps': 1e-05}
     """
 
     n_steps: int = 256
@@ -318,14 +401,22 @@ class Hyperparameters:
     ent_coef: float = 0.01
     gamma: float = 0.99
     gae_lambda: float = 0.95
+    clip_range: float = 0.2
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    optimizer_eps: float = 1e-5
 
     def __post_init__(self) -> None:
         for name in ("n_steps", "batch_size", "n_epochs"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+        for name in ("learning_rate", "clip_range", "max_grad_norm", "optimizer_eps"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        if not (isinstance(self.vf_coef, (int, float)) and math.isfinite(self.vf_coef) and self.vf_coef >= 0):
+            raise ValueError(f"vf_coef must be a finite number >= 0, got {self.vf_coef!r}")
         for name in ("gamma", "gae_lambda"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
@@ -339,10 +430,18 @@ class Hyperparameters:
             "ent_coef": self.ent_coef,
             "gamma": self.gamma,
             "gae_lambda": self.gae_lambda,
+            "vf_coef": self.vf_coef,
+            "max_grad_norm": self.max_grad_norm,
         }
-        if algo != "a2c":
-            kwargs.update(batch_size=self.batch_size, n_epochs=self.n_epochs)
+        if algo == "a2c":
+            kwargs["rms_prop_eps"] = self.optimizer_eps
+        else:
+            kwargs.update(batch_size=self.batch_size, n_epochs=self.n_epochs, clip_range=self.clip_range)
         return kwargs
+
+    def policy_kwargs(self, algo: str) -> dict[str, Any]:
+        """``policy_kwargs`` this asks for: Adam's epsilon for PPO and RecurrentPPO (A2C: none)."""
+        return {} if algo == "a2c" else {"optimizer_kwargs": {"eps": self.optimizer_eps}}
 
     def as_dict(self) -> dict[str, Any]:
         """All fields, in declaration order."""
@@ -395,8 +494,9 @@ def set_torch_threads(n: int | None) -> None:
 class TrainingRun:
     """What :func:`build_run` builds: train on :attr:`venv`, evaluate on :attr:`eval_venv`.
 
-    :param venv: the training env, wrapped in :class:`~plr_gym.PrioritizedLevelReplay`
-        (its sampler is ``venv.sampler``).
+    :param venv: the training env the model steps: :class:`~plr_gym.PrioritizedLevelReplay` (its sampler
+        is :attr:`sampler`), under ``VecMonitor`` for the batched Procgen env and under ``VecNormalize``
+        with reward normalisation (:attr:`reward_normalization`).
     :param eval_venv: a separate VecEnv of ``LevelWrapper`` sub-envs for held-out evaluation
         (:func:`~plr_gym.evaluation.evaluate_levels`, :class:`~plr_gym.HeldOutEvalCallback`).
     :param model: the SB3 model, built on ``venv``.
@@ -409,7 +509,28 @@ class TrainingRun:
     @property
     def sampler(self) -> Any:
         """The training env's level sampler."""
-        return self.venv.sampler
+        return self.plr_venv.sampler
+
+    @property
+    def plr_venv(self) -> Any:
+        """The :class:`~plr_gym.PrioritizedLevelReplay` wrapper inside :attr:`venv`."""
+        from stable_baselines3.common.vec_env import VecEnvWrapper
+
+        from plr_gym.wrappers.sb3 import PrioritizedLevelReplay
+
+        current = self.venv
+        while not isinstance(current, PrioritizedLevelReplay):
+            if not isinstance(current, VecEnvWrapper):
+                raise RuntimeError(f"no PrioritizedLevelReplay wrapper in {self.venv!r}")
+            current = current.venv
+        return current
+
+    @property
+    def reward_normalization(self) -> Any:
+        """SB3's ``VecNormalize`` of the training env, or ``None`` without reward normalisation."""
+        from stable_baselines3.common.vec_env import VecNormalize
+
+        return self.venv if isinstance(self.venv, VecNormalize) else None
 
     def close(self) -> None:
         """Close both envs."""
@@ -430,10 +551,14 @@ def build_run(
     env_kwargs: Mapping[str, Any] | None = None,
     full_obs: bool = False,
     subproc: bool = False,
+    batched: bool = False,
     hyperparameters: Hyperparameters | None = None,
     device: str = "cpu",
     tensorboard_log: str | None = None,
     cnn_features_dim: int | None = None,
+    encoder: str = "auto",
+    normalize_reward: bool = False,
+    normalize_reward_gamma: float = 0.99,
     load_path: str | os.PathLike[str] | None = None,
 ) -> TrainingRun:
     """Build the training env (with PLR), the evaluation env and the model of one run, in this order.
@@ -449,27 +574,57 @@ def build_run(
     :param env_kwargs: keyword arguments of ``gym.make`` (both envs).
     :param full_obs: MiniGrid only: observe the whole grid.
     :param subproc: ``SubprocVecEnv`` for the training env (the evaluation env is always in-process).
+    :param batched: Procgen only: both envs are :class:`~plr_gym.envs.procgen_sb3.ProcgenVecEnv` (the
+        training one under ``VecMonitor``), see :func:`make_level_venv`.
     :param hyperparameters: default :class:`Hyperparameters()`.
     :param device: torch device of the model.
     :param tensorboard_log: TensorBoard directory (``None``: no TensorBoard).
     :param cnn_features_dim: CNN feature size for image observations (see :func:`policy_for`).
+    :param encoder: image encoder, one of :data:`ENCODERS` (see :func:`policy_for`).
+    :param normalize_reward: wrap the training env in SB3's ``VecNormalize(norm_obs=False,
+        norm_reward=True, clip_reward=10, epsilon=1e-8)``, as the PLR paper's code does with OpenAI
+        Baselines' ``VecNormalize(ob=False, ret=True)``: rewards are divided by the running standard
+        deviation of a discounted return (reset at episode ends) and clipped to [-10, 10]. The evaluation
+        env and the episode returns in ``infos`` stay raw.
+    :param normalize_reward_gamma: discount of that running return (Baselines' default, 0.99, which the
+        paper's code keeps even with PPO's gamma of 0.999).
     :param load_path: continue a saved model (``algo``'s ``load``) instead of building a new one; the
-        hyperparameters are the saved model's.
+        hyperparameters are the saved model's (reward-normalisation statistics: see
+        :func:`load_reward_normalization`).
     :raises SetupError: an unknown env or algorithm, env options the env does not take, or a sampler that
         does not fit the env. The envs built so far are closed on any error.
     """
+    from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
+
     from plr_gym.wrappers.sb3 import PrioritizedLevelReplay
 
     algo_cls = algorithm_class(algo)
     hyper = Hyperparameters() if hyperparameters is None else hyperparameters
-    base = make_level_venv(env_id, n_envs, env_seed, env_kwargs, subproc=subproc, full_obs=full_obs)
+    if not (isinstance(normalize_reward_gamma, (int, float)) and 0.0 <= normalize_reward_gamma <= 1.0):
+        raise SetupError(f"normalize_reward_gamma must be in [0, 1], got {normalize_reward_gamma!r}")
+    base = make_level_venv(
+        env_id, n_envs, env_seed, env_kwargs, subproc=subproc, full_obs=full_obs, batched=batched
+    )
     try:
-        venv = PrioritizedLevelReplay(base, sampler=sampler)
+        venv: Any = PrioritizedLevelReplay(base, sampler=sampler)
     except (ValueError, TypeError) as exc:
         base.close()
         raise SetupError(str(exc)) from None
+    if batched:
+        venv = VecMonitor(venv)
+    if normalize_reward:
+        venv = VecNormalize(
+            venv,
+            norm_obs=False,
+            norm_reward=True,
+            clip_reward=10.0,
+            gamma=normalize_reward_gamma,
+            epsilon=1e-8,
+        )
     try:
-        eval_venv = make_level_venv(env_id, eval_n_envs or n_envs, eval_seed, env_kwargs, full_obs=full_obs)
+        eval_venv = make_level_venv(
+            env_id, eval_n_envs or n_envs, eval_seed, env_kwargs, full_obs=full_obs, batched=batched
+        )
     except BaseException:
         venv.close()
         raise
@@ -477,9 +632,16 @@ def build_run(
         if load_path is not None:
             model = algo_cls.load(load_path, env=venv, device=device, tensorboard_log=tensorboard_log)
         else:
-            policy, policy_kwargs = policy_for(
-                venv.observation_space, recurrent=algo == "recurrentppo", cnn_features_dim=cnn_features_dim
-            )
+            try:
+                policy, policy_kwargs = policy_for(
+                    venv.observation_space,
+                    recurrent=algo == "recurrentppo",
+                    cnn_features_dim=cnn_features_dim,
+                    encoder=encoder,
+                )
+            except ValueError as exc:
+                raise SetupError(str(exc)) from None
+            policy_kwargs = {**hyper.policy_kwargs(algo), **policy_kwargs}
             model = algo_cls(
                 policy,
                 venv,
@@ -573,6 +735,84 @@ def write_csv(
     with atomic_open(target) as f:
         f.write(buffer.getvalue().encode("utf-8"))
     return target
+
+
+def save_reward_normalization(venv: Any, path: str | os.PathLike[str]) -> Path:
+    """Save a ``VecNormalize``'s reward-normalisation state (running return statistics and each env's
+    running return) to an ``.npz`` of plain arrays, atomically (no pickle, unlike ``VecNormalize.save``).
+
+    :raises TypeError: ``venv`` is not a ``VecNormalize``.
+
+    Example:
+        >>> import tempfile
+        >>> from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+        >>> import gymnasium as gym
+        >>> venv = VecNormalize(DummyVecEnv([lambda: gym.make("CartPole-v1")]), norm_obs=False)
+        >>> path = save_reward_normalization(venv, Path(tempfile.mkdtemp()) / REWARD_NORMALIZATION_FILE)
+        >>> load_reward_normalization(venv, path).ret_rms.count
+        0.0001
+    """
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from plr_gym.checkpoint import save_npz
+
+    if not isinstance(venv, VecNormalize):
+        raise TypeError(f"venv must be a VecNormalize, got {type(venv).__name__}")
+    target = Path(path)
+    save_npz(
+        target,
+        {
+            "ret_mean": np.asarray(venv.ret_rms.mean, dtype=np.float64),
+            "ret_var": np.asarray(venv.ret_rms.var, dtype=np.float64),
+            "ret_count": np.asarray(venv.ret_rms.count, dtype=np.float64),
+            "returns": np.asarray(venv.returns, dtype=np.float64),
+            "gamma": np.asarray(venv.gamma, dtype=np.float64),
+            "epsilon": np.asarray(venv.epsilon, dtype=np.float64),
+            "clip_reward": np.asarray(venv.clip_reward, dtype=np.float64),
+        },
+    )
+    return target
+
+
+def load_reward_normalization(venv: Any, path: str | os.PathLike[str]) -> Any:
+    """Restore what :func:`save_reward_normalization` saved into ``venv`` (a ``VecNormalize``); returns it.
+
+    :raises TypeError: ``venv`` is not a ``VecNormalize``.
+    :raises ValueError: the file is not such a save, or it was made with another ``gamma``, ``epsilon``,
+        ``clip_reward`` or number of envs (``venv`` is left as it was).
+    """
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from plr_gym.checkpoint import load_npz
+
+    if not isinstance(venv, VecNormalize):
+        raise TypeError(f"venv must be a VecNormalize, got {type(venv).__name__}")
+    data = load_npz(path)
+    keys = {"ret_mean", "ret_var", "ret_count", "returns", "gamma", "epsilon", "clip_reward"}
+    if set(data) != keys:
+        raise ValueError(f"{path} is not a reward-normalisation save (keys {sorted(data)})")
+    for name in ("gamma", "epsilon", "clip_reward"):
+        if float(data[name]) != float(getattr(venv, name)):
+            raise ValueError(
+                f"{path} was saved with {name}={float(data[name])}, this env has {getattr(venv, name)}"
+            )
+    if data["returns"].shape != (venv.num_envs,):
+        raise ValueError(
+            f"{path} holds {data['returns'].shape} running returns, this env has {venv.num_envs} envs"
+        )
+    stats = (float(data["ret_mean"]), float(data["ret_var"]), float(data["ret_count"]))
+    if (
+        not all(math.isfinite(x) for x in stats)
+        or stats[1] < 0
+        or stats[2] <= 0
+        or not np.isfinite(data["returns"]).all()
+    ):
+        raise ValueError(f"{path} holds invalid statistics (mean, var, count) = {stats}")
+    venv.ret_rms.mean = np.asarray(stats[0], dtype=np.float64)
+    venv.ret_rms.var = np.asarray(stats[1], dtype=np.float64)
+    venv.ret_rms.count = stats[2]
+    venv.returns = data["returns"].copy()
+    return venv
 
 
 def returns_to_json(returns: Mapping[int, Sequence[float]]) -> dict[str, list[float]]:

@@ -1,0 +1,160 @@
+"""``benchmarks/paper_campaign.py``: the lease plan, the report's normalised returns, bundles, and a real
+CPU smoke campaign that is stopped and resumed."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = importlib.util.spec_from_file_location("paper_campaign", ROOT / "benchmarks" / "paper_campaign.py")
+assert SPEC is not None and SPEC.loader is not None
+campaign = importlib.util.module_from_spec(SPEC)
+sys.modules["paper_campaign"] = campaign
+SPEC.loader.exec_module(campaign)
+
+
+def fake_run(out: Path, name: str, points: list[tuple[int, float, float]], final: float | None) -> Path:
+    """A run directory as ``plr-gym train`` leaves it: eval.csv (test rows), evaluation.json when done."""
+    path = out / "runs" / name
+    path.mkdir(parents=True)
+    with open(path / "eval.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["timesteps", "split", "n_levels", "mean", "wall_time"])
+        for steps, mean, wall in points:
+            w.writerow([steps, "test", 2, mean, wall])
+            w.writerow([steps, "train", 2, mean + 1, wall])
+    (path / "model.zip").write_bytes(b"x" * 1000)
+    if final is not None:
+        record = {"timesteps": points[-1][0], "summary": {"mean": final}}
+        (path / "evaluation.json").write_text(json.dumps(record))
+    return path
+
+
+def test_plan_names_every_step_of_a_lease() -> None:
+    args = argparse.Namespace(
+        game="bigfish",
+        seeds=[0, 1],
+        methods=["uniform", "paper"],
+        out="benchmarks/results/paper_campaign/bigfish",
+    )
+    text = campaign.plan(args, ["--timesteps", "5000000"])
+    for piece in (
+        "--prepare",
+        'carry=["benchmarks/.gpu_payload"]',
+        "pip install -q --no-index --no-deps",
+        "dpkg -x $f /tmp/gl",
+        "LD_LIBRARY_PATH=/tmp/gl/usr/lib/x86_64-linux-gnu",
+        "setsid nohup python3 benchmarks/paper_campaign.py --game bigfish --seeds 0 1",
+        "--methods uniform paper",
+        "--timesteps 5000000",
+        "--status",
+        "--stop --grace 120",
+        "--report",
+        "$OUT",
+        "--bundle 0 --bundle-to $OUT",
+        "--unbundle",
+    ):
+        assert piece in text, piece
+
+
+def test_methods_flags() -> None:
+    from plr_gym.sampler import sampler_defaults
+
+    assert campaign.method_args("uniform") == ["--sampler", "uniform"]
+    flags = campaign.method_args("plr_defaults")
+    d = sampler_defaults()
+    assert flags[flags.index("--staleness-coef") + 1] == str(d["staleness_coef"])
+    assert flags[flags.index("--temperature") + 1] == str(d["temperature"])
+    with pytest.raises(ValueError, match="method must be one of"):
+        campaign.method_args("best")
+    assert campaign.target_steps([]) == 25_000_000
+    assert campaign.target_steps(["--timesteps", "512", "--timesteps=2048"]) == 2048
+
+
+def test_report_normalises_by_uniforms_mean_and_counts_steps_per_second(tmp_path: Path) -> None:
+    fake_run(tmp_path, "uniform-seed0", [(0, 1.0, 10.0), (100, 2.0, 20.0), (200, 4.0, 30.0)], 4.0)
+    fake_run(tmp_path, "uniform-seed1", [(0, 1.0, 5.0), (100, 6.0, 15.0), (200, 6.0, 25.0)], 6.0)
+    # resumed at step 100: wall_time restarts; steps/s sums the two processes' segments
+    fake_run(
+        tmp_path, "paper-seed0", [(0, 1.0, 0.0), (100, 3.0, 50.0), (100, 3.0, 1.0), (200, 5.0, 51.0)], 5.0
+    )
+    fake_run(tmp_path, "paper-seed1", [(0, 1.0, 0.0), (100, 3.0, 10.0)], None)  # unfinished
+    result = campaign.write_report(tmp_path, "bigfish", 200)
+    assert result["uniform_mean"] == 5.0
+    paper = result["methods"]["paper"]
+    assert paper["seeds"] == [0] and paper["normalised"] == [100.0]
+    assert result["methods"]["uniform"]["normalised"] == [80.0, 120.0]
+    runs = {r["run"]: r for r in result["runs"]}
+    assert runs["paper-seed0"]["steps_per_s"] == pytest.approx(200 / 100)
+    assert runs["uniform-seed0"]["steps_per_s"] == pytest.approx(200 / 20)
+    assert runs["paper-seed1"]["state"] == "partial" and runs["paper-seed1"]["final_mean"] is None
+    rows = list(csv.DictReader(open(tmp_path / "curves.csv")))
+    assert {
+        "method": "uniform",
+        "seed": "1",
+        "timesteps": "100",
+        "heldout_mean": "6.0",
+        "normalised": "120.0",
+    } in rows
+    table = (tmp_path / "results.md").read_text()
+    assert "| paper | 1 | 5.000 | 100.0 |" in table  # one seed: no standard error
+    assert "| uniform | 2 | 5.000 ± 1.000 | 100.0 ± 20.0 |" in table
+
+
+def test_bundles_fit_the_transfer_limit_and_round_trip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "camp"
+    for k in range(3):
+        fake_run(out, f"paper-seed{k}", [(0, 1.0, 0.0), (64, 2.0, 1.0)], None)
+        (out / "runs" / f"paper-seed{k}.log").write_text(f"log {k}\n")
+    monkeypatch.setattr(campaign, "BUNDLE_BYTES", 2500)  # two fake runs per group
+    groups = campaign.bundle_groups(out)
+    assert [[p.name for p in g] for g in groups] == [["paper-seed0", "paper-seed1"], ["paper-seed2"]]
+    dest = tmp_path / "OUT"
+    dest.mkdir()
+    assert campaign.bundle(out, 0, dest) == 0 and campaign.bundle(out, 1, dest) == 0
+    assert campaign.bundle(out, 2, dest) == 2
+    restored = tmp_path / "restored"
+    assert campaign.unbundle(restored, sorted(dest.iterdir())) == 0
+    for k in range(3):
+        assert (restored / "runs" / f"paper-seed{k}" / "eval.csv").read_text() == (
+            out / "runs" / f"paper-seed{k}" / "eval.csv"
+        ).read_text()
+        assert (restored / "runs" / f"paper-seed{k}.log").read_text() == f"log {k}\n"
+
+
+@pytest.mark.slow
+def test_cpu_smoke_campaign_runs_in_parallel_then_resumes(tmp_path: Path) -> None:
+    """Two runs of --preset paper-procgen in parallel (512 steps), then the same command with a larger
+    budget resumes both from their checkpoints and the report counts them done."""
+    pytest.importorskip("procgen")
+    from conftest import run_benchmark
+
+    out = tmp_path / "bigfish"
+    base = ["--seeds", "0", "--methods", "uniform", "paper", "--smoke", "--out", str(out), "--poll", "1"]
+    run_benchmark("paper_campaign.py", *base, "--timesteps", "512", "--eval-freq", "256")
+    first = json.loads((out / "results.json").read_text())
+    assert {r["run"]: r["state"] for r in first["runs"]} == {"paper-seed0": "done", "uniform-seed0": "done"}
+    assert first["campaign"]["parallel_runs"] == 2 and first["methods"]["paper"]["normalised"]
+    config = json.loads((out / "runs" / "paper-seed0" / "config.json").read_text())
+    assert (config["preset"], config["encoder"], config["normalize_reward"]) == (
+        "paper-procgen",
+        "impala",
+        True,
+    )
+    assert config["sampler"] == "plr" and config["staleness_coef"] == 0.1
+    run_benchmark("paper_campaign.py", *base, "--timesteps", "1024", "--eval-freq", "256")
+    second = json.loads((out / "results.json").read_text())
+    assert all(r["state"] == "done" and r["final_timesteps"] >= 1024 for r in second["runs"])
+    log = (out / "runs" / "paper-seed0.log").read_text()
+    assert "--resume" in log and "(resumed at step 512)" in log
+    curve = [r for r in csv.DictReader(open(out / "curves.csv")) if r["method"] == "paper"]
+    assert [int(r["timesteps"]) for r in curve] == [0, 256, 512, 768, 1024]
