@@ -1,6 +1,6 @@
 """Batched Procgen with per-episode level choice as a Stable-Baselines3 ``VecEnv``: :class:`ProcgenVecEnv`.
 
-The SB3 face of :mod:`plr_gym.envs.procgen_vector` (one ``ProcgenGym3Env(num=N)``, every episode on the
+The SB3 face of :mod:`plr_gym.envs.procgen_vector` (one Procgen C environment of ``N`` games, every episode on the
 level it is told to play, exactly as ``LevelWrapper(ProcgenLevelEnv(...))`` plays it). Kept in its own
 module so that Gymnasium users do not import Stable-Baselines3.
 """
@@ -25,7 +25,7 @@ __all__ = ["ProcgenVecEnv"]
 
 
 class ProcgenVecEnv(VecEnv):
-    """``n_envs`` Procgen games in one ``ProcgenGym3Env(num=n_envs)``, each episode on a level you choose.
+    """``n_envs`` Procgen games in one Procgen C environment, each episode on a level you choose.
 
     A Stable-Baselines3 ``VecEnv`` in which sub-env ``i`` behaves exactly as
     ``DummyVecEnv([lambda: LevelWrapper(ProcgenLevelEnv(game, ...)), ...])``'s sub-env ``i`` (same
@@ -173,7 +173,7 @@ class ProcgenVecEnv(VecEnv):
         return [wrapped for _ in self._indices(indices)]
 
     def get_state(self, index: int) -> bytes:
-        """Procgen's serialized state of env ``index``'s game (what ``ProcgenGym3Env.get_state`` returns)."""
+        """Procgen's serialized state of env ``index``'s game (what stock Procgen's ``get_state`` returns)."""
         return self._batch.get_state(index)
 
     def __repr__(self) -> str:
