@@ -74,8 +74,8 @@ class ProcgenCore:
             buffer = buffers[name]
             if not isinstance(buffer, np.ndarray) or buffer.shape != shape or buffer.dtype != dtype:
                 raise RuntimeError(
-                    f"plr_gym expects Procgen's {name!r} buffer as a {np.dtype(dtype)} array of shape {shape}, "
-                    f"got {buffer!r:.80}"
+                    f"plr_gym expects Procgen's {name!r} buffer as a {np.dtype(dtype)} array of shape "
+                    f"{shape}, got {buffer!r:.80}"
                 )
         self.num = num
         self.action: npt.NDArray[np.int32] = buffers["action"]
@@ -269,6 +269,6 @@ def procgen_backend() -> ProcgenBackend:
         return backend(module)
     detail = f" ({'; '.join(failures)})" if failures else ""
     raise ImportError(
-        "plr_gym's Procgen envs need Procgen: procgen-mirror (Python 3.11/3.12) or procgen-gym (Python 3.13); "
-        f"install it with {INSTALL_HINT}{detail}"
+        "plr_gym's Procgen envs need Procgen: procgen-mirror (Python 3.11/3.12) or procgen-gym "
+        f"(Python 3.13); install it with {INSTALL_HINT}{detail}"
     )

@@ -259,9 +259,9 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
     Level ``s`` is the level that stock Procgen plays when built with ``num_levels=1, start_level=s``
     (``procgen.ProcgenGym3Env(num=1, env_name=game, ...)`` on procgen-mirror,
     ``procgen_gym.ProcgenVecEnv(num_envs=1, env_name=game, ...)`` on procgen-gym): same first observation,
-    and the same observations and rewards for the same actions. The adapter runs on stock Procgen; see the module docstring for how a
-    level switch is done (≈0.15 ms for a cached level, ≈0.5 ms for a new one) and for the exact meaning of
-    ``terminated`` / ``truncated``.
+    and the same observations and rewards for the same actions. The adapter runs on stock Procgen; see the
+    module docstring for how a level switch is done (≈0.15 ms for a cached level, ≈0.5 ms for a new one)
+    and for the exact meaning of ``terminated`` / ``truncated``.
 
     Choosing the level of an episode, in order of precedence:
 

@@ -1,8 +1,8 @@
 """Batched Procgen with per-episode level choice as a Stable-Baselines3 ``VecEnv``: :class:`ProcgenVecEnv`.
 
-The SB3 face of :mod:`plr_gym.envs.procgen_vector` (one Procgen C environment of ``N`` games, every episode on the
-level it is told to play, exactly as ``LevelWrapper(ProcgenLevelEnv(...))`` plays it). Kept in its own
-module so that Gymnasium users do not import Stable-Baselines3.
+The SB3 face of :mod:`plr_gym.envs.procgen_vector` (one Procgen C environment of ``N`` games, every
+episode on the level it is told to play, exactly as ``LevelWrapper(ProcgenLevelEnv(...))`` plays it). Kept
+in its own module so that Gymnasium users do not import Stable-Baselines3.
 """
 
 from __future__ import annotations
