@@ -111,19 +111,22 @@ class ProcgenVecEnv(VecEnv):
         obs, rewards, terminated, truncated, level_complete, step_levels, ended, final_obs = self._batch.step(
             actions
         )
-        levels = step_levels.tolist()
-        complete = level_complete.tolist()
+        # one fresh dict per env, as SB3 wants (VecMonitor adds to them); level_complete can only be True
+        # where an episode ended, so those are the only entries that read it
         infos: list[dict[str, Any]] = [
-            {"level": level, "level_complete": done} for level, done in zip(levels, complete)
+            {"level": level, "level_complete": False} for level in step_levels.tolist()
         ]
+        if ended.size == 0:
+            return obs, rewards, terminated, infos  # no episode ended: dones are all False, as `terminated`
         dones = terminated | truncated
-        if ended.size:
-            current = self._batch.current
-            for k, i in enumerate(ended.tolist()):
-                infos[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
-                infos[i]["terminal_observation"] = final_obs[k]
-                self.reset_infos[i] = {"level": int(current[i])}
-        return obs, rewards.astype(np.float32, copy=False), dones, infos
+        current = self._batch.current
+        for k, i in enumerate(ended.tolist()):
+            info = infos[i]
+            info["level_complete"] = bool(level_complete[i])
+            info["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
+            info["terminal_observation"] = final_obs[k]
+            self.reset_infos[i] = {"level": int(current[i])}
+        return obs, rewards, dones, infos
 
     def close(self) -> None:
         self._batch.close()

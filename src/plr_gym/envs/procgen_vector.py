@@ -126,7 +126,10 @@ class ProcgenBatch:
         self.current = np.zeros(n, dtype=np.int64)  # level of each env's current episode
         self.queued: list[int | None] = [None] * n  # next_level of each env (LevelWrapper semantics)
         self.elapsed = np.zeros(n, dtype=np.int64)
-        self.frames = np.zeros((n, *_OBS_SHAPE), dtype=np.uint8)  # each env's latest frame
+        # each env's latest frame: the array the last step/reset returned, kept without a copy (see step)
+        self.frames = np.zeros((n, *_OBS_SHAPE), dtype=np.uint8)
+        self._no_complete = np.zeros(n, dtype=bool)
+        self._no_complete.flags.writeable = False
         self.rng = np.random.default_rng()
         self.needs_reset = True
         self.closed = False
@@ -155,14 +158,15 @@ class ProcgenBatch:
             self.elapsed[i] = 0
 
     def reset(self, indices: Sequence[int], levels: Sequence[int]) -> npt.NDArray[np.uint8]:
-        """Start the envs ``indices`` on ``levels``; returns every env's latest frame (a copy)."""
+        """Start the envs ``indices`` on ``levels``; returns every env's latest frame (a new array)."""
         self.needs_reset = True
         self.load(indices, levels)
         self.core.observe()
-        index = np.asarray(indices, dtype=np.intp)
-        self.frames[index] = self.core.rgb[index]
+        # Procgen's buffer holds every game's latest frame: set_state renders the loaded games' first frames
+        # and the other games still show the frame their last step returned.
+        self.frames = self.core.rgb.copy()
         self.needs_reset = False
-        return self.frames.copy()
+        return self.frames
 
     # ------------------------------------------------------------------ stepping
     def step(self, actions: npt.NDArray[np.int32]) -> tuple[Any, ...]:
@@ -172,7 +176,14 @@ class ProcgenBatch:
             ``obs`` the frames after the step (the next episode's first frame for ended envs), ``step_levels``
             the level of each env's transition, ``ended`` the indices of the envs whose episode ended and
             ``final_obs`` their last frames, shape ``(len(ended), 64, 64, 3)``. ``obs`` is a new array
-            (one copy of Procgen's buffers, as stock ``observe`` makes).
+            (one copy of Procgen's buffers, as stock ``observe`` makes); ``level_complete`` and
+            ``step_levels`` may be read-only or shared with the engine: the faces copy what they hand out.
+
+        Cost on top of stock's ``act``/``observe``: a few operations on ``(N,)`` arrays, and per ended
+        episode one ``set_state`` (and a Python call or two). Procgen never renders the last frame of an
+        episode the game ends (it resets inside the step), so that final observation is the frame the
+        previous step returned: the engine keeps a reference to the ``obs`` array it returned (no copy of
+        ``N`` frames per step) and reads the terminated envs' rows from it.
         """
         if self.closed:
             raise RuntimeError("the environment is closed")
@@ -181,7 +192,7 @@ class ProcgenBatch:
         self.needs_reset = True
         timeout = self.max_episode_steps
         elapsed = self.elapsed
-        if elapsed.max() >= timeout - 1:
+        if int(np.max(elapsed)) >= timeout - 1:
             for i in np.flatnonzero(elapsed >= timeout - 1).tolist():
                 self._extend_time_limit(i)
         # the stock envs' act()/observe() around the same two C calls, without their checks and dict copies
@@ -195,12 +206,12 @@ class ProcgenBatch:
         elapsed += 1
         truncated = elapsed >= timeout
         ended_mask = terminated | truncated
+        if not ended_mask.any():
+            self.frames = obs  # the final observation of an episode that the game ends in the next step
+            self.needs_reset = False
+            return obs, rewards, terminated, truncated, self._no_complete, self.current, _NONE_ENDED, None
         step_levels = self.current.copy()
         level_complete = np.zeros(self.num_envs, dtype=bool)
-        if not ended_mask.any():
-            np.copyto(self.frames, obs)  # kept for the final observation of an episode that ends next
-            self.needs_reset = False
-            return obs, rewards, terminated, truncated, level_complete, step_levels, _NONE_ENDED, None
         term = np.flatnonzero(terminated)
         if term.size:
             # Procgen already reset these games: keep the last frame of the ended episode (its final
@@ -212,7 +223,7 @@ class ProcgenBatch:
         ended_list = ended.tolist()
         self.load(ended_list, [self.choose(i, None, None) for i in ended_list])
         obs[ended] = core.rgb[ended]  # set_state rendered each loaded game's first frame there
-        np.copyto(self.frames, obs)
+        self.frames = obs
         self.needs_reset = False
         return obs, rewards, terminated, truncated, level_complete, step_levels, ended, final_obs
 
@@ -453,7 +464,7 @@ class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
             "_level": np.ones(n, dtype=bool),
         }
         if ended.size == 0:
-            info["level_complete"] = level_complete
+            info["level_complete"] = np.zeros(n, dtype=bool)  # only an ended episode can be complete
             info["_level_complete"] = np.ones(n, dtype=bool)
             return obs, rewards, terminated, truncated, info
         ended_mask = np.zeros(n, dtype=bool)
