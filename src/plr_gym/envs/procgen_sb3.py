@@ -37,6 +37,8 @@ class ProcgenVecEnv(VecEnv):
     ``set_options([{"level": ...}])`` and ``seed()`` act as on that ``LevelWrapper``, so
     :class:`plr_gym.PrioritizedLevelReplay` and :func:`plr_gym.evaluation.evaluate_levels` use it as they
     are. Put ``VecMonitor`` (episode statistics) outside: ``VecMonitor(PrioritizedLevelReplay(venv, ...))``.
+    ``terminal_observation`` of an episode the game ended is read from the observations the previous step
+    returned (see :class:`~plr_gym.envs.ProcgenVectorEnv`, "Final observations"): do not edit them in place.
 
     :param game: one of :data:`~plr_gym.envs.GAMES`.
     :param n_envs: number of games stepped together.

@@ -309,6 +309,13 @@ class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
     or autoreset), else one drawn uniformly from ``[start_level, start_level + num_levels)``.
     :class:`plr_gym.vector.PrioritizedLevelReplay` uses exactly these calls, so it wraps this env directly.
 
+    **Final observations.** Procgen never renders the last frame of an episode that the game ends (it
+    resets the game inside that step): the final observation of env ``i`` is the frame the previous step
+    returned for it, which the env reads from the ``obs`` array it returned then (it keeps that array
+    instead of copying ``N`` frames every step). Transform observations into new arrays, as Gymnasium's
+    and SB3's wrappers do; an in-place edit of a returned ``obs`` shows in a final observation of the
+    next step.
+
     Info keys: ``info["level"]`` (``int64``, shape ``(N,)``) is the level of each env's returned observation,
     ``info["level_complete"]`` is ``True`` where the step ended the episode by solving the level (for ended
     envs under ``info["final_info"]``, as in ``SyncVectorEnv``), each with its ``_key`` mask.
