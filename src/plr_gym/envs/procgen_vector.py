@@ -489,16 +489,16 @@ class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
             info["level_complete"] = none.copy()  # only an ended episode can be complete
             info["_level_complete"] = every.copy()
             return obs, rewards, terminated, truncated, info
-        ended_mask = np.zeros(n, dtype=bool)
+        ended_mask = none.copy()
         ended_mask[ended] = True
-        info["level_complete"] = np.zeros(n, dtype=bool)
+        info["level_complete"] = none.copy()
         info["_level_complete"] = ~ended_mask
-        finals = np.full(n, None, dtype=object)
+        finals = np.empty(n, dtype=object)  # all None
         for k, i in enumerate(ended.tolist()):
             finals[i] = final_obs[k]
         final_levels = np.zeros(n, dtype=np.int64)
         final_levels[ended] = step_levels[ended]
-        final_complete = np.zeros(n, dtype=bool)
+        final_complete = none.copy()
         final_complete[ended] = level_complete[ended]
         info["final_obs"] = finals
         info["_final_obs"] = ended_mask
