@@ -116,6 +116,8 @@ ActType = Union[int, np.integer[Any]]
 
 def _check_level(value: object, name: str) -> int:
     """Return ``value`` as a level id in ``[0, MAX_LEVEL]`` or raise ``TypeError``/``ValueError``."""
+    if type(value) is int and 0 <= value <= MAX_LEVEL:  # the common case, without the ABC check
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int level id in [0, 2**31 - 1], got {value!r}")
     level = int(value)

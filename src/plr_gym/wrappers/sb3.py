@@ -184,9 +184,12 @@ class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
     def _check_reset_levels(self, indices: npt.NDArray[np.int64]) -> None:
         """Check that the envs in ``indices`` report the level they were told to play."""
         reset_infos = self.venv.reset_infos
+        current = self._current
         for i in indices.tolist():
-            reported = reset_infos[i].get("level", self._current[i])
-            if level_key(reported) != level_key(self._current[i]):
+            reported = reset_infos[i].get("level", current[i])
+            if type(reported) is int and current.dtype.kind == "i" and reported == current[i]:
+                continue  # the common case: int levels, equal (level_key would say the same)
+            if level_key(reported) != level_key(current[i]):
                 raise RuntimeError(
                     f"env {i} started an episode on level {reported!r} but {type(self).__name__} chose level "
                     f"{self._current[i]!r}: something between the VecEnv and the LevelWrapper passes its "
