@@ -512,3 +512,13 @@ def test_library_defaults_are_the_studys_choice() -> None:
     assert (minigrid.staleness_coef, minigrid.seed) == (0.3, 3)
     with pytest.raises(ValueError, match="preset"):
         LevelSampler.paper_defaults(levels=range(6), preset="paper")
+
+
+def test_next_levels_refuses_a_foreign_level_from_an_overriding_sample() -> None:
+    class Stray(LevelSampler):
+        def sample(self, n: int | None = None) -> np.ndarray:  # type: ignore[override]
+            return np.full(n or 1, 999)
+
+    assert set(LevelSampler(range(10), seed=0).next_levels(np.arange(3)).tolist()) <= set(range(10))
+    with pytest.raises(ValueError, match="the sampler returned a level it does not hold"):
+        Stray(range(10), seed=0).next_levels(np.arange(2))

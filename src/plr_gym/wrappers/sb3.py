@@ -164,7 +164,7 @@ class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
     @property
     def step_levels(self) -> npt.NDArray[np.int64]:
         """Level of each env's transition in the latest :meth:`step` (what ``infos[i]["level"]`` holds),
-        shape ``(num_envs,)``; a read-only view, overwritten by the next step."""
+        shape ``(num_envs,)``; a read-only view (each step records its levels in a new array)."""
         view = self._step_levels.view()
         view.flags.writeable = False
         return view
@@ -185,9 +185,12 @@ class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
     def _check_reset_levels(self, indices: npt.NDArray[np.int64]) -> None:
         """Check that the envs in ``indices`` report the level they were told to play."""
         reset_infos = self.venv.reset_infos
+        current = self._current
         for i in indices.tolist():
-            reported = reset_infos[i].get("level", self._current[i])
-            if level_key(reported) != level_key(self._current[i]):
+            reported = reset_infos[i].get("level", current[i])
+            if type(reported) is int and current.dtype.kind == "i" and reported == current[i]:
+                continue  # the common case: int levels, equal (level_key would say the same)
+            if level_key(reported) != level_key(current[i]):
                 raise RuntimeError(
                     f"env {i} started an episode on level {reported!r} but {type(self).__name__} chose level "
                     f"{self._current[i]!r}: something between the VecEnv and the LevelWrapper passes its "
@@ -265,10 +268,11 @@ class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
         self._needs_reset = True
         try:
             obs, rewards, dones, infos = self.venv.step_wait()
-            self._step_levels[:] = self._current
-            self._level_log.append(self._step_levels.copy())
+            # a new array each step, shared by the log and step_levels (neither is ever written again)
+            self._step_levels = self._current.copy()
+            self._level_log.append(self._step_levels)
             self.steps_since_reset += 1
-            done = np.flatnonzero(dones)
+            done = np.asarray(dones).nonzero()[0]
             self._score_watch.step(done.size, self.source)
             if done.size:
                 # Autoreset envs started the episode queued for them; queue the one after.
