@@ -125,6 +125,7 @@ def unexpected_skips(skipped: list[Any], allowed: list[str]) -> list[str]:
         if not any(fnmatch.fnmatch(nodeid, pattern) for pattern in allowed):
             longrepr = report.longrepr
             reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+            reason = reason.removeprefix("Skipped: ")
             bad.append(f"{nodeid}: {reason}")
     return sorted(set(bad))
 
