@@ -8,6 +8,7 @@ the suite (``make dist``), then points ``PLR_GYM_DIST`` at them; without it the 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.metadata
 import json
 import os
@@ -268,8 +269,13 @@ def distributions_of(extras: list[str]) -> set[str]:
     return seen
 
 
+@functools.cache
+def module_distributions() -> dict[str, list[str]]:
+    return importlib.metadata.packages_distributions()
+
+
 def provided_by(module: str) -> set[str]:
-    return {canonicalize_name(d) for d in importlib.metadata.packages_distributions().get(module, [])}
+    return {canonicalize_name(d) for d in module_distributions().get(module, [])}
 
 
 def test_the_install_sections_extras_bring_what_every_quick_start_uses() -> None:
