@@ -18,13 +18,14 @@ from typing import Any
 
 import pytest
 
-from conftest import repository_url
+from conftest import repository_url, stack_name
 from plr_gym.sampler import SCORE_TRANSFORMS, STRATEGIES
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SCRIPTS = sorted(EXAMPLES.glob("*.py"))
 NOTEBOOKS = sorted(EXAMPLES.glob("*.ipynb"))
-NEEDS = {"ppo_procgen": "procgen", "plr_procgen": "procgen"}
+# Procgen is procgen-mirror's `procgen` on Python 3.11/3.12 and procgen-gym's `procgen_gym` on 3.13
+NEEDS = {"ppo_procgen": ("procgen", "procgen_gym"), "plr_procgen": ("procgen", "procgen_gym")}
 # (steps, evaluation levels) per example: enough for a few rollouts (PLR scores a few episodes).
 BUDGET = {
     "ppo_procgen": ("256", "2"),
@@ -43,9 +44,9 @@ def tiny_env(name: str) -> dict[str, str]:
 
 
 def skip_without(name: str) -> None:
-    module = NEEDS.get(name)
-    if module is not None and importlib.util.find_spec(module) is None:
-        pytest.skip(f"{name} needs {module}")
+    modules = NEEDS.get(name, ())
+    if modules and all(importlib.util.find_spec(m) is None for m in modules):
+        pytest.skip(f"{name} needs Procgen, not installed on this stack ({stack_name()})")
 
 
 def test_examples_exist() -> None:
