@@ -51,7 +51,10 @@ def procgen_header(command: str) -> list[str]:
 
     import gymnasium
     import numpy as np
-    import procgen
+
+    from plr_gym.envs import procgen_backend
+
+    backend = procgen_backend()
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return [
@@ -60,6 +63,6 @@ def procgen_header(command: str) -> list[str]:
         f"- date: {now}",
         f"- machine: {cpu_model()}, {os.cpu_count()} logical cores, {platform.platform()}",
         f"- software: Python {platform.python_version()}, numpy {np.__version__}, "
-        f"gymnasium {gymnasium.__version__}, procgen {procgen.__version__.strip()}",
+        f"gymnasium {gymnasium.__version__}, Procgen build {backend.name} {backend.version}",
         f"- load average at start: {load_average()}",
     ]

@@ -2,10 +2,11 @@
 
 Not a test. For each game, times ``reset(seed=s)`` of :class:`plr_gym.envs.ProcgenLevelEnv` over ``--levels``
 levels it has never played (first visit), then over the same levels again (revisit, served by the level
-cache), and times the naive alternative: building ``procgen.ProcgenGym3Env(num=1, num_levels=1,
-start_level=s)`` for every level (what per-level re-creation does), with Procgen's default threads and
-with ``num_threads=0``. Each column is the per-reset time in milliseconds (median / mean / 95th percentile),
-after a warm-up of ``--warmup`` levels that are not counted.
+cache), and times the naive alternative: building the installed Procgen build's stock env
+(``procgen.ProcgenGym3Env(num=1, num_levels=1, start_level=s)`` on procgen-mirror,
+``procgen_gym.ProcgenVecEnv(num_envs=1, ...)`` on procgen-gym) for every level (what per-level re-creation
+does), with Procgen's default threads and with ``num_threads=0``. Each column is the per-reset time in
+milliseconds (median / mean / 95th percentile), after a warm-up of ``--warmup`` levels that are not counted.
 
     python benchmarks/procgen_switch.py --games coinrun bigfish maze --levels 200
 
@@ -45,9 +46,9 @@ def summary(ms: npt.NDArray[np.float64]) -> str:
 
 
 def bench_game(game: str, mode: str, n_levels: int, warmup: int, seed: int) -> list[tuple[str, str]]:
-    import procgen
+    from plr_gym.envs import ProcgenLevelEnv, procgen_backend
 
-    from plr_gym.envs import ProcgenLevelEnv
+    backend = procgen_backend()
 
     rng = np.random.default_rng(seed)
     levels = [int(x) for x in rng.choice(2**31 - 1, size=n_levels + warmup, replace=False)]
@@ -68,10 +69,10 @@ def bench_game(game: str, mode: str, n_levels: int, warmup: int, seed: int) -> l
 
         def make(level: int) -> object:
             extra = {} if num_threads is None else {"num_threads": num_threads}
-            new = procgen.ProcgenGym3Env(
-                num=1, env_name=game, num_levels=1, start_level=level, distribution_mode=mode, **extra
+            new = backend.make_stock(
+                1, game, num_levels=1, start_level=level, distribution_mode=mode, **extra
             )
-            new.observe()
+            new.get_state()  # the level is generated at construction; read it back as a user would
             if holder:
                 holder.pop().close()
             holder.append(new)
@@ -87,7 +88,7 @@ def bench_game(game: str, mode: str, n_levels: int, warmup: int, seed: int) -> l
         make = recreate(threads)
         for level in warm:
             make(level)
-        rows.append((f"re-create ProcgenGym3Env, {label}", summary(time_each(make, measured))))
+        rows.append((f"re-create the stock env, {label}", summary(time_each(make, measured))))
     rows.append(("cached state per level", f"{per_level_kb:.1f} KB"))
     return rows
 

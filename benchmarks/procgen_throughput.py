@@ -3,7 +3,9 @@
 Not a test. For each ``N`` in ``--num-envs``, in one process and interleaved round by round (the machine may
 be shared: compare the ratios, measured under the same load), env steps per second of:
 
-- **stock**: ``procgen.ProcgenGym3Env(num=N, num_levels=200)`` — ``act`` + ``observe``, Procgen's own levels;
+- **stock**: the installed Procgen build's own batched env, Procgen's own levels (``num_levels=200``):
+  ``procgen.ProcgenGym3Env(num=N)``'s ``act`` + ``observe`` on procgen-mirror (Python 3.11/3.12),
+  ``procgen_gym.ProcgenVecEnv(num_envs=N)``'s ``step`` on procgen-gym (Python 3.13);
 - **batched + PLR (SB3)**: ``PrioritizedLevelReplay(ProcgenVecEnv(game, N), levels=range(200))``, every
   episode on a level drawn by the sampler, exact per level (``plr_gym.envs.procgen_sb3``);
 - **batched + PLR (Gymnasium)**: ``plr_gym.vector.PrioritizedLevelReplay(ProcgenVectorEnv(game, N))``;
@@ -59,14 +61,15 @@ class Route:
 
 
 class Stock(Route):
-    name = "stock ProcgenGym3Env"
-
     def __init__(self, game: str, n: int) -> None:
-        import procgen
+        from plr_gym.envs import procgen_backend
 
-        self.env = procgen.ProcgenGym3Env(
-            num=n,
-            env_name=game,
+        backend = procgen_backend()
+        self.gym3 = backend.name == "procgen-mirror"
+        self.name = f"stock {'ProcgenGym3Env' if self.gym3 else 'procgen_gym.ProcgenVecEnv'}"
+        self.env = backend.make_stock(
+            n,
+            game,
             num_levels=len(LEVELS),
             start_level=0,
             distribution_mode="easy",
@@ -74,14 +77,20 @@ class Stock(Route):
         )
 
     def reset(self) -> None:
-        pass
+        if not self.gym3:
+            self.env.reset()
 
     def run(self, actions: np.ndarray) -> int:
         env, ends = self.env, 0
-        for a in actions:
-            env.act(a)
-            _, _, first = env.observe()
-            ends += int(first.sum())
+        if self.gym3:
+            for a in actions:
+                env.act(a)
+                _, _, first = env.observe()
+                ends += int(first.sum())
+        else:
+            for a in actions:
+                _, _, first, _, _ = env.step(a)  # procgen-gym reports Procgen's `first` as terminated
+                ends += int(first.sum())
         return ends
 
     def close(self) -> None:

@@ -3,7 +3,7 @@
 The paper trains 25M steps on a GPU; this file shows the wiring and runs on a CPU with a small budget.
 `ProcgenVecEnv` steps all envs in one batched Procgen (stock speed), each episode on the level PLR chose.
 Run: python examples/ppo_procgen.py   (PLR_GYM_EXAMPLE_STEPS=512 for a quick check)
-Needs: pip install ".[procgen]" in a clone (numpy 1.x and the legacy gym: see the README's Install)
+Needs: pip install ".[procgen]" in a clone (procgen-gym on Python 3.13, procgen-mirror on 3.11/3.12)
 """
 
 import os

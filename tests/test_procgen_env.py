@@ -1,4 +1,8 @@
-"""ProcgenLevelEnv against stock Procgen: same levels, same observations and rewards, Gymnasium semantics."""
+"""ProcgenLevelEnv against stock Procgen: same levels, same observations and rewards, Gymnasium semantics.
+
+Runs on the installed Procgen build (procgen-mirror on Python 3.11/3.12, procgen-gym on 3.13), against a
+stock env of that same build (:mod:`procgen_stock`).
+"""
 
 from __future__ import annotations
 
@@ -15,31 +19,22 @@ from gymnasium.error import ResetNeeded
 
 from plr_gym.envs import GAMES, MAX_LEVEL, ProcgenLevelEnv, procgen_env_id
 from plr_gym.envs import procgen as procgen_module
+from procgen_stock import StockEnv, require_backend
 
-procgen = pytest.importorskip("procgen")
+BACKEND = require_backend()
 
 
-def stock_env(game: str, level: int, distribution_mode: str = "easy", **options: Any) -> Any:
+def stock_env(game: str, level: int, distribution_mode: str = "easy", **options: Any) -> StockEnv:
     """The reference: a freshly built stock Procgen env that only plays ``level``."""
-    return procgen.ProcgenGym3Env(
-        num=1,
-        env_name=game,
-        num_levels=1,
-        start_level=level,
-        distribution_mode=distribution_mode,
-        **options,
-    )
+    return StockEnv(game, level, distribution_mode, **options)
 
 
-def stock_step(env: Any, action: int) -> tuple[np.ndarray, float, bool]:
-    env.act(np.array([action], dtype=np.int32))
-    reward, ob, first = env.observe()
-    return ob["rgb"][0], float(reward[0]), bool(first[0])
+def stock_step(env: StockEnv, action: int) -> tuple[np.ndarray, float, bool]:
+    return env.step(action)
 
 
-def stock_first_obs(env: Any) -> np.ndarray:
-    _, ob, _ = env.observe()
-    return np.asarray(ob["rgb"][0])
+def stock_first_obs(env: StockEnv) -> np.ndarray:
+    return env.first_obs()
 
 
 @pytest.fixture(scope="module")
@@ -274,11 +269,30 @@ def test_registered_for_every_game() -> None:
 
 
 def test_import_is_lazy_and_missing_procgen_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
-    code = "import sys, plr_gym.envs; assert 'procgen' not in sys.modules, 'procgen imported eagerly'"
+    code = (
+        "import sys, plr_gym.envs; "
+        "assert not {'procgen', 'procgen_gym', 'gym3'} & set(sys.modules), 'Procgen imported eagerly'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
-    monkeypatch.setitem(sys.modules, "procgen", None)  # makes `import procgen` fail
-    with pytest.raises(ImportError, match=r"plr-gym\[procgen\]"):
+    for module in ("procgen", "procgen_gym"):
+        monkeypatch.setitem(sys.modules, module, None)  # makes `import module` fail
+    with pytest.raises(
+        ImportError, match=r"procgen-mirror \(Python 3.11/3.12\) or procgen-gym.*plr-gym\[procgen\]"
+    ):
         ProcgenLevelEnv("coinrun")
+
+
+def test_backend_is_the_one_the_procgen_extra_installs_for_this_python() -> None:
+    expected = "procgen-gym" if sys.version_info >= (3, 13) else "procgen-mirror"
+    assert BACKEND.name == expected
+    env = ProcgenLevelEnv("coinrun")
+    assert env.backend.name == expected
+    env.close()
+    if expected == "procgen-gym":  # the 3.13 stack: numpy 2 and no legacy gym, gym3 anywhere
+        import importlib.util
+
+        assert int(np.__version__.split(".")[0]) >= 2
+        assert importlib.util.find_spec("gym") is None and importlib.util.find_spec("gym3") is None
 
 
 @pytest.mark.parametrize(

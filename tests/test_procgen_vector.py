@@ -1,13 +1,13 @@
-"""The batched Procgen envs play every env's episodes exactly as ``ProcgenLevelEnv`` does."""
+"""The batched Procgen envs play every env's episodes exactly as ``ProcgenLevelEnv`` does.
+
+On the installed Procgen build (procgen-mirror on Python 3.11/3.12, procgen-gym on 3.13).
+"""
 
 from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
 import pytest
-
-pytest.importorskip("procgen")
-
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -16,6 +16,9 @@ from plr_gym.envs.procgen_sb3 import ProcgenVecEnv
 from plr_gym.vector import PrioritizedLevelReplay as VectorPLR
 from plr_gym.wrappers import LevelWrapper
 from plr_gym.wrappers.sb3 import PrioritizedLevelReplay
+from procgen_stock import require_backend
+
+require_backend()
 
 LEVELS = (0, 1, 2, 9, 10, 2**31 - 1)
 

@@ -3,10 +3,11 @@
 Importing this package is cheap: it registers ``plr_gym/maze-v0`` (:mod:`plr_gym.envs.maze`, an editable
 MiniGrid maze for open-ended curricula) and ``plr_gym/procgen-<game>-v0`` for the 16 Procgen games
 (:data:`~plr_gym.envs.procgen.GAMES`; ``gymnasium.make_vec(id, num_envs=N,
-vectorization_mode="vector_entry_point")`` builds the batched :class:`ProcgenVectorEnv`, one
-``ProcgenGym3Env(num=N)``) and imports Procgen only when such an env is built, so it works
-without the ``procgen`` extra installed (building one then raises an ``ImportError`` saying what to
-install).
+vectorization_mode="vector_entry_point")`` builds the batched :class:`ProcgenVectorEnv`, one Procgen
+C environment of ``N`` games) and imports Procgen only when such an env is built, so it works without the
+``procgen`` extra installed (building one then raises an ``ImportError`` saying what to install). Procgen
+is procgen-mirror on Python 3.11/3.12 and procgen-gym on Python 3.13, behind one API:
+:func:`procgen_backend` says which one is in use.
 
 Example:
     >>> import gymnasium as gym
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 
+from plr_gym.envs._procgen_backend import ProcgenBackend, procgen_backend
 from plr_gym.envs.procgen import DISTRIBUTION_MODES, GAMES, MAX_LEVEL, ProcgenLevelEnv
 from plr_gym.envs.procgen_vector import ProcgenVectorEnv
 
@@ -26,8 +28,10 @@ __all__ = [
     "DISTRIBUTION_MODES",
     "GAMES",
     "MAX_LEVEL",
+    "ProcgenBackend",
     "ProcgenLevelEnv",
     "ProcgenVectorEnv",
+    "procgen_backend",
     "procgen_env_id",
 ]
 

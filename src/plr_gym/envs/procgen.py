@@ -3,13 +3,16 @@
 Procgen (Cobbe et al. 2020) draws a level for every episode itself; its only level control is the range
 ``[start_level, start_level + num_levels)`` fixed when the environment is built. PLR needs to choose the
 level of every episode. :class:`ProcgenLevelEnv` gives that choice on top of the unmodified
-``procgen`` package (``procgen-mirror`` on Python >= 3.11), without a fork:
+Procgen package, without a fork: ``procgen-mirror`` on Python 3.11 and 3.12, ``procgen-gym`` on Python 3.13
+(both openai/procgen 0.10.7's C++; :mod:`plr_gym.envs._procgen_backend` binds whichever is installed, and
+:func:`~plr_gym.envs.procgen_backend` says which):
 
-``reset(seed=s)`` puts the game into *exactly* the state that ``procgen.ProcgenGym3Env(num=1,
-num_levels=1, start_level=s, ...)`` has after construction, byte for byte as Procgen serializes it
-(``get_state``), so the same actions give the same observations and rewards.
+``reset(seed=s)`` puts the game into *exactly* the state that a stock Procgen env built with
+``num_levels=1, start_level=s`` (``procgen.ProcgenGym3Env(num=1, ...)``, ``procgen_gym.ProcgenVecEnv(
+num_envs=1, ...)``) has after construction, byte for byte as Procgen serializes it (``get_state``), so the
+same actions give the same observations and rewards.
 
-How a level is switched (one gym3 Procgen env per :class:`ProcgenLevelEnv`):
+How a level is switched (one single-game Procgen env per :class:`ProcgenLevelEnv`):
 
 * **Revisit** — the initial state of every level played recently is kept in an LRU cache
   (``level_cache_size`` levels); a revisit is one ``set_state`` (≈0.15 ms per reset in all).
@@ -44,8 +47,8 @@ automatic reset carries a few fields over from the previous episode (in dodgebal
 last move, which aims the first shot), so the second episode of a stock ``num_levels=1`` environment can
 differ from its first; this adapter never carries anything over.
 
-The first import of Procgen takes a few seconds (it loads its image assets) and imports the legacy ``gym``
-package, which prints a notice about being unmaintained; both come from Procgen itself.
+The first import of Procgen takes a few seconds (it loads its image assets). procgen-mirror also imports
+the legacy ``gym`` package, whose notice about being unmaintained ``plr_gym`` removes from stderr.
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
+
+from plr_gym.envs._procgen_backend import MAX_STATE_BYTES, ProcgenBackend, ProcgenCore, procgen_backend
 
 __all__ = [
     "DISTRIBUTION_MODES",
@@ -104,21 +109,9 @@ MAX_LEVEL = 2**31 - 1
 
 _NUM_ACTIONS = 15
 _OBS_SHAPE = (64, 64, 3)
-_INSTALL_HINT = "pip install 'plr-gym[procgen]'"
 
 ObsType = npt.NDArray[np.uint8]
 ActType = Union[int, np.integer[Any]]
-
-
-def _import_procgen() -> Any:
-    """Import Procgen on first use, so that ``plr_gym`` works without the procgen extra."""
-    try:
-        import procgen
-    except ImportError as exc:
-        raise ImportError(
-            f"plr_gym.envs.ProcgenLevelEnv needs the Procgen package; install it with {_INSTALL_HINT}"
-        ) from exc
-    return procgen
 
 
 def _check_level(value: object, name: str) -> int:
@@ -151,7 +144,7 @@ def _check_bool(value: object, name: str) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 _INT = struct.Struct("<i")
-_MAX_STATE_BYTES = 2**20  # Procgen's own limit (procgen.env.MAX_STATE_SIZE)
+_MAX_STATE_BYTES = MAX_STATE_BYTES
 _END_OF_BUFFER = struct.pack("<I", 0xCAFECAFE)
 _STATE_VERSION = 0
 _GAME_OPTION_WORDS = 12  # paint_vel_info … physics_mode
@@ -263,11 +256,12 @@ _PROBE_LEVELS = (1, MAX_LEVEL)
 class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
     """One Procgen game as a Gymnasium env in which ``reset(seed=s)`` plays Procgen level ``s``.
 
-    Level ``s`` is the level that ``procgen.ProcgenGym3Env(num=1, env_name=game, num_levels=1,
-    start_level=s, distribution_mode=...)`` plays: same first observation, and the same observations and
-    rewards for the same actions. The adapter runs on stock Procgen; see the module docstring for how a
-    level switch is done (≈0.15 ms for a cached level, ≈0.5 ms for a new one) and for the exact meaning of
-    ``terminated`` / ``truncated``.
+    Level ``s`` is the level that stock Procgen plays when built with ``num_levels=1, start_level=s``
+    (``procgen.ProcgenGym3Env(num=1, env_name=game, ...)`` on procgen-mirror,
+    ``procgen_gym.ProcgenVecEnv(num_envs=1, env_name=game, ...)`` on procgen-gym): same first observation,
+    and the same observations and rewards for the same actions. The adapter runs on stock Procgen; see the
+    module docstring for how a level switch is done (≈0.15 ms for a cached level, ≈0.5 ms for a new one)
+    and for the exact meaning of ``terminated`` / ``truncated``.
 
     Choosing the level of an episode, in order of precedence:
 
@@ -325,8 +319,8 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
     game: str
     distribution_mode: str
     level_cache_size: int
-    _procgen: Any
-    _gym3: Any
+    backend: ProcgenBackend
+    _core: ProcgenCore | None
     _options: dict[str, bool]
     _level_low: int
     _level_high: int
@@ -341,10 +335,6 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
     _elapsed: int
     _needs_reset: bool
     _frame: ObsType
-    _force_reset_action: npt.NDArray[np.int32]
-    _state_buffer: bytearray
-    _state_cbuffer: Any
-    _action: npt.NDArray[np.int32]
 
     def __init__(
         self,
@@ -419,14 +409,9 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
         self.observation_space = spaces.Box(0, 255, _OBS_SHAPE, np.uint8)
         self.action_space = spaces.Discrete(_NUM_ACTIONS)
 
-        self._procgen = _import_procgen()
-        import cffi  # a dependency of gym3, which Procgen depends on
-
-        self._state_buffer = bytearray(_MAX_STATE_BYTES)
-        self._state_cbuffer = cffi.FFI().from_buffer(self._state_buffer)
-        self._force_reset_action = np.array([-1], dtype=np.int32)
-        self._action = np.zeros(1, dtype=np.int32)
-        self._gym3 = self._make_gym3(start_level=0)
+        #: The Procgen build in use (:func:`~plr_gym.envs.procgen_backend`).
+        self.backend = procgen_backend()
+        self._core = self._make_core(start_level=0)
         self._template = self._get_state()
         self._template_layout = _layout(self._template, game)
         self._timeout = _read_int(self._template, self._template_layout.timeout)
@@ -496,8 +481,9 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
             else:
                 level = int(self.np_random.integers(self._level_low, self._level_high))
         self._load_level(level)
-        _, ob, _ = self._gym3.observe()
-        self._frame = ob["rgb"][0]
+        core = self._live_core()
+        core.observe()
+        self._frame = core.rgb[0].copy()
         self._level = level
         self._elapsed = 0
         self._needs_reset = False
@@ -513,22 +499,23 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
         index = self._check_action(action)
         if self._elapsed + 1 >= self._timeout:
             self._extend_time_limit()
-        self._action[0] = index
-        self._gym3.act(self._action)
-        reward, ob, first = self._gym3.observe()
+        core = self._live_core()
+        core.action[0] = index
+        core.act()
+        core.observe()
         self._elapsed += 1
-        terminated = bool(first[0])
+        terminated = bool(core.first[0])
         truncated = self._elapsed >= self._timeout
         level_complete = False
         if terminated:
-            # Procgen already reset the game: ob is the next episode's first frame. Keep the last frame
+            # Procgen already reset the game: its frame is the next episode's first. Keep the last frame
             # of the ended episode instead (see the module docstring).
-            level_complete = bool(self._gym3.get_info()[0]["prev_level_complete"])
+            level_complete = bool(core.level_complete[0])
         else:
-            self._frame = ob["rgb"][0]
+            self._frame = core.rgb[0].copy()
         self._needs_reset = terminated or truncated
         info = {"level": self._level, "level_complete": level_complete}
-        return self._frame.copy(), float(reward[0]), terminated, truncated, info
+        return self._frame.copy(), float(core.reward[0]), terminated, truncated, info
 
     def render(self) -> ObsType | None:  # type: ignore[override, unused-ignore]  # gymnasium 1.2
         """The current ``(64, 64, 3)`` frame if ``render_mode == "rgb_array"``, else ``None``."""
@@ -538,9 +525,9 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
 
     def close(self) -> None:
         """Release the Procgen environment; calling it again does nothing."""
-        if self._gym3 is not None:
-            self._gym3.close()
-            self._gym3 = None
+        if self._core is not None:
+            self._core.close()
+            self._core = None
         self._cache.clear()
         self._needs_reset = True
 
@@ -558,32 +545,39 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
 
     # ------------------------------------------------------------------------------ level switch
 
-    def _make_gym3(self, start_level: int) -> Any:
-        return self._procgen.ProcgenGym3Env(
-            num=1,
-            env_name=self.game,
-            num_levels=1,
-            start_level=start_level,
-            distribution_mode=self.distribution_mode,
-            num_threads=0,  # step in the calling thread: no hand-off latency for one game
-            rand_seed=0,  # only seeds the level-seed RNG, irrelevant with a one-level range
+    def procgen_kwargs(self, start_level: int, num_threads: int) -> dict[str, Any]:
+        """Keyword arguments of a stock Procgen env of this configuration that plays only ``start_level``
+        (for :meth:`ProcgenBackend.make`; the games' own level draws never matter then)."""
+        return {
+            "num_levels": 1,
+            "start_level": start_level,
+            "distribution_mode": self.distribution_mode,
+            "num_threads": num_threads,
+            "rand_seed": 0,  # only seeds the level-seed RNG, irrelevant with a one-level range
             **self._options,
-        )
+        }
+
+    def _make_core(self, start_level: int) -> ProcgenCore:
+        # num_threads=0: step in the calling thread, no hand-off latency for one game
+        return self.backend.make(1, self.game, **self.procgen_kwargs(start_level, num_threads=0))
+
+    def _live_core(self) -> ProcgenCore:
+        if self._core is None:
+            raise RuntimeError("the environment is closed")
+        return self._core
 
     def _get_state(self) -> bytes:
-        # BaseProcgenEnv.get_state() allocates a fresh 1 MB buffer per call; reuse one (≈25 µs less).
-        size = self._gym3.call_c_func("get_state", 0, self._state_cbuffer, len(self._state_buffer))
-        return bytes(memoryview(self._state_buffer)[:size])
+        return self._live_core().get_state(0)
 
     def _set_state(self, state: bytes) -> None:
-        self._gym3.callmethod("set_state", [state])
+        self._live_core().set_state(0, state)
 
     def _load_level(self, level: int) -> None:
         self._set_state(self._level_state(level))
 
     def _level_state(self, level: int) -> bytes:
         """The initial state of ``level``, from the LRU cache or computed (may leave the game elsewhere)."""
-        if self._gym3 is None:
+        if self._core is None:
             raise RuntimeError("the environment is closed")
         state = self._cache.get(level)
         if state is not None:
@@ -609,17 +603,18 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
         return self._fresh_state(level)
 
     def _fresh_state(self, level: int) -> bytes:
-        env = self._make_gym3(start_level=level)
+        core = self._make_core(start_level=level)
         try:
-            state: bytes = env.callmethod("get_state")[0]
+            return core.get_state(0)
         finally:
-            env.close()
-        return state
+            core.close()
 
     def _forced_reset(self, level: int) -> bytes:
         """Let Procgen generate ``level`` by a forced reset from the pristine state; the resulting state."""
+        core = self._live_core()
         self._set_state(_with_level_range(self._template, self._template_layout, level))
-        self._gym3.act(self._force_reset_action)
+        core.action[0] = -1  # Procgen's "force a reset" action
+        core.act()
         return self._get_state()
 
     def _repair(self, forced: bytes, level: int, calibration: _Calibration) -> bytes:

@@ -1,8 +1,8 @@
 """Batched Procgen with per-episode level choice as a Stable-Baselines3 ``VecEnv``: :class:`ProcgenVecEnv`.
 
-The SB3 face of :mod:`plr_gym.envs.procgen_vector` (one ``ProcgenGym3Env(num=N)``, every episode on the
-level it is told to play, exactly as ``LevelWrapper(ProcgenLevelEnv(...))`` plays it). Kept in its own
-module so that Gymnasium users do not import Stable-Baselines3.
+The SB3 face of :mod:`plr_gym.envs.procgen_vector` (one Procgen C environment of ``N`` games, every
+episode on the level it is told to play, exactly as ``LevelWrapper(ProcgenLevelEnv(...))`` plays it). Kept
+in its own module so that Gymnasium users do not import Stable-Baselines3.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = ["ProcgenVecEnv"]
 
 
 class ProcgenVecEnv(VecEnv):
-    """``n_envs`` Procgen games in one ``ProcgenGym3Env(num=n_envs)``, each episode on a level you choose.
+    """``n_envs`` Procgen games in one Procgen C environment, each episode on a level you choose.
 
     A Stable-Baselines3 ``VecEnv`` in which sub-env ``i`` behaves exactly as
     ``DummyVecEnv([lambda: LevelWrapper(ProcgenLevelEnv(game, ...)), ...])``'s sub-env ``i`` (same
@@ -37,6 +37,8 @@ class ProcgenVecEnv(VecEnv):
     ``set_options([{"level": ...}])`` and ``seed()`` act as on that ``LevelWrapper``, so
     :class:`plr_gym.PrioritizedLevelReplay` and :func:`plr_gym.evaluation.evaluate_levels` use it as they
     are. Put ``VecMonitor`` (episode statistics) outside: ``VecMonitor(PrioritizedLevelReplay(venv, ...))``.
+    ``terminal_observation`` of an episode the game ended is read from the observations the previous step
+    returned (see :class:`~plr_gym.envs.ProcgenVectorEnv`, "Final observations"): do not edit them in place.
 
     :param game: one of :data:`~plr_gym.envs.GAMES`.
     :param n_envs: number of games stepped together.
@@ -111,19 +113,22 @@ class ProcgenVecEnv(VecEnv):
         obs, rewards, terminated, truncated, level_complete, step_levels, ended, final_obs = self._batch.step(
             actions
         )
-        levels = step_levels.tolist()
-        complete = level_complete.tolist()
+        # one fresh dict per env, as SB3 wants (VecMonitor adds to them); level_complete can only be True
+        # where an episode ended, so those are the only entries that read it
         infos: list[dict[str, Any]] = [
-            {"level": level, "level_complete": done} for level, done in zip(levels, complete)
+            {"level": level, "level_complete": False} for level in step_levels.tolist()
         ]
+        if ended.size == 0:
+            return obs, rewards, terminated, infos  # no episode ended: dones are all False, as `terminated`
         dones = terminated | truncated
-        if ended.size:
-            current = self._batch.current
-            for k, i in enumerate(ended.tolist()):
-                infos[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
-                infos[i]["terminal_observation"] = final_obs[k]
-                self.reset_infos[i] = {"level": int(current[i])}
-        return obs, rewards.astype(np.float32, copy=False), dones, infos
+        current = self._batch.current
+        for k, i in enumerate(ended.tolist()):
+            info = infos[i]
+            info["level_complete"] = bool(level_complete[i])
+            info["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
+            info["terminal_observation"] = final_obs[k]
+            self.reset_infos[i] = {"level": int(current[i])}
+        return obs, rewards, dones, infos
 
     def close(self) -> None:
         self._batch.close()
@@ -173,7 +178,7 @@ class ProcgenVecEnv(VecEnv):
         return [wrapped for _ in self._indices(indices)]
 
     def get_state(self, index: int) -> bytes:
-        """Procgen's serialized state of env ``index``'s game (what ``ProcgenGym3Env.get_state`` returns)."""
+        """Procgen's serialized state of env ``index``'s game (what stock Procgen's ``get_state`` returns)."""
         return self._batch.get_state(index)
 
     def __repr__(self) -> str:

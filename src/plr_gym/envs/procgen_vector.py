@@ -1,8 +1,10 @@
-"""Batched Procgen with per-episode level choice: one ``ProcgenGym3Env(num=N)`` for ``N`` games.
+"""Batched Procgen with per-episode level choice: one Procgen C environment for ``N`` games.
 
 :class:`ProcgenVectorEnv` (Gymnasium ``VectorEnv``) and :class:`~plr_gym.envs.procgen_sb3.ProcgenVecEnv`
 (Stable-Baselines3 ``VecEnv``) step ``N`` games of one Procgen environment in Procgen's own C++ loop, as
-stock ``procgen.ProcgenGym3Env(num=N)`` does, and still play every episode on the level it is told to play.
+stock ``procgen.ProcgenGym3Env(num=N)`` (procgen-mirror) or ``procgen_gym.ProcgenVecEnv(num_envs=N)``
+(procgen-gym) does, and still play every episode on the level it is told to play. Both builds are stepped
+through their C library's buffers (:mod:`plr_gym.envs._procgen_backend`), never through their Python faces.
 
 Every sub-env ``i`` behaves exactly as ``LevelWrapper(ProcgenLevelEnv(game, ...))``: when its episode ends
 (or it is reset), game ``i`` is put into the initial state of its next level with Procgen's ``set_state``
@@ -31,9 +33,9 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from plr_gym.envs._procgen_backend import ProcgenCore
 from plr_gym.envs.procgen import (
     _INT,
-    _MAX_STATE_BYTES,
     _NUM_ACTIONS,
     _OBS_SHAPE,
     MAX_LEVEL,
@@ -112,32 +114,22 @@ class ProcgenBatch:
         self.max_episode_steps = self.levels.max_episode_steps
         self._level_low = self.levels._level_low
         self._level_high = self.levels._level_high
-        procgen = self.levels._procgen
-        import cffi  # a dependency of gym3, which Procgen depends on
-
-        self._gym3: Any = procgen.ProcgenGym3Env(
-            num=self.num_envs,
-            env_name=game,
-            num_levels=1,  # the games' own resets are always overwritten by set_state
-            start_level=0,
-            distribution_mode=distribution_mode,
-            num_threads=num_threads,
-            rand_seed=0,
-            **self.levels._options,
-        )
-        self._state_buffer = bytearray(_MAX_STATE_BYTES)
-        self._state_cbuffer = cffi.FFI().from_buffer(self._state_buffer)
         try:
-            self._bind_buffers()
+            # one-level range: the games' own resets are always overwritten by set_state
+            self.core: ProcgenCore = self.levels.backend.make(
+                self.num_envs, game, **self.levels.procgen_kwargs(0, num_threads=num_threads)
+            )
         except BaseException:
-            self._gym3.close()
             self.levels.close()
             raise
         n = self.num_envs
         self.current = np.zeros(n, dtype=np.int64)  # level of each env's current episode
         self.queued: list[int | None] = [None] * n  # next_level of each env (LevelWrapper semantics)
         self.elapsed = np.zeros(n, dtype=np.int64)
-        self.frames = np.zeros((n, *_OBS_SHAPE), dtype=np.uint8)  # each env's latest frame
+        # each env's latest frame: the array the last step/reset returned, kept without a copy (see step)
+        self.frames = np.zeros((n, *_OBS_SHAPE), dtype=np.uint8)
+        self._no_complete = np.zeros(n, dtype=bool)
+        self._no_complete.flags.writeable = False
         self.rng = np.random.default_rng()
         self.needs_reset = True
         self.closed = False
@@ -159,22 +151,22 @@ class ProcgenBatch:
         """Put the games ``indices`` into the initial states of ``levels`` (no other game is touched)."""
         if self.closed:
             raise RuntimeError("the environment is closed")
-        set_state, handle = self._lib.set_state, self._handle
+        set_state = self.core.set_state
         for i, level in zip(indices, levels):
-            state = self.levels._level_state(level)
-            set_state(handle, i, state, len(state))
+            set_state(i, self.levels._level_state(level))
             self.current[i] = level
             self.elapsed[i] = 0
 
     def reset(self, indices: Sequence[int], levels: Sequence[int]) -> npt.NDArray[np.uint8]:
-        """Start the envs ``indices`` on ``levels``; returns every env's latest frame (a copy)."""
+        """Start the envs ``indices`` on ``levels``; returns every env's latest frame (a new array)."""
         self.needs_reset = True
         self.load(indices, levels)
-        self._lib.libenv_observe(self._handle)
-        index = np.asarray(indices, dtype=np.intp)
-        self.frames[index] = self._raw_rgb[index]
+        self.core.observe()
+        # Procgen's buffer holds every game's latest frame: set_state renders the loaded games' first frames
+        # and the other games still show the frame their last step returned.
+        self.frames = self.core.rgb.copy()
         self.needs_reset = False
-        return self.frames.copy()
+        return self.frames
 
     # ------------------------------------------------------------------ stepping
     def step(self, actions: npt.NDArray[np.int32]) -> tuple[Any, ...]:
@@ -184,7 +176,14 @@ class ProcgenBatch:
             ``obs`` the frames after the step (the next episode's first frame for ended envs), ``step_levels``
             the level of each env's transition, ``ended`` the indices of the envs whose episode ended and
             ``final_obs`` their last frames, shape ``(len(ended), 64, 64, 3)``. ``obs`` is a new array
-            (one copy of Procgen's buffers, as stock ``observe`` makes).
+            (one copy of Procgen's buffers, as stock ``observe`` makes); ``level_complete`` and
+            ``step_levels`` may be read-only or shared with the engine: the faces copy what they hand out.
+
+        Cost on top of stock's ``act``/``observe``: a few operations on ``(N,)`` arrays, and per ended
+        episode one ``set_state`` (and a Python call or two). Procgen never renders the last frame of an
+        episode the game ends (it resets inside the step), so that final observation is the frame the
+        previous step returned: the engine keeps a reference to the ``obs`` array it returned (no copy of
+        ``N`` frames per step) and reads the terminated envs' rows from it.
         """
         if self.closed:
             raise RuntimeError("the environment is closed")
@@ -193,84 +192,47 @@ class ProcgenBatch:
         self.needs_reset = True
         timeout = self.max_episode_steps
         elapsed = self.elapsed
-        if elapsed.max() >= timeout - 1:
+        if int(np.max(elapsed)) >= timeout - 1:
             for i in np.flatnonzero(elapsed >= timeout - 1).tolist():
                 self._extend_time_limit(i)
-        # gym3's act()/observe() around the same two C calls, without their checks and dict copies
-        self._raw_action[:] = actions
-        self._lib.libenv_act(self._handle)
-        self._lib.libenv_observe(self._handle)
-        obs = self._raw_rgb.copy()
-        rewards = self._raw_reward.copy()
-        terminated = self._raw_first.copy()
+        # the stock envs' act()/observe() around the same two C calls, without their checks and dict copies
+        core = self.core
+        core.action[:] = actions
+        core.act()
+        core.observe()
+        obs = core.rgb.copy()
+        rewards = core.reward.copy()
+        terminated = core.first.copy()
         elapsed += 1
         truncated = elapsed >= timeout
         ended_mask = terminated | truncated
+        if not ended_mask.any():
+            self.frames = obs  # the final observation of an episode that the game ends in the next step
+            self.needs_reset = False
+            return obs, rewards, terminated, truncated, self._no_complete, self.current, _NONE_ENDED, None
         step_levels = self.current.copy()
         level_complete = np.zeros(self.num_envs, dtype=bool)
-        if not ended_mask.any():
-            np.copyto(self.frames, obs)  # kept for the final observation of an episode that ends next
-            self.needs_reset = False
-            return obs, rewards, terminated, truncated, level_complete, step_levels, _NONE_ENDED, None
         term = np.flatnonzero(terminated)
         if term.size:
             # Procgen already reset these games: keep the last frame of the ended episode (its final
             # observation) instead of the next episode's first frame, as ProcgenLevelEnv does.
             obs[term] = self.frames[term]
-            level_complete[term] = self._raw_complete[term] != 0
+            level_complete[term] = core.level_complete[term] != 0
         ended = np.flatnonzero(ended_mask)
         final_obs = obs[ended]
         ended_list = ended.tolist()
         self.load(ended_list, [self.choose(i, None, None) for i in ended_list])
-        obs[ended] = self._raw_rgb[ended]  # set_state rendered each loaded game's first frame there
-        np.copyto(self.frames, obs)
+        obs[ended] = core.rgb[ended]  # set_state rendered each loaded game's first frame there
+        self.frames = obs
         self.needs_reset = False
         return obs, rewards, terminated, truncated, level_complete, step_levels, ended, final_obs
 
-    def _bind_buffers(self) -> None:
-        """Bind gym3's C library, env handle and the buffers Procgen reads actions from and writes to.
-
-        ``ProcgenGym3Env`` is gym3's ``libenv`` ``CEnv``: ``act``/``observe`` are the C calls ``libenv_act``/
-        ``libenv_observe`` around these buffers plus argument checks and copies of every buffer; stepping
-        calls the C functions directly and copies only what it returns (gym3 0.3.x).
-        """
-        env = self._gym3
-        try:
-            lib, handle = env._c_lib, env._c_env
-            action, rgb = env._ac["action"], env._ob["rgb"]
-            reward, first = env._rew, env._first
-            complete = env._info["prev_level_complete"]
-            for function in ("libenv_act", "libenv_observe", "get_state", "set_state"):
-                getattr(lib, function)
-        except (AttributeError, KeyError, TypeError) as exc:
-            raise RuntimeError(
-                "plr_gym's batched Procgen env needs gym3's libenv CEnv (gym3 0.3.x) under "
-                f"procgen.ProcgenGym3Env; the installed one differs ({exc!r})"
-            ) from exc
-        n = self.num_envs
-        expected = {
-            "action": (action, (n,), np.int32),
-            "rgb": (rgb, (n, *_OBS_SHAPE), np.uint8),
-            "reward": (reward, (n,), np.float32),
-            "first": (first, (n,), np.bool_),
-            "prev_level_complete": (complete, (n,), np.uint8),
-        }
-        for name, (buffer, shape, dtype) in expected.items():
-            if not isinstance(buffer, np.ndarray) or buffer.shape != shape or buffer.dtype != dtype:
-                raise RuntimeError(
-                    f"plr_gym's batched Procgen env expects gym3's {name!r} buffer as a {np.dtype(dtype)} "
-                    f"array of shape {shape}, got {buffer!r:.80}"
-                )
-        self._lib, self._handle = lib, handle
-        self._raw_action, self._raw_rgb = action, rgb
-        self._raw_reward, self._raw_first, self._raw_complete = reward, first, complete
-
     def _extend_time_limit(self, i: int) -> None:
         """Raise game ``i``'s time limit by one step so that Procgen does not reset it in the next step."""
-        size = self._lib.get_state(self._handle, i, self._state_cbuffer, len(self._state_buffer))
-        out = bytearray(memoryview(self._state_buffer)[:size])
-        _INT.pack_into(out, _layout(bytes(out), self.game).timeout, self.max_episode_steps + 1)
-        self._lib.set_state(self._handle, i, bytes(out), size)
+        state = self.core.get_state(i)
+        out = bytearray(state)
+        _INT.pack_into(out, _layout(state, self.game).timeout, self.max_episode_steps + 1)
+        self.core.set_state(i, bytes(out))
 
     def get_state(self, i: int) -> bytes:
         """Procgen's serialized state of game ``i`` (for tests and debugging)."""
@@ -279,13 +241,12 @@ class ProcgenBatch:
         valid = not isinstance(i, (bool, np.bool_)) and isinstance(i, numbers.Integral)
         if not valid or not 0 <= i < self.num_envs:
             raise IndexError(f"index must be an env index in [0, {self.num_envs}), got {i!r}")
-        size = self._lib.get_state(self._handle, i, self._state_cbuffer, len(self._state_buffer))
-        return bytes(memoryview(self._state_buffer)[:size])
+        return self.core.get_state(i)
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self._gym3.close()  # frees the C env: every call into it checks `closed` first
+            self.core.close()  # frees the C env: every call into it checks `closed` first
             self.levels.close()
 
     # ------------------------------------------------------------------ LevelWrapper contract
@@ -332,7 +293,7 @@ def per_env(values: Any, num_envs: int, name: str) -> list[Any]:
 
 
 class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
-    """``N`` Procgen games in one ``ProcgenGym3Env(num=N)``, each episode on a level you choose.
+    """``N`` Procgen games in one Procgen C environment, each episode on a level you choose.
 
     A Gymnasium ``VectorEnv`` with ``metadata["autoreset_mode"] == AutoresetMode.SAME_STEP`` (Procgen's own
     behaviour): the step that ends env ``i``'s episode returns the next episode's first observation, with the
@@ -347,6 +308,13 @@ class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
     ``set_attr("next_level", levels)`` / ``call("set_next_level", level)`` (consumed by the env's next reset
     or autoreset), else one drawn uniformly from ``[start_level, start_level + num_levels)``.
     :class:`plr_gym.vector.PrioritizedLevelReplay` uses exactly these calls, so it wraps this env directly.
+
+    **Final observations.** Procgen never renders the last frame of an episode that the game ends (it
+    resets the game inside that step): the final observation of env ``i`` is the frame the previous step
+    returned for it, which the env reads from the ``obs`` array it returned then (it keeps that array
+    instead of copying ``N`` frames every step). Transform observations into new arrays, as Gymnasium's
+    and SB3's wrappers do; an in-place edit of a returned ``obs`` shows in a final observation of the
+    next step.
 
     Info keys: ``info["level"]`` (``int64``, shape ``(N,)``) is the level of each env's returned observation,
     ``info["level_complete"]`` is ``True`` where the step ended the episode by solving the level (for ended
@@ -503,7 +471,7 @@ class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
             "_level": np.ones(n, dtype=bool),
         }
         if ended.size == 0:
-            info["level_complete"] = level_complete
+            info["level_complete"] = np.zeros(n, dtype=bool)  # only an ended episode can be complete
             info["_level_complete"] = np.ones(n, dtype=bool)
             return obs, rewards, terminated, truncated, info
         ended_mask = np.zeros(n, dtype=bool)
@@ -557,7 +525,7 @@ class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
         self._batch.set_next_levels(per_env(values, self.num_envs, "values"))
 
     def get_state(self, index: int) -> bytes:
-        """Procgen's serialized state of env ``index``'s game (what ``ProcgenGym3Env.get_state`` returns)."""
+        """Procgen's serialized state of env ``index``'s game (what stock Procgen's ``get_state`` returns)."""
         return self._batch.get_state(index)
 
     def close_extras(self, **kwargs: Any) -> None:
