@@ -20,8 +20,8 @@ import pytest
 from conftest import importorskip_on_stack
 
 # `make test` installs RLlib on the Python 3.11 stack only: RLlib 2.60 pins gymnasium==1.2.2 and the 3.13
-# stack's procgen-gym needs >= 1.2.3 (docs/install.md); on 3.11 CI allows no skip. Without RLlib the doctests
-# of plr_gym/rllib.py are left out of collection too (src/conftest.py).
+# stack's procgen-gym needs >= 1.2.3 (docs/install.md); on 3.11 CI allows no skip. On 3.13 the doctests of
+# plr_gym/rllib.py skip too (the Makefile's --doctest-ignore-import-errors for that stack).
 importorskip_on_stack("ray.rllib", "RLlib 2.60 pins gymnasium==1.2.2, procgen-gym needs >= 1.2.3")
 
 import ray
