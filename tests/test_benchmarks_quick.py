@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from conftest import run_benchmark
 
 
@@ -54,11 +56,20 @@ def test_procgen_throughput_quick() -> None:
     out = run_quick("procgen_throughput.py")
     rows = [line for line in out.splitlines() if line.startswith("| ")]
     assert rows and rows[0].startswith("| N | route | steps/s | ratio to stock (wall) |"), out
+    stock = "stock ProcgenGym3Env" if sys.version_info < (3, 13) else "stock procgen_gym.ProcgenVecEnv"
     for route in (
-        "stock ProcgenGym3Env",
+        stock,
         "batched + PLR (SB3)",
         "batched + PLR (Gymnasium)",
         "DummyVecEnv + PLR",
     ):
         assert any(line.startswith(f"| 16 | {route} |") for line in rows), out
     assert any(line.startswith("| batched (ProcgenVecEnv) |") for line in rows), out
+
+
+def test_procgen_overhead_quick() -> None:
+    out = run_quick("procgen_overhead.py")
+    rows = [line for line in out.splitlines() if line.startswith("| ")]
+    assert rows and rows[0].startswith("| route | µs per step | added to stock |"), out
+    for route in ("stock (its Python face)", "batched + PLR (SB3)", "batched + PLR (Gymnasium)"):
+        assert any(line.startswith(f"| {route} |") for line in rows), out

@@ -125,7 +125,11 @@ class ProcgenBatch:
         n = self.num_envs
         self.current = np.zeros(n, dtype=np.int64)  # level of each env's current episode
         self.queued: list[int | None] = [None] * n  # next_level of each env (LevelWrapper semantics)
-        self.elapsed = np.zeros(n, dtype=np.int64)
+        # steps of each env's episode = clock - started; the clock is a Python int, so a step that no time
+        # limit can touch (the oldest episode is not near it) costs no per-env arithmetic
+        self.clock = 0
+        self.started = np.zeros(n, dtype=np.int64)
+        self._oldest_start = 0  # min(started)
         # each env's latest frame: the array the last step/reset returned, kept without a copy (see step)
         self.frames = np.zeros((n, *_OBS_SHAPE), dtype=np.uint8)
         self._no_complete = np.zeros(n, dtype=bool)
@@ -151,11 +155,18 @@ class ProcgenBatch:
         """Put the games ``indices`` into the initial states of ``levels`` (no other game is touched)."""
         if self.closed:
             raise RuntimeError("the environment is closed")
-        set_state = self.core.set_state
+        set_state, level_state = self.core.set_state, self.levels._level_state
+        current, started, clock = self.current, self.started, self.clock
         for i, level in zip(indices, levels):
-            set_state(i, self.levels._level_state(level))
-            self.current[i] = level
-            self.elapsed[i] = 0
+            set_state(i, level_state(level))
+            current[i] = level
+            started[i] = clock
+        self._oldest_start = int(started.min())
+
+    @property
+    def elapsed(self) -> npt.NDArray[np.int64]:
+        """Steps taken in each env's current episode, shape ``(N,)`` (a new array)."""
+        return self.clock - self.started
 
     def reset(self, indices: Sequence[int], levels: Sequence[int]) -> npt.NDArray[np.uint8]:
         """Start the envs ``indices`` on ``levels``; returns every env's latest frame (a new array)."""
@@ -191,9 +202,8 @@ class ProcgenBatch:
             raise RuntimeError("call reset() before step() (first use, or a previous call raised)")
         self.needs_reset = True
         timeout = self.max_episode_steps
-        elapsed = self.elapsed
-        if int(np.max(elapsed)) >= timeout - 1:
-            for i in np.flatnonzero(elapsed >= timeout - 1).tolist():
+        if self.clock - self._oldest_start >= timeout - 1:  # some episode reaches the limit in this step
+            for i in np.flatnonzero(self.clock - self.started >= timeout - 1).tolist():
                 self._extend_time_limit(i)
         # the stock envs' act()/observe() around the same two C calls, without their checks and dict copies
         core = self.core
@@ -203,22 +213,26 @@ class ProcgenBatch:
         obs = core.rgb.copy()
         rewards = core.reward.copy()
         terminated = core.first.copy()
-        elapsed += 1
-        truncated = elapsed >= timeout
-        ended_mask = terminated | truncated
+        self.clock += 1
+        if self.clock - self._oldest_start >= timeout:
+            truncated = self.clock - self.started >= timeout
+            ended_mask = terminated | truncated
+        else:
+            truncated = np.zeros(self.num_envs, dtype=bool)
+            ended_mask = terminated
         if not ended_mask.any():
             self.frames = obs  # the final observation of an episode that the game ends in the next step
             self.needs_reset = False
             return obs, rewards, terminated, truncated, self._no_complete, self.current, _NONE_ENDED, None
         step_levels = self.current.copy()
         level_complete = np.zeros(self.num_envs, dtype=bool)
-        term = np.flatnonzero(terminated)
+        term = terminated.nonzero()[0]
         if term.size:
             # Procgen already reset these games: keep the last frame of the ended episode (its final
             # observation) instead of the next episode's first frame, as ProcgenLevelEnv does.
             obs[term] = self.frames[term]
             level_complete[term] = core.level_complete[term] != 0
-        ended = np.flatnonzero(ended_mask)
+        ended = ended_mask.nonzero()[0]
         final_obs = obs[ended]
         ended_list = ended.tolist()
         self.load(ended_list, [self.choose(i, None, None) for i in ended_list])
@@ -263,7 +277,7 @@ class ProcgenBatch:
     def set_next_levels(self, levels: list[Any]) -> None:
         """Queue ``levels[i]`` (an int level id, or ``None`` to clear) for every env ``i``; all are checked
         before any is queued."""
-        if all(type(level) is int for level in levels) and 0 <= min(levels) and max(levels) <= MAX_LEVEL:
+        if levels and set(map(type, levels)) == {int} and 0 <= min(levels) and max(levels) <= MAX_LEVEL:
             self.queued = list(levels)  # the common case (a list of valid Python ints), checked at once
             return
         self.queued = [_check_queued_level(level, "next_level") for level in levels]
@@ -277,7 +291,8 @@ def check_actions(actions: Any, num_envs: int) -> npt.NDArray[np.int32]:
             f"actions must be {num_envs} integer actions in [0, {_NUM_ACTIONS}), shape ({num_envs},); got an "
             f"array of shape {arr.shape} and dtype {arr.dtype}"
         )
-    if arr.size and (arr.min() < 0 or arr.max() >= _NUM_ACTIONS):
+    # one reduction: read as unsigned, a negative action is larger than any valid one
+    if arr.size and arr.view(f"u{arr.dtype.itemsize}").max() >= _NUM_ACTIONS:
         raise ValueError(f"actions must be in [0, {_NUM_ACTIONS}), got {arr.tolist()}")
     return arr.astype(np.int32, copy=False)
 
@@ -396,6 +411,8 @@ class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.render_mode = None
+        self._every = np.ones(self.num_envs, dtype=bool)
+        self._none = np.zeros(self.num_envs, dtype=bool)
 
     @property
     def max_episode_steps(self) -> int:
@@ -466,24 +483,22 @@ class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
             acts
         )
         n = self.num_envs
-        info: dict[str, Any] = {
-            "level": self._batch.current.copy(),
-            "_level": np.ones(n, dtype=bool),
-        }
+        every, none = self._every, self._none  # copied from templates: cheaper than np.ones/np.zeros
+        info: dict[str, Any] = {"level": self._batch.current.copy(), "_level": every.copy()}
         if ended.size == 0:
-            info["level_complete"] = np.zeros(n, dtype=bool)  # only an ended episode can be complete
-            info["_level_complete"] = np.ones(n, dtype=bool)
+            info["level_complete"] = none.copy()  # only an ended episode can be complete
+            info["_level_complete"] = every.copy()
             return obs, rewards, terminated, truncated, info
-        ended_mask = np.zeros(n, dtype=bool)
+        ended_mask = none.copy()
         ended_mask[ended] = True
-        info["level_complete"] = np.zeros(n, dtype=bool)
+        info["level_complete"] = none.copy()
         info["_level_complete"] = ~ended_mask
-        finals = np.full(n, None, dtype=object)
+        finals = np.empty(n, dtype=object)  # all None
         for k, i in enumerate(ended.tolist()):
             finals[i] = final_obs[k]
         final_levels = np.zeros(n, dtype=np.int64)
         final_levels[ended] = step_levels[ended]
-        final_complete = np.zeros(n, dtype=bool)
+        final_complete = none.copy()
         final_complete[ended] = level_complete[ended]
         info["final_obs"] = finals
         info["_final_obs"] = ended_mask

@@ -163,7 +163,7 @@ class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
     @property
     def step_levels(self) -> npt.NDArray[np.int64]:
         """Level of each env's transition in the latest :meth:`step` (what ``infos[i]["level"]`` holds),
-        shape ``(num_envs,)``; a read-only view, overwritten by the next step."""
+        shape ``(num_envs,)``; a read-only view (each step records its levels in a new array)."""
         view = self._step_levels.view()
         view.flags.writeable = False
         return view
@@ -264,10 +264,11 @@ class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
         self._needs_reset = True
         try:
             obs, rewards, dones, infos = self.venv.step_wait()
-            self._step_levels[:] = self._current
-            self._level_log.append(self._step_levels.copy())
+            # a new array each step, shared by the log and step_levels (neither is ever written again)
+            self._step_levels = self._current.copy()
+            self._level_log.append(self._step_levels)
             self.steps_since_reset += 1
-            done = np.flatnonzero(dones)
+            done = np.asarray(dones).nonzero()[0]
             self._score_watch.step(done.size, self.source)
             if done.size:
                 # Autoreset envs started the episode queued for them; queue the one after.

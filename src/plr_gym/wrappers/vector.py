@@ -152,6 +152,10 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
         self._start = np.ones(n, dtype=bool)  # the next step's observation starts an episode
         self._log: deque[tuple[npt.NDArray[Any], ...]] = deque(maxlen=_MAX_LOGGED_STEPS)
         self._log_dropped = 0  # oldest rows pushed out of the full log since the last report
+        # constant log rows, shared by every step that logs them (report_rollout stacks them into new arrays)
+        self._all_rows = _constant_row(np.ones(n, dtype=bool))
+        self._no_rows = _constant_row(np.zeros(n, dtype=bool))
+        self._nan_row = _constant_row(np.full(n, np.nan))
         self.scorer: EpisodeScorer | None = None
         self._score_watch = ScoreWatch(
             owner, "Call report_rollout(...) after each rollout to score the episodes (see its docstring)."
@@ -293,28 +297,27 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
             obs, rewards, terminated, truncated, info = self.env.step(actions)
             levels = self._current.copy()
             ended = np.logical_or(terminated, truncated)
-            no_trunc = np.zeros(self.num_envs, dtype=bool)  # the final observation is not on a next row
             self._log_dropped += int(len(self._log) == self._log.maxlen)
             self._log.append(
                 (
                     levels,
                     self._start.copy(),
-                    np.ones(self.num_envs, dtype=bool),
+                    self._all_rows,
                     ended,
-                    no_trunc,
+                    self._no_rows,  # no truncation row: the final observation is not on a next row
                     self._step_outcomes(info, ended),
                 )
             )
             self._start[:] = ended if mode == AutoresetMode.SAME_STEP else False
             if mode == AutoresetMode.SAME_STEP:
-                done = np.flatnonzero(ended)
+                done = ended.nonzero()[0]
                 if done.size:
                     self._set_current(done, [self._next[i] for i in done.tolist()])
                     self._check_reported(info, done)
                     self._set_next_levels(done, self._draw(done))
         self._score_watch.step(int(ended.sum()), self.source)
         info["level"] = levels
-        info["_level"] = np.ones(self.num_envs, dtype=bool)
+        info["_level"] = self._all_rows.copy()
         self._needs_reset = False
         return obs, rewards, terminated, truncated, info
 
@@ -322,7 +325,7 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
         """Outcomes of the episodes ended at this step (learnability), else an all-NaN row at no cost."""
         if self._reads_outcomes and ended.any():
             return _outcomes(info, ended)
-        return np.full(ended.shape, np.nan)
+        return self._nan_row
 
     # ------------------------------------------------------------------ scoring
     def report_rollout(
@@ -481,6 +484,11 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
         """
         self.source.begin_rollout()
         return self.source.rollout_mode
+
+
+def _constant_row(row: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    row.flags.writeable = False
+    return row
 
 
 def _env_info(info: dict[str, Any], e: int) -> dict[str, Any]:
