@@ -22,15 +22,20 @@ TORCH_VERSION ?= 2.13.0
 PYTEST_ARGS ?= -n 2 -q
 EXTRAS := test,procgen,minigrid,contrib,bench,cli,docs,distributed,rllib
 EXTRAS313 := test,procgen,minigrid,contrib,bench,cli,distributed
-# The 3.13 stack runs what depends on the stack: Procgen (procgen-gym), the examples and notebooks, Ray core,
-# the packaging and docs checks, and the numpy-level core (sampler, scoring, replay, wrappers). It leaves out
-# the SB3 training and CLI suites that .venv already runs and that do not touch the stack's differences
-# (to keep .ci/run within 20 minutes on 2 cores); `make test-313 TESTS313=` runs everything there.
-# (mkdocs builds on .venv only.)
-SB3_SUITES := training learning_quick per_learning_quick researcher cli rl_zoo3 reliability per_algorithms per_levels
+# The 3.13 stack runs what depends on the stack: Procgen (procgen-gym) and its benchmarks' quick runs, the
+# examples and notebooks, Ray core, the packaging and README checks, and the numpy-level core (sampler,
+# scoring, replay, wrappers, doctests). To keep .ci/run within 20 minutes on 2 cores it leaves out the SB3
+# training, callback and CLI suites and the other benchmarks' quick runs, which .venv runs and which do not
+# touch the stacks' differences, and the mkdocs build; `make test-313 TESTS313=` runs everything there.
 # plr_gym/rllib.py cannot be imported without RLlib: its doctests skip (--doctest-ignore-import-errors, on
 # this stack only; the skip guard allows that one module).
-TESTS313 ?= $(SB3_SUITES:%=--ignore=tests/test_%.py) --deselect tests/test_docs.py::test_docs_build_strict
+SB3_SUITES := training learning_quick per_learning_quick researcher cli rl_zoo3 reliability per_algorithms \
+	per_levels callback curriculum_options
+NON_PROCGEN_BENCH := quick_benchmark_reports_both_samplers overhead_quick_reports_every_variant \
+	per_speed_quick replay_memory_quick
+TESTS313 ?= $(SB3_SUITES:%=--ignore=tests/test_%.py) \
+	$(NON_PROCGEN_BENCH:%=--deselect tests/test_benchmarks_quick.py::test_%) \
+	--deselect tests/test_docs.py::test_docs_build_strict
 ALLOWED_SKIPS313 := tests/test_rllib.py,src/plr_gym/rllib.py
 
 .PHONY: demo test test-311 test-313 lint typecheck dist bench docs clean
