@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import fnmatch
+import os
+import platform
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -72,13 +75,19 @@ def one_torch_thread() -> Iterator[None]:
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def repository_url() -> str:
+    """The repository's one URL, ``project.urls.Repository`` in pyproject.toml (everything else uses it)."""
+    import tomllib
+
+    url: str = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
+    return url
+
+
 def run_benchmark(script: str, *args: str, timeout: float = 600) -> str:
-    """``python benchmarks/<script> *args`` from the checkout's root (its ``.venv`` Python when there is
-    one); asserts exit code 0, showing both streams otherwise; returns stdout."""
-    venv_python = ROOT / ".venv" / "bin" / "python"
-    python = str(venv_python) if venv_python.exists() else sys.executable
+    """``python benchmarks/<script> *args`` from the checkout's root, with the Python running the tests (each
+    CI stack has its own venv); asserts exit code 0, showing both streams otherwise; returns stdout."""
     proc = subprocess.run(
-        [python, str(ROOT / "benchmarks" / script), *args],
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -88,3 +97,52 @@ def run_benchmark(script: str, *args: str, timeout: float = 600) -> str:
         f"exit code {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     )
     return proc.stdout
+
+
+# --- the stacks -------------------------------------------------------------------------------------------
+# `make test` runs the suite on two stacks (docs/install.md): Python 3.11 + numpy 1.26 + procgen-mirror +
+# Ray/RLlib, and Python 3.13 + numpy 2 + procgen-gym + Ray core. A test of a package that a stack cannot hold
+# skips with `importorskip_on_stack`, naming the stack; CI sets PLR_GYM_ALLOWED_SKIPS to the node ids (fnmatch
+# patterns, comma-separated) that may skip there, and the run fails if anything else skipped.
+
+
+def stack_name() -> str:
+    """``"Python 3.13.0, numpy 2.3.5, gymnasium 1.2.3"``: what a stack-dependent skip names."""
+    return f"Python {platform.python_version()}, numpy {np.__version__}, gymnasium {gym.__version__}"
+
+
+def importorskip_on_stack(module: str, why: str) -> Any:
+    """``pytest.importorskip(module)`` whose reason names this stack and says why it lacks ``module``."""
+    reason = f"{module} is not installed on this stack ({stack_name()}): {why}"
+    return pytest.importorskip(module, reason=reason)
+
+
+def unexpected_skips(skipped: list[Any], allowed: list[str]) -> list[str]:
+    """The node ids (with their reasons) of the skipped reports that no pattern in ``allowed`` matches."""
+    bad = []
+    for report in skipped:
+        nodeid = report.nodeid or str(getattr(report, "fspath", ""))
+        if not any(fnmatch.fnmatch(nodeid, pattern) for pattern in allowed):
+            longrepr = report.longrepr
+            reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+            reason = reason.removeprefix("Skipped: ")
+            bad.append(f"{nodeid}: {reason}")
+    return sorted(set(bad))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """With PLR_GYM_ALLOWED_SKIPS set (CI), a skip that the stack does not allow fails the run."""
+    allowed_env = os.environ.get("PLR_GYM_ALLOWED_SKIPS")
+    if allowed_env is None or hasattr(session.config, "workerinput"):  # not CI, or an xdist worker
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    allowed = [p.strip() for p in allowed_env.split(",") if p.strip()]
+    bad = unexpected_skips(reporter.stats.get("skipped", []), allowed)
+    if bad:
+        reporter.write("\n")
+        reporter.write_sep("=", "skips this stack does not allow (PLR_GYM_ALLOWED_SKIPS)", red=True)
+        for line in bad:
+            reporter.write_line(line)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-import ray  # the test extra installs it: a missing Ray is an error, not a skip
+import ray  # `make test` installs the distributed extra on both stacks: a missing Ray is an error, not a skip
 
 from conftest import run_benchmark
 from plr_gym import LevelBuffer, LevelSampler

@@ -10,16 +10,22 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from conftest import repository_url, stack_name
+from plr_gym.sampler import SCORE_TRANSFORMS, STRATEGIES
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SCRIPTS = sorted(EXAMPLES.glob("*.py"))
 NOTEBOOKS = sorted(EXAMPLES.glob("*.ipynb"))
-NEEDS = {"ppo_procgen": "procgen", "plr_procgen": "procgen"}
+# Procgen is procgen-mirror's `procgen` on Python 3.11/3.12 and procgen-gym's `procgen_gym` on 3.13
+NEEDS = {"ppo_procgen": ("procgen", "procgen_gym"), "plr_procgen": ("procgen", "procgen_gym")}
 # (steps, evaluation levels) per example: enough for a few rollouts (PLR scores a few episodes).
 BUDGET = {
     "ppo_procgen": ("256", "2"),
@@ -38,9 +44,9 @@ def tiny_env(name: str) -> dict[str, str]:
 
 
 def skip_without(name: str) -> None:
-    module = NEEDS.get(name)
-    if module is not None and importlib.util.find_spec(module) is None:
-        pytest.skip(f"{name} needs {module}")
+    modules = NEEDS.get(name, ())
+    if modules and all(importlib.util.find_spec(m) is None for m in modules):
+        pytest.skip(f"{name} needs Procgen, not installed on this stack ({stack_name()})")
 
 
 def test_examples_exist() -> None:
@@ -79,23 +85,21 @@ def test_script_runs(script: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_has_colab_badge_and_guarded_install(notebook: Path) -> None:
+    url = repository_url()  # https://github.com/<owner>/<name>, from pyproject.toml
     cells = json.loads(notebook.read_text())["cells"]
-    assert f"colab.research.google.com/github/plr-gym/plr_gym/blob/main/examples/{notebook.name}" in "".join(
-        cells[0]["source"]
-    )
+    badge = url.replace("https://github.com/", "https://colab.research.google.com/github/")
+    assert f"{badge}/blob/main/examples/{notebook.name}" in "".join(cells[0]["source"])
     install = [c for c in cells if "pip install" in "".join(c["source"])]
     assert len(install) == 1
     source = "".join(install[0]["source"])
-    # plr-gym is not on PyPI: nothing to do where it is importable; else Colab clones the repository, a
+    # plr-gym is not on PyPI: nothing to do where it is importable; Colab installs from the repository, a
     # clone installs itself, and anywhere else the cell says what to do
     extra = "procgen" if "procgen" in notebook.stem else "minigrid"
     assert 'if importlib.util.find_spec("plr_gym") is None:' in source
     assert "import google.colab" in source and "if IN_COLAB:" in source
-    assert "git clone -q --depth 1 https://github.com/plr-gym/plr_gym /content/plr_gym" in source
-    assert f'%pip install -q "/content/plr_gym[{extra}]"' in source
+    assert f'%pip install -q "plr-gym[{extra}] @ git+{url}"' in source
     assert f'%pip install -q "..[{extra}]"' in source
     assert f'pip install ".[{extra}]" (see the README' in source and "raise RuntimeError(" in source
-    assert '"plr-gym[' not in source  # the unpublished package name
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
@@ -123,10 +127,7 @@ def test_notebook_install_cell_outside_colab_and_a_clone_says_what_to_do(
         [sys.executable, str(script)], cwd=script.parent, env=env, capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 1
-    assert (
-        "RuntimeError: plr_gym is not installed. In a clone of https://github.com/plr-gym/plr_gym"
-        in proc.stderr
-    )
+    assert f"RuntimeError: plr_gym is not installed. In a clone of {repository_url()} run" in proc.stderr
 
 
 @pytest.mark.slow
@@ -140,6 +141,8 @@ def test_notebook_runs(notebook: Path, tmp_path: Path, monkeypatch: pytest.Monke
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(notebook, as_version=4)
+    claims = sampler_claims(nb)
+    nb.cells.append(nbformat.v4.new_code_cell(SAMPLER_REPORT))  # the settings the notebook's sampler has
     client = nbclient.NotebookClient(
         nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     )
@@ -149,3 +152,26 @@ def test_notebook_runs(notebook: Path, tmp_path: Path, monkeypatch: pytest.Monke
     )
     assert "held-out" in outputs
     assert "levels seen" in outputs
+    used = json.loads(outputs.split("SAMPLER ")[-1].splitlines()[0])
+    for name, values in claims.items():
+        assert values == {used[name]}, f"the text says {name} = {values}, the sampler has {used[name]}"
+    assert set(claims) == {"strategy", "score_transform", "temperature", "staleness_coef", "uniform_mass"}
+
+
+SAMPLER_REPORT = """import json
+print("SAMPLER " + json.dumps({k: getattr(sampler, k) for k in
+      ("strategy", "score_transform", "temperature", "staleness_coef", "uniform_mass")}))"""
+
+
+def sampler_claims(nb: Any) -> dict[str, set[Any]]:
+    """Every sampler setting the notebook's text (markdown and code comments, install cell aside) states."""
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown" or "pip install" not in c.source)
+    patterns = {
+        "temperature": r"β = ([0-9.]+)",
+        "staleness_coef": r"ρ = ([0-9.]+)",
+        "uniform_mass": r"`?uniform_mass=([0-9.]+)",
+    }
+    claims: dict[str, set[Any]] = {k: {float(v) for v in re.findall(p, text)} for k, p in patterns.items()}
+    claims["strategy"] = {s for s in STRATEGIES if f"`{s}`" in text}
+    claims["score_transform"] = set(re.findall(rf"({'|'.join(SCORE_TRANSFORMS)}) transform", text))
+    return {k: v for k, v in claims.items() if v}

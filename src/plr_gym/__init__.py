@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import plr_gym._legacy_gym
 import plr_gym.envs  # noqa: F401  (registers plr_gym/procgen-<game>-v0 and co; Procgen is imported lazily)
+from plr_gym._version import __version__ as __version__  # the one place: _version.py
 from plr_gym.level_buffer import LevelBuffer
 from plr_gym.sampler import LevelSampler
 from plr_gym.scoring import EpisodeData, EpisodeScorer
@@ -75,7 +76,6 @@ __all__ = [
     "RunCheckpointCallback",
     "RunDirectory",
 ]
-__version__ = "0.1.0.dev0"
 
 
 #: Submodules reachable as attributes (``plr_gym.callbacks``...) without importing them first.
