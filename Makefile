@@ -1,8 +1,8 @@
 # Two entry points for a fresh machine: `make demo` and `make test`.
 #
 # `make test` checks two stacks (docs/install.md), each in its own venv:
-#   .venv     Python 3.11 (PYTHON), numpy 1.26, Procgen from procgen-mirror (legacy gym), Ray and RLlib;
-#   .venv313  Python 3.13 (PYTHON313), numpy 2, Procgen from procgen-gym (no gym), Ray core, the notebooks.
+#   .venv     Python 3.11 (PYTHON), numpy 1.26, Procgen from procgen-mirror (legacy gym), Ray and RLlib, verl;
+#   .venv313  Python 3.13 (PYTHON313), numpy 2, Procgen from procgen-gym (no gym), Ray core, the notebooks, TRL.
 # RLlib is not on the 3.13 stack: RLlib 2.60 pins gymnasium==1.2.2, procgen-gym needs gymnasium>=1.2.3.
 # A test whose package a stack lacks skips, naming the stack; PLR_GYM_ALLOWED_SKIPS lists the only skips each
 # stack allows, and any other skip fails the run (tests/conftest.py).
@@ -20,8 +20,8 @@ PIP := $(PY) -m pip
 PIP313 := $(PY313) -m pip
 TORCH_VERSION ?= 2.13.0
 PYTEST_ARGS ?= -n 2 -q
-EXTRAS := test,procgen,minigrid,contrib,bench,cli,docs,distributed,rllib
-EXTRAS313 := test,procgen,minigrid,contrib,bench,cli,distributed
+EXTRAS := test,procgen,minigrid,contrib,bench,cli,docs,distributed,rllib,verl
+EXTRAS313 := test,procgen,minigrid,contrib,bench,cli,distributed,trl
 # The 3.13 stack runs what depends on the stack: Procgen (procgen-gym) and its benchmarks' quick runs, the
 # examples and notebooks, Ray core, the packaging and README checks, and the numpy-level core (sampler,
 # scoring, replay, wrappers, doctests). To keep .ci/run within 20 minutes on 2 cores it leaves out the SB3
@@ -36,7 +36,9 @@ NON_PROCGEN_BENCH := quick_benchmark_reports_both_samplers overhead_quick_report
 TESTS313 ?= $(SB3_SUITES:%=--ignore=tests/test_%.py) \
 	$(NON_PROCGEN_BENCH:%=--deselect tests/test_benchmarks_quick.py::test_%) \
 	--deselect tests/test_docs.py::test_docs_build_strict
-ALLOWED_SKIPS313 := tests/test_rllib.py,src/plr_gym/rllib.py
+# The LLM extras need different transformers and numpy: verl 0.7 (numpy < 2) runs on .venv, TRL 1.16 on .venv313.
+ALLOWED_SKIPS311 := tests/test_trl.py
+ALLOWED_SKIPS313 := tests/test_rllib.py,src/plr_gym/rllib.py,tests/test_verl.py
 
 .PHONY: demo test test-311 test-313 lint typecheck dist bench docs clean
 
@@ -91,7 +93,7 @@ test: lint typecheck dist test-311 test-313
 test-311: $(VENV)/.all-installed dist
 	@echo "== $@ $$(date -u +%T) load $$(cut -d" " -f1-3 /proc/loadavg)"
 	$(PY) .ci/check_stack.py py311
-	PLR_GYM_ALLOWED_SKIPS= PLR_GYM_DIST=dist $(PY) -m pytest $(PYTEST_ARGS)
+	PLR_GYM_ALLOWED_SKIPS=$(ALLOWED_SKIPS311) PLR_GYM_DIST=dist $(PY) -m pytest $(PYTEST_ARGS)
 
 test-313: $(VENV313)/.all-installed dist
 	@echo "== $@ $$(date -u +%T) load $$(cut -d" " -f1-3 /proc/loadavg)"
