@@ -360,12 +360,15 @@ class PromptCurriculum:
 
         ``learnability``: the replay distribution (exact; unseen prompts share the exploration mass
         ``1 − replay_prob`` uniformly while some are unseen). ``thompson``: a Monte Carlo estimate from
-        16 posterior draws of a fixed generator (does not touch the curriculum's own).
+        16 posterior draws of a fixed generator (does not touch the curriculum's own), for batches of the
+        mean size drawn so far (``min(num_prompts, 64)`` before the first draw): a slot's distribution
+        depends on the batch size, since a batch holds distinct prompts.
         """
         if self.method == "thompson":
             rng = np.random.default_rng([self._num_batches, 7])
             counts = np.zeros(self.num_prompts)
-            k = max(1, min(self.num_prompts, 64))
+            k = round(self._draws.sum() / self._num_batches) if self._num_batches else 64
+            k = max(1, min(self.num_prompts, k))
             for _ in range(_THOMPSON_STAT_DRAWS):
                 np.add.at(counts, self._thompson(k, rng), 1.0)
             return np.asarray(counts / counts.sum())
