@@ -204,3 +204,15 @@ def test_thompson_sample_weights_are_the_slot_probabilities_of_the_batches_drawn
     w = cur.sample_weights()
     assert w.sum() == pytest.approx(1.0) and w[[0, 1]] == pytest.approx([0.5, 0.5], abs=0.05)
     assert cur.stats()["effective_prompts"] == pytest.approx(2.0, abs=0.1)
+
+
+def test_options_of_the_other_method_are_refused_not_ignored() -> None:
+    """``replay_prob`` and ``staleness_coef`` shape only learnability's draws, ``target`` only Thompson's:
+    set to anything but their defaults with the other method they would be silently ignored."""
+    for kwargs in ({"staleness_coef": 0.3}, {"replay_prob": 0.9}):
+        with pytest.raises(ValueError, match="method='learnability' only"):
+            PromptCurriculum(4, method="thompson", **kwargs)
+    with pytest.raises(ValueError, match="method='thompson' only"):
+        PromptCurriculum(4, target=0.3)
+    PromptCurriculum(4, method="thompson", target=0.3, prior=(2.0, 2.0), posterior_decay=0.9)
+    PromptCurriculum(4, staleness_coef=0.3, replay_prob=0.9, prior=(2.0, 2.0))  # the posterior is kept
