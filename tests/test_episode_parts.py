@@ -174,3 +174,13 @@ def test_state_round_trips_through_a_values_file(tmp_path: Any, strategy: Any) -
         assert want == [pytest.approx(best - arrays["values"].mean())]
     with pytest.raises(ValueError, match="parts"):
         EpisodeJoiner(strategy_spec("value_l1")).load_state_dict(joiner.state_dict())
+
+
+def test_a_part_whose_episode_id_is_no_str_is_refused() -> None:
+    """Episode ids are strings (``make_part`` makes them so; the state stores them as such): a part built by
+    hand with an int id is refused, not held under a key that a save/load turns into another one."""
+    info = strategy_spec("value_l1")
+    joiner = EpisodeJoiner(info)
+    result = joiner.add([EpisodePart(5, 0, 2, 1, False, (3.0,))])  # type: ignore[arg-type]
+    assert [k for k, _ in result.refused] == [0] and isinstance(result.refused[0][1], TypeError)
+    assert "episode" in str(result.refused[0][1]) and joiner.parts_received == 0 and joiner.num_pending == 0

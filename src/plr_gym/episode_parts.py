@@ -254,6 +254,8 @@ class EpisodeJoiner:
     def _check(self, part: Any) -> dict[str, Any] | None:
         if not isinstance(part, EpisodePart):
             raise TypeError(f"EpisodeJoiner: parts must be EpisodePart, got {type(part).__name__}")
+        if not isinstance(part.episode, str):
+            raise TypeError(f"EpisodeJoiner: EpisodePart.episode must be a str id, got {part.episode!r}")
         for name in ("start", "stop"):
             value = getattr(part, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
