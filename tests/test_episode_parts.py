@@ -184,3 +184,30 @@ def test_a_part_whose_episode_id_is_no_str_is_refused() -> None:
     result = joiner.add([EpisodePart(5, 0, 2, 1, False, (3.0,))])  # type: ignore[arg-type]
     assert [k for k, _ in result.refused] == [0] and isinstance(result.refused[0][1], TypeError)
     assert "episode" in str(result.refused[0][1]) and joiner.parts_received == 0 and joiner.num_pending == 0
+
+
+def test_a_part_whose_episode_the_strategy_cannot_score_is_refused_and_changes_nothing() -> None:
+    """A callable strategy that raises on one episode: the part that completed it is refused (returned in
+    ``refused``, the episode still waits with its other parts), and the call goes on with the other parts
+    instead of dropping them unreported."""
+
+    def picky(ep: EpisodeData) -> float:
+        assert ep.advantages is not None
+        if len(ep.advantages) < 3:
+            raise ValueError("picky: needs 3 steps")
+        return float(ep.advantages.sum())
+
+    info = strategy_spec(picky)
+    joiner = EpisodeJoiner(info)
+    adv = np.array([1.0, 2.0, 3.0])
+    parts = [
+        make_part(info, "short", 0, 1, False, EpisodeData(advantages=adv[:1])),
+        make_part(info, "short", 1, 1, True, EpisodeData(advantages=adv[1:2])),  # completes: picky raises
+        make_part(info, "long", 0, 2, True, EpisodeData(advantages=adv)),
+    ]
+    before = joiner.state_dict(now=0.0)
+    result = joiner.add(parts, now=0.0)
+    assert [k for k, _ in result.refused] == [1] and "3 steps" in str(result.refused[0][1])
+    assert result.episodes == ["long"] and result.scores == [6.0]
+    assert joiner.parts_received == 2 and joiner.episodes_joined == 1 and joiner.parts_pending == 1
+    assert before["pending"] == [] and joiner.state_dict(now=0.0)["pending"][0]["episode"] == "short"
