@@ -174,3 +174,40 @@ def test_state_round_trips_through_a_values_file(tmp_path: Any, strategy: Any) -
         assert want == [pytest.approx(best - arrays["values"].mean())]
     with pytest.raises(ValueError, match="parts"):
         EpisodeJoiner(strategy_spec("value_l1")).load_state_dict(joiner.state_dict())
+
+
+def test_a_part_whose_episode_id_is_no_str_is_refused() -> None:
+    """Episode ids are strings (``make_part`` makes them so; the state stores them as such): a part built by
+    hand with an int id is refused, not held under a key that a save/load turns into another one."""
+    info = strategy_spec("value_l1")
+    joiner = EpisodeJoiner(info)
+    result = joiner.add([EpisodePart(5, 0, 2, 1, False, (3.0,))])  # type: ignore[arg-type]
+    assert [k for k, _ in result.refused] == [0] and isinstance(result.refused[0][1], TypeError)
+    assert "episode" in str(result.refused[0][1]) and joiner.parts_received == 0 and joiner.num_pending == 0
+
+
+def test_a_part_whose_episode_the_strategy_cannot_score_is_refused_and_changes_nothing() -> None:
+    """A callable strategy that raises on one episode: the part that completed it is refused (returned in
+    ``refused``, the episode still waits with its other parts), and the call goes on with the other parts
+    instead of dropping them unreported."""
+
+    def picky(ep: EpisodeData) -> float:
+        assert ep.advantages is not None
+        if len(ep.advantages) < 3:
+            raise ValueError("picky: needs 3 steps")
+        return float(ep.advantages.sum())
+
+    info = strategy_spec(picky)
+    joiner = EpisodeJoiner(info)
+    adv = np.array([1.0, 2.0, 3.0])
+    parts = [
+        make_part(info, "short", 0, 1, False, EpisodeData(advantages=adv[:1])),
+        make_part(info, "short", 1, 1, True, EpisodeData(advantages=adv[1:2])),  # completes: picky raises
+        make_part(info, "long", 0, 2, True, EpisodeData(advantages=adv)),
+    ]
+    before = joiner.state_dict(now=0.0)
+    result = joiner.add(parts, now=0.0)
+    assert [k for k, _ in result.refused] == [1] and "3 steps" in str(result.refused[0][1])
+    assert result.episodes == ["long"] and result.scores == [6.0]
+    assert joiner.parts_received == 2 and joiner.episodes_joined == 1 and joiner.parts_pending == 1
+    assert before["pending"] == [] and joiner.state_dict(now=0.0)["pending"][0]["episode"] == "short"

@@ -190,3 +190,29 @@ def test_stats_report_the_curriculum() -> None:
     th = PromptCurriculum(6, method="thompson", seed=0)
     assert th.sample_weights().sum() == pytest.approx(1.0)
     assert th.stats()["effective_prompts"] > 1.0
+
+
+def test_thompson_sample_weights_are_the_slot_probabilities_of_the_batches_drawn() -> None:
+    """Thompson's ``sample_weights`` is the probability that a slot of the next batch is each prompt, for
+    batches of the size drawn so far: with 6 prompts and batches of 2, the two prompts whose posterior sits
+    at p = 0.5 fill nearly every slot (not the 1/6 each that batches of all 6 prompts would give)."""
+    cur = PromptCurriculum(6, method="thompson", seed=0, uniform_mass=0.0)
+    cur.observe(np.repeat([0, 1], 100), np.tile([True, False], 100))  # p ~ 0.5, sharp
+    cur.observe(np.repeat([2, 3, 4, 5], 100), np.zeros(400, dtype=bool))  # p ~ 0
+    drawn = np.concatenate([cur.next_prompts(2) for _ in range(50)])
+    assert np.isin(drawn, [0, 1]).mean() == 1.0
+    w = cur.sample_weights()
+    assert w.sum() == pytest.approx(1.0) and w[[0, 1]] == pytest.approx([0.5, 0.5], abs=0.05)
+    assert cur.stats()["effective_prompts"] == pytest.approx(2.0, abs=0.1)
+
+
+def test_options_of_the_other_method_are_refused_not_ignored() -> None:
+    """``replay_prob`` and ``staleness_coef`` shape only learnability's draws, ``target`` only Thompson's:
+    set to anything but their defaults with the other method they would be silently ignored."""
+    for kwargs in ({"staleness_coef": 0.3}, {"replay_prob": 0.9}):
+        with pytest.raises(ValueError, match="method='learnability' only"):
+            PromptCurriculum(4, method="thompson", **kwargs)
+    with pytest.raises(ValueError, match="method='thompson' only"):
+        PromptCurriculum(4, target=0.3)
+    PromptCurriculum(4, method="thompson", target=0.3, prior=(2.0, 2.0), posterior_decay=0.9)
+    PromptCurriculum(4, staleness_coef=0.3, replay_prob=0.9, prior=(2.0, 2.0))  # the posterior is kept

@@ -533,3 +533,26 @@ def test_scorer_gives_up_episodes_whose_parts_stop_arriving() -> None:
     assert levels == []  # too late: its first chunk was dropped, so the rest waits in vain...
     scorer._score([_mark("z2", 0, [0.0], 2, done=True)], np.zeros(2), np.ones(2))
     assert (scorer.last_unscored, scorer.chunks_unscored) == (1, 2)  # ... and is counted when it expires
+
+
+def test_a_learner_whose_parts_are_refused_still_meets_the_others_at_the_barrier(monkeypatch) -> None:
+    """With several learners each one waits at a barrier after sending its parts. A learner whose send
+    fails (a part refused by the actor, the actor gone) must reach the barrier before raising, or the other
+    learners wait there until the process group's timeout instead of the run failing at once."""
+    import plr_gym.rllib as plr_rllib
+
+    class SharedSource(LevelSampler):  # stands in for a RemoteLevelSource: joins in "the actor"
+        def update_parts(self, parts):
+            self.sent = list(parts)
+
+        def take_joined(self):
+            raise KeyError("level 99 is not one of the sampler's levels")
+
+    source = SharedSource(range(10), strategy="value_l1", seed=0)
+    scorer = plr_rllib.PLRGeneralAdvantageEstimation(gamma=0.9, lambda_=0.95, source=source)
+    assert scorer.joiner is None  # parts go to the shared source
+    met = []
+    monkeypatch.setattr(plr_rllib, "_sync_learners", lambda: met.append(True))
+    with pytest.raises(KeyError, match="level 99"):
+        scorer._score([_mark("a", 0, [0.0], 99, done=True)], np.zeros(2), np.ones(2))
+    assert met == [True] and len(source.sent) == 1

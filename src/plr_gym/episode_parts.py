@@ -218,7 +218,8 @@ class EpisodeJoiner:
 
         Each part is checked on its own (type, step range, finite aggregates, no overlap with the parts
         held, the same level as its episode's other parts); a refused part changes nothing and is
-        returned in ``refused``.
+        returned in ``refused``. So is a part that completes an episode the strategy fails to score (a
+        callable that raises): the episode keeps waiting with its other parts.
         """
         now = time.monotonic() if now is None else float(now)
         result = JoinResult()
@@ -228,32 +229,38 @@ class EpisodeJoiner:
             except (TypeError, ValueError) as exc:
                 result.refused.append((k, exc))
                 continue
-            self.parts_received += 1
-            if record is None:
-                record = self._open[part.episode] = {
-                    "level": part.level,
-                    "parts": [],
-                    "covered": 0,
-                    "length": None,
-                }
-            record["parts"].append(part)
-            record["covered"] += part.stop - part.start
-            record["last"] = now
-            if part.terminal:
-                record["length"] = part.stop
-            if record["length"] is not None and record["covered"] == record["length"]:
-                del self._open[part.episode]
-                score = self._score(record)
-                result.levels.append(record["level"])
+            held = (
+                {"level": part.level, "parts": [], "covered": 0, "length": None} if record is None else record
+            )
+            length = part.stop if part.terminal else held["length"]
+            if length is not None and held["covered"] + part.stop - part.start == length:
+                whole = {"level": held["level"], "parts": [*held["parts"], part], "length": length}
+                try:  # a callable strategy may fail on this episode: then the part is refused, like others
+                    score = self._score(whole)
+                except Exception as exc:
+                    result.refused.append((k, exc))
+                    continue
+                self._open.pop(part.episode, None)
+                self.parts_received += 1
+                result.levels.append(held["level"])
                 result.scores.append(score)
                 result.episodes.append(part.episode)
                 self.episodes_joined += 1
+                continue
+            self.parts_received += 1
+            self._open[part.episode] = held
+            held["parts"].append(part)
+            held["covered"] += part.stop - part.start
+            held["last"] = now
+            held["length"] = length
         result.unscored = self.expire(now)
         return result
 
     def _check(self, part: Any) -> dict[str, Any] | None:
         if not isinstance(part, EpisodePart):
             raise TypeError(f"EpisodeJoiner: parts must be EpisodePart, got {type(part).__name__}")
+        if not isinstance(part.episode, str):
+            raise TypeError(f"EpisodeJoiner: EpisodePart.episode must be a str id, got {part.episode!r}")
         for name in ("start", "stop"):
             value = getattr(part, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):

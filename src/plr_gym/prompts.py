@@ -114,6 +114,10 @@ class PromptCurriculum:
     :param prior: ``thompson`` only: ``(a₀, b₀)`` of the Beta prior, both > 0. Default ``(1, 1)`` (uniform).
     :param posterior_decay: ``thompson`` only: MoPPS's ``λ`` in ``(0, 1]``; 1 keeps all evidence. Default 1.
 
+    An option of one method set away from its default with the other (``replay_prob``, ``staleness_coef``
+    with ``thompson``; ``target`` with ``learnability``) is refused (``ValueError``), not ignored. ``prior``
+    and ``posterior_decay`` apply to both: the posterior is kept for both methods.
+
     Example:
         >>> cur = PromptCurriculum(100, seed=0)
         >>> ids = cur.next_prompts(8)
@@ -174,6 +178,17 @@ class PromptCurriculum:
             raise ValueError(f"prior must be a pair (a0, b0) of positive numbers, got {prior!r}")
         self.prior = (a0, b0)
         self.posterior_decay = _check_unit("posterior_decay", posterior_decay, open_low=True)
+        unused = (
+            [("target", self.target, 0.5)]
+            if method == "learnability"
+            else [("replay_prob", self.replay_prob, 0.5), ("staleness_coef", self.staleness_coef, 0.0)]
+        )
+        for name, value, default in unused:
+            if value != default:
+                other = "thompson" if method == "learnability" else "learnability"
+                raise ValueError(
+                    f"{name}={value!r} applies to method={other!r} only (method={method!r} would ignore it)"
+                )
         if seed is not None and not _is_int(seed):
             raise TypeError(f"seed must be an int or None, got {type(seed).__name__} {seed!r}")
         if seed is not None and int(seed) < 0:
@@ -360,12 +375,15 @@ class PromptCurriculum:
 
         ``learnability``: the replay distribution (exact; unseen prompts share the exploration mass
         ``1 − replay_prob`` uniformly while some are unseen). ``thompson``: a Monte Carlo estimate from
-        16 posterior draws of a fixed generator (does not touch the curriculum's own).
+        16 posterior draws of a fixed generator (does not touch the curriculum's own), for batches of the
+        mean size drawn so far (``min(num_prompts, 64)`` before the first draw): a slot's distribution
+        depends on the batch size, since a batch holds distinct prompts.
         """
         if self.method == "thompson":
             rng = np.random.default_rng([self._num_batches, 7])
             counts = np.zeros(self.num_prompts)
-            k = max(1, min(self.num_prompts, 64))
+            k = round(self._draws.sum() / self._num_batches) if self._num_batches else 64
+            k = max(1, min(self.num_prompts, k))
             for _ in range(_THOMPSON_STAT_DRAWS):
                 np.add.at(counts, self._thompson(k, rng), 1.0)
             return np.asarray(counts / counts.sum())

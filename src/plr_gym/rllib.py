@@ -524,9 +524,11 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
         """Send the batch's parts; the ``(level, score, episode id)`` of the episodes they completed."""
         parts, unscored = self._parts(marks, values, advantages)
         if self.joiner is None:  # the actor joins them (exactly once, across restarts): several learners
-            self.source.update_parts(parts)
-            scored, expired = self.source.take_joined()
-            _sync_learners()  # every learner's parts of this batch are in: the first learner's stats see them
+            try:
+                self.source.update_parts(parts)
+                scored, expired = self.source.take_joined()
+            finally:  # every learner's parts of this batch are in: the first learner's stats see them
+                _sync_learners()  # (also when this learner's send failed: the others must not wait for it)
         else:
             result = self.joiner.add(parts)
             if result.refused:
