@@ -1,0 +1,293 @@
+"""Issue 24's bad-input findings: level ids out of range, checkpoints that load and then break sampling,
+bit flips, torn PER steps, garbage pushed to the Ray actor, unclear errors and silent accepts.
+
+Each test failed before its fix (the finding it is named after).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+import reliability_objects as ro
+from plr_gym import LevelSampler, LevelWrapper, PrioritizedReplayBuffer
+from plr_gym.checkpoint import load_npz, save_npz
+
+# ---------------------------------------------------------------------------------- level ids
+
+
+@pytest.mark.parametrize(
+    "levels",
+    [
+        range(2**63 - 2, 2**63 + 2),  # used to wrap to negative ids
+        [-3, 1],
+        range(-1, 3),
+        np.array([0, -1]),
+        np.array([2**63], dtype=np.uint64),
+        [2**63],
+        [2**64 + 5],
+    ],
+    ids=["range-beyond-int64", "negative-list", "negative-range", "negative-array", "uint64", "big", "huge"],
+)
+def test_sampler_refuses_level_ids_outside_the_accepted_range(levels: Any) -> None:
+    with pytest.raises(ValueError, match=r"levels must be int level ids in \[0, 2\*\*63 - 1\]"):
+        LevelSampler(levels)
+
+
+def test_the_largest_level_ids_are_accepted_exactly() -> None:
+    from plr_gym._levels import MAX_LEVEL_ID, check_level_id, check_level_ids
+
+    s = LevelSampler(range(2**63 - 3, 2**63), seed=0)
+    assert s.levels.tolist() == [2**63 - 3, 2**63 - 2, 2**63 - 1]
+    assert {int(v) for v in s.sample(20)} <= set(s.levels.tolist())
+    assert check_level_id(MAX_LEVEL_ID) == MAX_LEVEL_ID
+    assert check_level_ids(np.array([MAX_LEVEL_ID], dtype=np.uint64)).dtype == np.int64
+
+
+def test_level_wrapper_refuses_a_negative_level_before_resetting_the_env() -> None:
+    calls: list[Any] = []
+
+    class Recording(gym.Wrapper[Any, Any, Any, Any]):
+        def reset(self, **kw: Any) -> Any:
+            calls.append(kw)
+            return self.env.reset(**kw)
+
+    env = LevelWrapper(Recording(gym.make("CartPole-v1")))
+    for bad in (-1, 2**63):
+        with pytest.raises(ValueError, match=r"options\['level'\] must be an int level id in \[0, 2\*\*63"):
+            env.reset(options={"level": bad})
+        with pytest.raises(ValueError, match=r"next_level must be an int level id in \[0, 2\*\*63 - 1\]"):
+            env.next_level = bad
+    assert calls == []
+    env.reset(options={"level": 3})
+    assert env.level == 3
+
+
+def test_per_refuses_a_negative_level_other_than_unknown() -> None:
+    b = PrioritizedReplayBuffer(4, spaces.Box(-1, 1, (2,)), spaces.Discrete(2), device="cpu", seed=0)
+    o = np.zeros((1, 2), np.float32)
+    with pytest.raises(ValueError, match=r"level"):
+        b.add(o, o, np.zeros((1, 1)), np.zeros(1), np.zeros(1), [{"level": -2}])
+    assert b.size() == 0
+
+
+# ---------------------------------------------------------------------------------- sampler counters
+
+
+def _sampler_file(tmp_path: Path, **changes: Any) -> Path:
+    ro.make_sampler(30).save(tmp_path / "s.npz")
+    data = load_npz(tmp_path / "s.npz")
+    meta = json.loads(str(data["meta"]))
+    meta.update(changes)
+    save_npz(tmp_path / "crafted.npz", {**data, "meta": np.array(json.dumps(meta))})
+    return tmp_path / "crafted.npz"
+
+
+@pytest.mark.parametrize("num_samples", [2**63 - 1, 2**53 + 1])
+def test_sampler_checkpoint_with_a_counter_beyond_its_limit_is_refused(
+    tmp_path: Path, num_samples: int
+) -> None:
+    path = _sampler_file(tmp_path, num_samples=num_samples)
+    with pytest.raises(ValueError, match="num_samples"):
+        LevelSampler.load(path)
+    live = ro.make_sampler(12)
+    before = live.state_dict()
+    with pytest.raises(ValueError, match="num_samples"):
+        live.load_from(path)
+    assert ro.same(live.state_dict(), before)
+
+
+def test_sample_at_the_counter_limit_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    s = ro.make_sampler(30)
+    limit = s.max_samples
+    assert limit == 2**53
+    state = s.state_dict()
+    last = np.asarray(state["last_sampled"])
+    state["num_samples"] = limit - 2  # loadable: two draws left
+    state["last_sampled"] = np.where(last > 0, last + limit - 2 - 30, 0)
+    s.load_state_dict(state)
+    before = s.state_dict()
+    for n in (3, 100):
+        with pytest.raises(ValueError, match=r"n=\d+ draws would take num_samples"):
+            s.sample(n)
+        assert ro.same(s.state_dict(), before)
+    drawn = s.sample(2)
+    assert s.num_samples == limit and drawn.shape == (2,)
+    with pytest.raises(ValueError, match="num_samples"):
+        s.sample()
+    assert s.num_samples == limit
+
+
+def test_sample_n_interrupted_part_way_is_undone(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = ro.make_sampler(40)
+    before = s.state_dict()
+    twin = ro.make_sampler(40)
+    calls = {"n": 0}
+    original = LevelSampler._mark_sampled
+
+    def interrupt_fifth(self: LevelSampler, i: int) -> None:
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise KeyboardInterrupt
+        original(self, i)
+
+    monkeypatch.setattr(LevelSampler, "_mark_sampled", interrupt_fifth)
+    with pytest.raises(KeyboardInterrupt):
+        s.sample(8)
+    monkeypatch.undo()
+    assert ro.same(s.state_dict(), before)
+    np.testing.assert_array_equal(s.sample(50), twin.sample(50))  # the structures were rebuilt too
+    assert s.num_replay_samples + s.num_explore_samples <= s.num_samples
+
+
+def test_sample_with_a_huge_n_is_a_clear_error() -> None:
+    s = LevelSampler(range(4), seed=0)
+    for n in (10**12, 2**62):
+        with pytest.raises(ValueError, match="n="):
+            s.sample(n)
+    assert s.num_samples == 0
+
+
+# ---------------------------------------------------------------------------------- silent accepts
+
+
+def test_sampler_refuses_masked_arrays() -> None:
+    masked = np.ma.masked_array([1, 2], mask=[True, False])
+    with pytest.raises(TypeError, match="levels must not be a numpy masked array"):
+        LevelSampler(masked)
+    s = LevelSampler(range(4), seed=0)
+    with pytest.raises(TypeError, match="levels must not be a numpy masked array"):
+        s.update_batch(masked, [1.0, 2.0])
+    with pytest.raises(TypeError, match="scores must not be a numpy masked array"):
+        s.update_batch([1, 2], np.ma.masked_array([1.0, 2.0], mask=[False, True]))
+    assert s.num_seen == 0
+
+
+def test_nan_level_is_refused_everywhere_a_level_is_taken() -> None:
+    s = LevelSampler(range(4), seed=0)
+    with pytest.raises(TypeError, match="level"):
+        s.update(math.nan, 1.0)
+    with pytest.raises(TypeError, match="levels"):
+        LevelSampler([0, math.nan])
+    env = LevelWrapper(gym.make("CartPole-v1"))
+    with pytest.raises(ValueError, match="NaN"):
+        env.reset(options={"level": math.nan})
+
+
+# ---------------------------------------------------------------------------------- torn PER steps
+
+
+def _full_per(kind: str = "per") -> Any:
+    from plr_gym.replay import EpisodicReplayBuffer, PrioritizedDictReplayBuffer
+
+    box = spaces.Box(-10, 10, (3,), np.float32)
+    if kind == "dict":
+        b: Any = PrioritizedDictReplayBuffer(
+            4, spaces.Dict({"x": box}), spaces.Discrete(2), device="cpu", seed=0
+        )
+    elif kind == "episodic":
+        b = EpisodicReplayBuffer(4, box, spaces.Discrete(2), device="cpu", seed=0)
+    else:
+        b = PrioritizedReplayBuffer(4, box, spaces.Discrete(2), device="cpu", seed=0)
+    for t in range(4):
+        o = np.full((1, 3), t, np.float32)
+        obs = {"x": o} if kind == "dict" else o
+        nxt = {"x": o + 1} if kind == "dict" else o + 1
+        b.add(obs, nxt, np.zeros((1, 1)), np.array([float(t)]), np.zeros(1), [{"level": t}])
+    assert b.full
+    return b
+
+
+def _snapshot(b: Any) -> dict[str, Any]:
+    obs = b.observations if isinstance(b.observations, dict) else {"": b.observations}
+    nxt = b.next_observations if isinstance(b.next_observations, dict) else {"": b.next_observations}
+    return {
+        "pos": b.pos,
+        "full": b.full,
+        "obs": {k: v.copy() for k, v in obs.items()},
+        "next": {k: v.copy() for k, v in nxt.items()},
+        "rewards": b.rewards.copy(),
+        "actions": b.actions.copy(),
+        "dones": b.dones.copy(),
+        "levels": b.levels.copy(),
+        "priorities": b.priorities,
+    }
+
+
+GOOD_O = np.full((1, 3), 9, np.float32)
+BAD_STEPS: dict[str, dict[str, Any]] = {
+    "next_obs of another shape": {"next_obs": np.zeros((1, 2), np.float32)},
+    "obs of another shape": {"obs": np.zeros((1, 2), np.float32)},
+    "obs without the env axis": {"obs": np.zeros(3, np.float32), "next_obs": np.zeros(3, np.float32)},
+    "next_obs strings": {"next_obs": np.array([["a", "b", "c"]])},
+    "next_obs masked": {"next_obs": np.ma.masked_array(GOOD_O, mask=True)},
+    "next_obs complex": {"next_obs": GOOD_O + 1j},
+    "reward NaN": {"reward": np.array([math.nan])},
+    "reward inf": {"reward": np.array([math.inf])},
+    "reward complex": {"reward": np.array([1 + 2j])},
+    "reward masked": {"reward": np.ma.masked_array([1.0], mask=[True])},
+    "action NaN": {"action": np.array([[math.nan]])},
+    "done strings": {"done": np.array(["yes"])},
+}
+
+
+@pytest.mark.parametrize("kind", ["per", "dict", "episodic"])
+@pytest.mark.parametrize("case", sorted(BAD_STEPS))
+def test_a_refused_step_leaves_a_full_buffer_exactly_as_it_was(kind: str, case: str) -> None:
+    b = _full_per(kind)
+    before = _snapshot(b)
+    step = {
+        "obs": GOOD_O,
+        "next_obs": GOOD_O,
+        "action": np.zeros((1, 1)),
+        "reward": np.zeros(1),
+        "done": np.zeros(1),
+        **BAD_STEPS[case],
+    }
+    if kind == "dict":
+        step["obs"], step["next_obs"] = {"x": step["obs"]}, {"x": step["next_obs"]}
+    with pytest.raises((ValueError, TypeError)) as info:
+        b.add(step["obs"], step["next_obs"], step["action"], step["reward"], step["done"], [{"level": 9}])
+    name = next(iter(BAD_STEPS[case]))
+    assert name in str(info.value), info.value
+    assert ro.same(_snapshot(b), before)
+    batch = b.sample(64)  # nothing torn is ever sampled
+    obs = batch.observations["x"] if kind == "dict" else batch.observations
+    assert (
+        (obs[:, 0] + 1) == (batch.next_observations["x"] if kind == "dict" else batch.next_observations)[:, 0]
+    ).all()
+
+
+def test_frame_stack_buffer_refuses_masked_and_complex_stacks() -> None:
+    from plr_gym.replay import FrameStackReplayBuffer
+
+    space = spaces.Box(0, 255, (4, 2, 2), np.uint8)
+    b = FrameStackReplayBuffer(
+        8, space, spaces.Discrete(2), device="cpu", n_stack=4, channels_order="first", seed=0
+    )
+    good = np.zeros((1, 4, 2, 2), np.uint8)
+    for bad, kind in (
+        (np.ma.masked_array(good), TypeError),
+        (good + 1j, TypeError),
+        (good[:, :3], ValueError),
+    ):
+        with pytest.raises(kind, match="obs"):
+            b.add(bad, good, np.zeros((1, 1)), np.zeros(1), np.zeros(1), [{}])
+    assert b.size() == 0
+
+
+def test_per_refuses_bool_priorities_and_keeps_them() -> None:
+    b = _full_per()
+    before = b.priorities
+    with pytest.raises(TypeError, match="priorities must be real numbers"):
+        b.update_priorities([0, 1], [True, False])
+    with pytest.raises(TypeError, match="priorities must not be a numpy masked array"):
+        b.update_priorities([0], np.ma.masked_array([1.0], mask=[True]))
+    np.testing.assert_array_equal(b.priorities, before)
