@@ -291,3 +291,67 @@ def test_per_refuses_bool_priorities_and_keeps_them() -> None:
     with pytest.raises(TypeError, match="priorities must not be a numpy masked array"):
         b.update_priorities([0], np.ma.masked_array([1.0], mask=[True]))
     np.testing.assert_array_equal(b.priorities, before)
+
+
+# ---------------------------------------------------------------------------------- the Ray actor's push
+
+
+def _actor() -> Any:
+    from plr_gym.distributed import LevelSourceActor
+
+    return LevelSourceActor(LevelSampler(range(8), seed=0))
+
+
+GOOD_BATCH = (np.array([1, 2]), [0.5, 0.25])
+BAD_PUSHES: dict[str, tuple[dict[str, Any], str]] = {
+    "a good batch, then garbage": ({"batches": [GOOD_BATCH, 7]}, r"batches\[1\]"),
+    "a good batch, then a triple": ({"batches": [GOOD_BATCH, (1, 2, 3)]}, r"batches\[1\]"),
+    "levels and scores of other lengths": ({"batches": [GOOD_BATCH, ([1, 2], [0.5])]}, r"batches\[1\]"),
+    "packed sizes beyond the data": (
+        {"batches": ("packed", np.array([1, 2, 3]), np.array([0.1, 0.2, 0.3]), np.array([2, 5]))},
+        "packed",
+    ),
+    "packed sizes short of the data": (
+        {"batches": ("packed", np.array([1, 2, 3]), np.array([0.1, 0.2, 0.3]), np.array([1, 1]))},
+        "packed",
+    ),
+    "packed negative size": (
+        {"batches": ("packed", np.array([1, 2]), np.array([0.1, 0.2]), np.array([3, -1]))},
+        "packed",
+    ),
+    "packed scores of another length": (
+        {"batches": ("packed", np.array([1, 2, 3]), np.array([0.1, 0.2]), np.array([1, 2]))},
+        "packed",
+    ),
+    "unknown message kind": ({"batches": ("zipped", [1], [0.1], [1])}, "message kind"),
+    "batches a string": ({"batches": "abc"}, "batches"),
+    "draw=-1": ({"draw": -1}, "draw"),
+    "draw=1.5": ({"draw": 1.5}, "draw"),
+    "draw=True": ({"draw": True}, "draw"),
+    "seq=0": ({"seq": 0}, "seq"),
+    "seq='3'": ({"seq": "3"}, "seq"),
+    "client=None": ({"client": None}, "client"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PUSHES))
+def test_actor_push_with_garbage_applies_nothing(case: str) -> None:
+    actor = _actor()
+    kwargs, message = BAD_PUSHES[case]
+    call = {"client": "a", "seq": 1, "batches": [GOOD_BATCH], "draw": 0, **kwargs}
+    before = actor.source.state_dict()
+    with pytest.raises((ValueError, TypeError), match=message):
+        actor.push(call["client"], call["seq"], call["batches"], call["draw"])
+    assert ro.same(actor.source.state_dict(), before)
+    assert actor.stats()["scores_absorbed"] == 0 and actor.stats()["levels_served"] == 0
+    # the same seq, sent again correctly, is applied (it was not recorded as applied)
+    reply = actor.push("a", 1, [GOOD_BATCH], 2)
+    assert reply["errors"] == [] and len(reply["levels"]) == 2
+    assert actor.stats()["scores_absorbed"] == 2 and actor.source.num_seen == 2
+
+
+def test_actor_draw_refuses_a_negative_count() -> None:
+    actor = _actor()
+    with pytest.raises(ValueError, match="n must be an int >= 0"):
+        actor.draw(-1)
+    assert actor.stats()["levels_served"] == 0
