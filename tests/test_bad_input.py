@@ -355,3 +355,86 @@ def test_actor_draw_refuses_a_negative_count() -> None:
     with pytest.raises(ValueError, match="n must be an int >= 0"):
         actor.draw(-1)
     assert actor.stats()["levels_served"] == 0
+
+
+# ---------------------------------------------------------------------------------- unclear errors
+
+
+class ListInfoEnv(gym.Env[np.ndarray, int]):
+    observation_space = spaces.Box(0, 1, (1,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, bad_in: str) -> None:
+        self.bad_in = bad_in
+
+    def reset(self, *, seed: Any = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), ([] if self.bad_in == "reset" else {})
+
+    def step(self, action: int) -> Any:
+        return np.zeros(1, np.float32), 0.0, False, False, (None if self.bad_in == "step" else {})
+
+
+@pytest.mark.parametrize("method", ["reset", "step"])
+def test_env_returning_an_info_that_is_not_a_dict_is_named(method: str) -> None:
+    env = LevelWrapper(ListInfoEnv(method))
+    with pytest.raises(TypeError, match=rf"{method}\(\) returned an info of type (list|NoneType)"):
+        env.reset(seed=1)
+        env.step(0)
+
+
+def test_per_buffer_given_a_dict_space_names_the_dict_buffer() -> None:
+    space = spaces.Dict({"x": spaces.Box(-1, 1, (2,))})
+    with pytest.raises(TypeError, match="use PrioritizedDictReplayBuffer"):
+        PrioritizedReplayBuffer(8, space, spaces.Discrete(2), device="cpu")
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "per buffer_size",
+        "per 2**62",
+        "level buffer capacity",
+        "capacity 2**70",
+        "sampler levels",
+        "scorer n_envs",
+    ],
+)
+def test_sizes_beyond_memory_name_the_argument(case: str) -> None:
+    from plr_gym import LevelBuffer
+    from plr_gym.scoring import EpisodeScorer
+
+    box = spaces.Box(-1, 1, (2,))
+    build, name = {
+        "per buffer_size": (
+            lambda: PrioritizedReplayBuffer(10**15, box, spaces.Discrete(2), device="cpu"),
+            "buffer_size",
+        ),
+        "per 2**62": (
+            lambda: PrioritizedReplayBuffer(2**62, box, spaces.Discrete(2), device="cpu"),
+            "buffer_size",
+        ),
+        "level buffer capacity": (lambda: LevelBuffer(10**15), "capacity"),
+        "capacity 2**70": (lambda: LevelBuffer(2**70), "capacity"),
+        "sampler levels": (lambda: LevelSampler(range(10**15)), "levels"),
+        "scorer n_envs": (lambda: EpisodeScorer(LevelSampler(range(4)), n_envs=10**15), "n_envs"),
+    }[case]
+    with pytest.raises(ValueError, match=rf"{name}=.* is too large"):
+        build()
+
+
+def test_huge_draws_and_scores_name_the_argument() -> None:
+    from plr_gym import LevelBuffer
+
+    buf = LevelBuffer(4, seed=0)
+    buf.insert(1, 0.5)
+    with pytest.raises(ValueError, match=r"n=10+ is too large"):
+        buf.sample_replay_levels(10**15)
+    with pytest.raises(ValueError, match="score must be finite, got an int beyond the float range"):
+        buf.insert(2, 10**400)
+    s = LevelSampler(range(4), seed=0)
+    with pytest.raises(ValueError, match=r"score \(level 1\) must be finite"):
+        s.update(1, 10**400)
+    per = _full_per()
+    with pytest.raises(ValueError, match=r"batch_size=10+ is too large"):
+        per.sample(10**15)

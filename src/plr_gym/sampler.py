@@ -69,6 +69,7 @@ import numpy as np
 import numpy.typing as npt
 
 from plr_gym._levels import check_level_ids, refuse_masked
+from plr_gym._sizes import allocating
 from plr_gym._structures import LinearStalenessTree, OrderedKeys, SumTree
 from plr_gym.checkpoint import load_npz, save_npz
 from plr_gym.scoring import STRATEGY_SPECS, strategy_spec
@@ -148,7 +149,12 @@ def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
 def _check_real(name: str, value: Any) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
-    out = float(value)
+    try:
+        out = float(value)
+    except OverflowError:  # an int beyond float64
+        raise ValueError(
+            f"{name} must be finite, got an int beyond the float range ({len(str(value))} digits)"
+        ) from None
     if not math.isfinite(out):
         raise ValueError(f"{name} must be finite, got {value!r}")
     return out
@@ -179,7 +185,8 @@ def _as_levels(levels: Any) -> IntArray:
         levels = list(levels)
     if not isinstance(levels, range) and np.ndim(levels) != 1:
         raise ValueError(f"levels must be 1-D, got an array of shape {np.shape(levels)}")
-    arr = check_level_ids(levels, "levels")
+    with allocating("levels", levels if isinstance(levels, range) else f"<{len(levels)} ids>"):
+        arr = check_level_ids(levels, "levels")
     if arr.size == 0:
         raise ValueError("levels must not be empty")
     uniq, counts = np.unique(arr, return_counts=True)
@@ -574,10 +581,8 @@ class LevelSampler:
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
         self._check_draws_left(int(n))
-        try:
+        with allocating("n", n, "draw the levels in smaller batches"):
             idx = np.empty(int(n), dtype=np.int64)
-        except MemoryError:
-            raise ValueError(f"n={n} level ids do not fit in memory; draw them in smaller batches") from None
         rng = self._rng.bit_generator
         saved = (rng.state, self._t, self._next_index, self._num_replay, self._num_explore)
         journal: list[tuple[int, int]] = []  # (level position, its last_sampled before this call)

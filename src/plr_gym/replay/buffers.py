@@ -22,6 +22,7 @@ from stable_baselines3.common.type_aliases import TensorDict
 from stable_baselines3.common.vec_env import VecNormalize
 
 from plr_gym._levels import check_level_id
+from plr_gym._sizes import allocating
 from plr_gym.checkpoint import load_npz, save_npz
 from plr_gym.replay.priorities import PRIORITIZATIONS as PRIORITIZATIONS  # re-exported
 from plr_gym.replay.priorities import ReplayPriorities, check_fraction, is_int
@@ -148,29 +149,40 @@ class _PrioritizedBufferBase(ReplayBuffer):
             raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
         if not is_int(buffer_size) or buffer_size < 1:
             raise ValueError(f"buffer_size must be an int >= 1, got {buffer_size!r}")
-        # Checks every priority setting before SB3 allocates the storage.
-        priorities = ReplayPriorities(
-            max(int(buffer_size) // int(n_envs), 1),  # SB3's rows per env
-            int(n_envs),
-            prioritization=prioritization,
-            alpha=alpha,
-            beta=beta,
-            eps=eps,
-            replacement=replacement,
-            recent_data_ratio=recent_data_ratio,
-            recent_data_steps=recent_data_steps,
-            rank_refresh_interval=rank_refresh_interval,
-            seed=seed,
-        )
-        super().__init__(
-            buffer_size,
-            observation_space,
-            action_space,
-            device=device,
-            n_envs=n_envs,
-            optimize_memory_usage=False,
-            handle_timeout_termination=handle_timeout_termination,
-        )
+        if isinstance(observation_space, spaces.Dict) and not isinstance(self, DictReplayBuffer):
+            raise TypeError(
+                f"{type(self).__name__} stores array observations, got a Dict observation space; use "
+                "PrioritizedDictReplayBuffer (PERDQN/PERSAC/PERTD3 pick it for a Dict space themselves)"
+            )
+        if not isinstance(observation_space, spaces.Space) or not isinstance(action_space, spaces.Space):
+            raise TypeError(
+                "observation_space and action_space must be gymnasium spaces, got "
+                f"{type(observation_space).__name__} and {type(action_space).__name__}"
+            )
+        with allocating("buffer_size", buffer_size):
+            # Checks every priority setting before SB3 allocates the storage.
+            priorities = ReplayPriorities(
+                max(int(buffer_size) // int(n_envs), 1),  # SB3's rows per env
+                int(n_envs),
+                prioritization=prioritization,
+                alpha=alpha,
+                beta=beta,
+                eps=eps,
+                replacement=replacement,
+                recent_data_ratio=recent_data_ratio,
+                recent_data_steps=recent_data_steps,
+                rank_refresh_interval=rank_refresh_interval,
+                seed=seed,
+            )
+            super().__init__(
+                buffer_size,
+                observation_space,
+                action_space,
+                device=device,
+                n_envs=n_envs,
+                optimize_memory_usage=False,
+                handle_timeout_termination=handle_timeout_termination,
+            )
         assert priorities.capacity == self.buffer_size * self.n_envs
         #: The torch-free priority core: raw priorities, sum tree, sampling and importance weights.
         self.replay_priorities = priorities
@@ -438,7 +450,8 @@ class _PrioritizedBufferBase(ReplayBuffer):
         :return: flat slot indices, shape ``(batch_size,)``, and importance weights
             ``(N · P(i)) ** -beta / max_j (N · P(j)) ** -beta``, shape ``(batch_size,)``
         """
-        indices, weights = self.replay_priorities.sample(batch_size, rows=self.size(), pos=self.pos)
+        with allocating("batch_size", batch_size):
+            indices, weights = self.replay_priorities.sample(batch_size, rows=self.size(), pos=self.pos)
         if self.replay_priorities.samples_since_update == 2 and not self._warned_no_update:
             self._warned_no_update = True
             warnings.warn(

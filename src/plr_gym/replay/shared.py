@@ -21,6 +21,7 @@ from stable_baselines3.common.buffers import BaseBuffer, ReplayBuffer
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
 from stable_baselines3.common.vec_env import VecNormalize
 
+from plr_gym._sizes import allocating
 from plr_gym.replay.buffers import _real_array
 
 __all__ = ["ReplayWriterWrapper", "SharedReplayBuffer", "SharedReplayWriter"]
@@ -397,7 +398,8 @@ class SharedReplayBuffer(ReplayBuffer):
         if seed is None:
             seed = int(np.random.randint(0, 2**31 - 1))  # noqa: NPY002 - follows SB3's seeding
         self._rng = np.random.default_rng(seed)
-        self._allocate()
+        with allocating("buffer_size", buffer_size):
+            self._allocate()
 
     def _allocate(self) -> None:
         rows, n = self.buffer_size, self.n_envs

@@ -39,6 +39,14 @@ def is_int_level(level: Any) -> bool:
     return isinstance(level, numbers.Integral) and not isinstance(level, (bool, np.bool_))
 
 
+def _check_info(env: Any, method: str, info: Any) -> None:
+    if not isinstance(info, dict):
+        raise TypeError(
+            f"{env}.{method}() returned an info of type {type(info).__name__}; Gymnasium envs return a dict "
+            "as info (LevelWrapper adds info['level'] to it)"
+        )
+
+
 def _checked_level(level: Any, name: str) -> Any:
     """``level`` if a wrapper can play it: an int level id in ``[0, 2**63 - 1]`` (as ``int``), ``None``,
     or a level object without NaN (:func:`plr_gym._levels.level_key`); else ``TypeError``/``ValueError``."""
@@ -240,6 +248,7 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
                     "reset reads options['level'] (e.g. plr_gym.envs.maze); a generator must return levels "
                     "of that kind (never None)"
                 )
+        _check_info(self.env, "reset", info)
         self._level = level
         info["level"] = level
         return obs, info
@@ -247,6 +256,7 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the env; ``info["level"]`` is the level of this step's episode."""
         obs, reward, terminated, truncated, info = self.env.step(action)
+        _check_info(self.env, "step", info)
         info["level"] = self._level
         return obs, reward, terminated, truncated, info
 
