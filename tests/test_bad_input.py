@@ -438,3 +438,62 @@ def test_huge_draws_and_scores_name_the_argument() -> None:
     per = _full_per()
     with pytest.raises(ValueError, match=r"batch_size=10+ is too large"):
         per.sample(10**15)
+
+
+# ---------------------------------------------------------------------------------- bit flips
+
+
+def _flip_positions(data: bytes, n_random: int, seed: int) -> list[int]:
+    """Bits to flip: the compression method and the encryption flag of every zip member's local header
+    (``NotImplementedError``/``RuntimeError`` from ``zipfile`` before the fix), plus a fixed-seed sample."""
+    bits = []
+    start = data.find(b"PK\x03\x04")
+    while start >= 0:
+        bits += [(start + 6) * 8, (start + 8) * 8 + 1, (start + 8) * 8 + 2]  # encrypted; methods 2 and 4
+        start = data.find(b"PK\x03\x04", start + 4)
+    start = data.find(b"PK\x01\x02")  # central directory entries: the same fields, 2 bytes later
+    while start >= 0:
+        bits += [(start + 8) * 8, (start + 10) * 8 + 1, (start + 10) * 8 + 2]
+        start = data.find(b"PK\x01\x02", start + 4)
+    rng = np.random.default_rng(seed)
+    return bits + rng.integers(len(data) * 8, size=n_random).tolist()
+
+
+LOADERS: dict[str, tuple[Any, Any, Any]] = {
+    "sampler": (lambda: ro.make_sampler(30), lambda: ro.make_sampler(12), lambda o, p: o.load_from(p)),
+    "level_buffer": (
+        lambda: ro.make_level_buffer(9),
+        lambda: ro.make_level_buffer(6),
+        lambda o, p: o.load(p),
+    ),
+    "per": (lambda: ro.make_per(6), lambda: ro.make_per(3), lambda o, p: o.load(p)),
+    "scorer": (lambda: ro.make_scorer(4), lambda: ro.make_scorer(3), lambda o, p: o.load(p)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LOADERS))
+def test_single_bit_flips_are_refused_with_value_error_and_change_nothing(tmp_path: Path, kind: str) -> None:
+    make, make_live, load = LOADERS[kind]
+    good = tmp_path / "good.npz"
+    make().save(good)
+    data = good.read_bytes()
+    live = make_live()
+
+    def state() -> Any:
+        return ro.per_state(live) if kind == "per" else live.state_dict()
+
+    before = state()
+    refused = 0
+    for bit in _flip_positions(data, 60, seed=0):
+        flipped = bytearray(data)
+        flipped[bit // 8] ^= 1 << (bit % 8)
+        path = tmp_path / "flipped.npz"
+        path.write_bytes(bytes(flipped))
+        try:
+            load(live, path)
+        except ValueError:
+            refused += 1
+            assert ro.same(state(), before), f"bit {bit}: a refused load changed the object"
+        else:  # a flip in a byte nothing reads (e.g. a zip timestamp): the load is whole
+            live = make_live()
+    assert refused >= 40
