@@ -61,7 +61,7 @@ from plr_gym.vector import PrioritizedLevelReplay as VectorPLR  # noqa: E402
 
 CLEAR = (ValueError, TypeError, KeyError, IndexError, FileNotFoundError, RuntimeError)
 #: A case still running after this many seconds is stopped and counted as unclear (it would hang).
-CASE_SECONDS = 10.0
+CASE_SECONDS = 120.0
 
 
 class _Hung(BaseException):

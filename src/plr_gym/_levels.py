@@ -105,7 +105,7 @@ def check_level_ids(values: Any, name: str = "levels", *, high: int = MAX_LEVEL_
             )
         return np.asarray([int(v) for v in items], dtype=np.int64).reshape(arr.shape)
     if arr.size and (arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer)):
-        raise TypeError(f"{name} must be int level ids (level ids / seeds), got dtype {arr.dtype}")
+        raise TypeError(f"{name} must be integers (int level ids / reset seeds), got dtype {arr.dtype}")
     if arr.size:
         lo, hi = int(arr.min()), int(arr.max())
         if lo < 0 or hi > high:

@@ -550,7 +550,7 @@ class SharedReplayBuffer(ReplayBuffer):
             counts = self.counts.copy()
             # a torn row (its writer died holding the lock, part-way through it) is left out
             torn = _torn(counts, self.writing, self.buffer_size)
-            sizes = np.minimum(counts, self.buffer_size) - torn
+            sizes: NDArray[np.int64] = np.minimum(counts, self.buffer_size) - torn
             total = int(sizes.sum())
             if total == 0:
                 raise ValueError("cannot sample from an empty buffer: add transitions first")
