@@ -218,8 +218,8 @@ def test_level_precedence_and_contract() -> None:
     # a whole queue is checked before any of it is taken (int arrays at once, other values one by one)
     envs.set_attr("next_level", np.array([5, 6, 7]))
     for bad, error, match in (
-        (np.array([1, -2, 3]), ValueError, "next_level must be in .* got -2"),
-        ([1, 2, 2**31], ValueError, "next_level must be in .* got 2147483648"),
+        (np.array([1, -2, 3]), ValueError, "next_level must be an int level id in .* got -2"),
+        ([1, 2, 2**31], ValueError, "next_level must be an int level id in .* got 2147483648"),
         ([1, 2.0, 3], TypeError, "next_level must be an int level id .* got 2.0"),
         ([1, True, 3], TypeError, "got True"),
         (np.array([1.0, 2.0, 3.0]), TypeError, "got 1.0"),
