@@ -51,7 +51,7 @@ def check_level_id(value: Any, name: str = "level", *, high: int = MAX_LEVEL_ID,
     """
     if not is_level_id(value):
         raise TypeError(
-            f"{name} must be an int level id in [0, {_bound(high)}], got {type(value).__name__} {value!r}"
+            f"{name} must be an int level id in [0, {_bound(high)}], got {value!r} ({type(value).__name__})"
         )
     level = int(value)
     if not 0 <= level <= high:
