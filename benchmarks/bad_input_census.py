@@ -9,6 +9,8 @@ classified as
 - **unclear error**: any other exception, or a message that does not name it;
 - **silently accepted**: no exception at all.
 
+A case still running after ``CASE_SECONDS`` is stopped and counted as unclear (it would hang).
+
 For loaders the census also checks that a refused load left the live object unchanged ("corrupted"
 counts refusals that changed it anyway).
 
@@ -22,6 +24,7 @@ import argparse
 import copy
 import json
 import math
+import signal
 import sys
 import tempfile
 import warnings
@@ -57,6 +60,19 @@ from plr_gym.scoring import EpisodeScorer  # noqa: E402
 from plr_gym.vector import PrioritizedLevelReplay as VectorPLR  # noqa: E402
 
 CLEAR = (ValueError, TypeError, KeyError, IndexError, FileNotFoundError, RuntimeError)
+#: A case still running after this many seconds is stopped and counted as unclear (it would hang).
+CASE_SECONDS = 120.0
+
+
+class _Hung(BaseException):
+    pass
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise _Hung
+
+
+signal.signal(signal.SIGALRM, _stop)
 results: list[dict[str, Any]] = []
 
 
@@ -65,8 +81,15 @@ def attempt(
 ) -> None:
     """Run one bad-input case; ``keyword`` must appear in a clear error's message."""
     row: dict[str, Any] = {"component": component, "case": name}
+    signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
     try:
-        fn()
+        try:
+            fn()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _Hung:
+        row["outcome"] = "unclear"
+        row["message"] = f"still running after {CASE_SECONDS} s (stopped)"
     except CLEAR as exc:
         msg = str(exc)
         row["outcome"] = "clear" if keyword.lower() in msg.lower() else "unclear"
@@ -115,6 +138,12 @@ def main() -> None:
                 [[1, 2]],
                 [True, False],
                 np.array([2**63], dtype=np.uint64),
+                range(2**63 - 2, 2**63 + 2),  # would wrap to negative ids
+                [-3, 1],
+                range(-1, 3),
+                np.ma.masked_array([1, 2], mask=[True, False]),
+                [0, NAN],
+                range(10**15),  # beyond memory
             ],
             "strategy": ["nope", None, 3],
             "score_transform": ["nope", None],
@@ -145,8 +174,22 @@ def main() -> None:
         ),
         ("sample(n=-1)", lambda: s.sample(-1), "n"),
         ("sample(n=2.5)", lambda: s.sample(2.5), "n"),
+        ("sample(n=10**15)", lambda: s.sample(10**15), "n"),
+        ("update(score=10**400)", lambda: s.update(1, 10**400), "score"),
+        ("update(level=nan)", lambda: s.update(NAN, 1.0), "level"),
+        (
+            "update_batch(masked levels)",
+            lambda: s.update_batch(np.ma.masked_array([1, 2], mask=[True, False]), [1.0, 2.0]),
+            "levels",
+        ),
+        (
+            "update_batch(masked scores)",
+            lambda: s.update_batch([1, 2], np.ma.masked_array([1.0, 2.0], mask=[False, True])),
+            "scores",
+        ),
     ]:
-        attempt("LevelSampler", name, fn, kw)
+        s_before = s.state_dict()
+        attempt("LevelSampler", name, fn, kw, lambda st=s_before: ro.same(s.state_dict(), st))
 
     # ---------------------------------------------------------------- LevelBuffer
     constructor_cases(
@@ -172,8 +215,16 @@ def main() -> None:
         ("update(index=5)", lambda: b.update(5, 1.0), "index"),
         ("update(index=True)", lambda: b.update(True, 1.0), "index"),
         ("sample_replay_levels(n=-1)", lambda: b.sample_replay_levels(-1), "n"),
+        ("sample_replay_levels(n=10**15)", lambda: b.sample_replay_levels(10**15), "n"),
+        ("insert(level=nan)", lambda: b.insert(NAN, 1.0), "nan"),
+        ("insert(array level with NaN)", lambda: b.insert(np.array([1.0, NAN]), 1.0), "nan"),
+        ("insert(masked level)", lambda: b.insert(np.ma.masked_array([1, 2]), 1.0), "masked"),
+        ("insert(score=10**400)", lambda: b.insert(2, 10**400), "score"),
+        ("capacity=10**15", lambda: LevelBuffer(10**15), "capacity"),
+        ("capacity=2**70", lambda: LevelBuffer(2**70), "capacity"),
     ]:
-        attempt("LevelBuffer", name, fn, kw)
+        b_before = b.state_dict()
+        attempt("LevelBuffer", name, fn, kw, lambda st=b_before: ro.same(b.state_dict(), st))
 
     # ---------------------------------------------------------------- EpisodeScorer
     constructor_cases(
@@ -233,6 +284,18 @@ def main() -> None:
         "level",
     )
     attempt("LevelWrapper", "next_level=True", lambda: setattr(w, "next_level", True), "level")
+    attempt("LevelWrapper", "next_level=-1", lambda: setattr(w, "next_level", -1), "next_level")
+    attempt("LevelWrapper", "next_level=2**63", lambda: setattr(w, "next_level", 2**63), "next_level")
+    attempt("LevelWrapper", "reset(options level -1)", lambda: w.reset(options={"level": -1}), "level")
+    attempt("LevelWrapper", "reset(seed=-1)", lambda: w.reset(seed=-1), "seed")
+    attempt("LevelWrapper", "reset(options level NaN)", lambda: w.reset(options={"level": NAN}), "level")
+    for method in ("reset", "step"):
+        attempt(
+            "LevelWrapper",
+            f"env {method}() returns a list as info",
+            lambda m=method: _list_info_env(m),
+            "info",
+        )
 
     venv = make_vec_env(lambda: LevelWrapper(gym.make("CartPole-v1")), n_envs=2, seed=0)
     raw_venv = make_vec_env(lambda: gym.make("CartPole-v1"), n_envs=2, seed=0)
@@ -341,8 +404,12 @@ def main() -> None:
 
     # ---------------------------------------------------------------- PER
     def per(**kw: Any) -> PrioritizedReplayBuffer:
+        args = {"buffer_size": 16, "observation_space": spaces.Box(-1, 1, (3,)), **kw}
         return PrioritizedReplayBuffer(
-            16, spaces.Box(-1, 1, (3,)), spaces.Discrete(2), **{"device": "cpu", **kw}
+            args.pop("buffer_size"),
+            args.pop("observation_space"),
+            spaces.Discrete(2),
+            **{"device": "cpu", **args},
         )
 
     constructor_cases(
@@ -380,8 +447,37 @@ def main() -> None:
         ),
         ("update_priorities(nan)", lambda: pb.update_priorities([0], [NAN]), "priorit"),
         ("anneal_beta(2)", lambda: pb.anneal_beta(2.0), "progress"),
+        ("update_priorities(bool)", lambda: pb.update_priorities([0], [True]), "priorities"),
+        ("sample(batch_size=10**15)", lambda: pb.sample(10**15), "batch_size"),
+        (
+            "Dict observation space",
+            lambda: per(observation_space=spaces.Dict({"x": spaces.Box(-1, 1, (3,))})),
+            "Dict",
+        ),
+        ("buffer_size=10**15", lambda: per(buffer_size=10**15), "buffer_size"),
     ]:
         attempt("PrioritizedReplayBuffer", name, fn, kw)
+    full = per(n_envs=1, seed=0)
+    for t in range(16):  # full: a torn step would overwrite a live slot
+        _per_step(full, obs=np.full((1, 3), t / 16, dtype=np.float32), reward=np.array([t / 16]))
+    for name, bad, kw in [
+        ("next_obs of another shape", {"next_obs": np.zeros((1, 2))}, "next_obs"),
+        ("obs without the env axis", {"obs": np.zeros(3), "next_obs": np.zeros(3)}, "obs"),
+        ("next_obs masked", {"next_obs": np.ma.masked_array(np.zeros((1, 3)), mask=True)}, "next_obs"),
+        ("next_obs complex", {"next_obs": np.zeros((1, 3)) + 1j}, "next_obs"),
+        ("reward NaN", {"reward": np.array([NAN])}, "reward"),
+        ("reward complex", {"reward": np.array([1 + 2j])}, "reward"),
+        ("action NaN", {"action": np.array([[NAN]])}, "action"),
+    ]:
+        full_before = ro.per_state(full)
+        attempt(
+            "PrioritizedReplayBuffer",
+            f"add({name}) into a full buffer",
+            lambda b=bad: _per_step(full, **b),
+            kw,
+            lambda st=full_before: ro.same(ro.per_state(full), st),
+        )
+    shared_census()
     for name, kwargs, kw in [
         ("conflicting n_steps", {"n_steps": 3, "replay_buffer_kwargs": {"n_steps": 2}}, "n_steps"),
         ("n_steps=True", {"n_steps": True}, "n_steps"),
@@ -409,12 +505,39 @@ def main() -> None:
         attempt("evaluation", name, fn, kw)
     attempt("OffPolicyPLRCallback", "buffer-mode env", lambda: _offpolicy_buffer_mode(venv), "buffer mode")
 
+    # ---------------------------------------------------------------- the level source actor's push
+    actor_census()
+
     # ---------------------------------------------------------------- loaders (crafted checkpoints)
     loader_census(tmp)
+    bit_flip_census(tmp)
 
     venv.close()
     raw_venv.close()
     envs.close()
+
+
+def _list_info_env(method: str) -> None:
+    class ListInfo(gym.Env[Any, Any]):
+        observation_space = spaces.Box(0, 1, (1,), np.float32)
+        action_space = spaces.Discrete(2)
+
+        def reset(self, *, seed: Any = None, options: Any = None) -> Any:
+            return np.zeros(1, np.float32), ([] if method == "reset" else {})
+
+        def step(self, action: Any) -> Any:
+            return np.zeros(1, np.float32), 0.0, False, False, []
+
+    env = LevelWrapper(ListInfo())
+    env.reset(seed=1)
+    env.step(0)
+
+
+def _per_step(b: PrioritizedReplayBuffer, **bad: Any) -> None:
+    o = np.full((1, 3), 0.5, dtype=np.float32)
+    step = {"obs": o, "next_obs": o, "action": np.zeros((1, 1)), "reward": np.zeros(1), "done": np.zeros(1)}
+    step.update(bad)
+    b.add(step["obs"], step["next_obs"], step["action"], step["reward"], step["done"], [{}])
 
 
 def _offpolicy_buffer_mode(venv: Any) -> None:
@@ -433,6 +556,7 @@ def loader_census(tmp: Path) -> None:
         "num_seen=-1": ("num_seen", -1),
         "num_seen='3'": ("num_seen", "3"),
         "num_samples=-4": ("num_samples", -4),
+        "num_samples=2**63-1 (every sample would fail)": ("num_samples", 2**63 - 1),
         "last_sampled beyond num_samples": ("last_sampled", np.full(20, 10**6)),
         "score NaN": ("scores", np.r_[NAN, np.zeros(19)]),
         "scores too short": ("scores", np.zeros(19)),
@@ -609,6 +733,121 @@ def loader_census(tmp: Path) -> None:
         "plr_sampler.npz",
         lambda: ro.same(ro.live_state("callback", live), before),
     )
+
+
+def shared_census() -> None:
+    from plr_gym.replay import SharedReplayBuffer
+
+    buffer = SharedReplayBuffer(
+        4, spaces.Box(-1, 1, (3,), np.float32), spaces.Discrete(2), device="cpu", seed=0
+    )
+    writer = buffer.writer(0)
+    good = np.zeros(3, np.float32)
+    for name, bad, kw in [
+        ("next_obs of another shape", {"next_obs": np.zeros(2, np.float32)}, "next_obs"),
+        ("obs masked", {"obs": np.ma.masked_array(good)}, "obs"),
+        ("reward NaN", {"reward": NAN}, "reward"),
+        ("reward complex", {"reward": 1 + 2j}, "reward"),
+    ]:
+        step = {"obs": good, "next_obs": good, "reward": 0.0, **bad}
+        attempt(
+            "SharedReplayWriter",
+            f"add({name})",
+            lambda s=step: writer.add(s["obs"], s["next_obs"], 0, s["reward"], False, False),
+            kw,
+            lambda: (
+                buffer.counts.tolist() == [0] and getattr(buffer, "writing", np.array([-1])).tolist() == [-1]
+            ),
+        )
+    writer.close()
+    buffer.close()
+
+
+def actor_census() -> None:
+    from plr_gym.distributed import LevelSourceActor
+
+    good = (np.array([1, 2]), [0.5, 0.25])
+    for name, call, kw in [
+        ("a good batch, then garbage", {"batches": [good, 7]}, "batches[1]"),
+        ("levels and scores of other lengths", {"batches": [good, ([1, 2], [0.5])]}, "batches[1]"),
+        (
+            "packed sizes beyond the data",
+            {"batches": ("packed", np.array([1, 2, 3]), np.array([0.1, 0.2, 0.3]), np.array([2, 5]))},
+            "packed",
+        ),
+        ("draw=-1", {"draw": -1}, "draw"),
+        ("seq=0", {"seq": 0}, "seq"),
+        ("client=None", {"client": None}, "client"),
+    ]:
+        actor = LevelSourceActor(LevelSampler(range(8), seed=0))
+        args = {"client": "a", "seq": 1, "batches": [good], "draw": 0, **call}
+        before = actor.source.state_dict()
+        attempt(
+            "LevelSourceActor.push",
+            name,
+            lambda a=actor, x=args: a.push(x["client"], x["seq"], x["batches"], x["draw"]),
+            kw,
+            lambda a=actor, b=before: ro.same(a.source.state_dict(), b) and a.stats()["scores_absorbed"] == 0,
+        )
+
+
+class _NotValueError(Exception):
+    """A loader refused a corrupt file with another exception than the documented ``ValueError``."""
+
+
+def _only_value_error(load: Any, obj: Any, path: Path) -> None:
+    try:
+        load(obj, path)
+    except (ValueError, _Hung):
+        raise
+    except Exception as exc:  # documented: ValueError (RuntimeError etc. would count as clear otherwise)
+        raise _NotValueError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def bit_flip_census(tmp: Path) -> None:
+    """Single bit flips in each loader's file: a zip header's encryption flag and compression method,
+    and a fixed-seed sample of 10 other bits."""
+    loaders: dict[str, tuple[Any, Any, Any]] = {
+        "LevelSampler.load_from": (
+            ro.make_sampler(30),
+            lambda: ro.make_sampler(12),
+            lambda o, p: o.load_from(p),
+        ),
+        "LevelBuffer.load": (
+            ro.make_level_buffer(9),
+            lambda: ro.make_level_buffer(6),
+            lambda o, p: o.load(p),
+        ),
+        "PrioritizedReplayBuffer.load": (ro.make_per(6), lambda: ro.make_per(3), lambda o, p: o.load(p)),
+        "EpisodeScorer.load": (ro.make_scorer(4), lambda: ro.make_scorer(3), lambda o, p: o.load(p)),
+    }
+    rng = np.random.default_rng(0)
+    for component, (obj, make_live, load) in loaders.items():
+        good = tmp / "flip_good.npz"
+        obj.save(good)
+        data = good.read_bytes()
+        central = data.find(b"PK\x01\x02")
+        named = {"encryption flag": (central + 8) * 8, "compression method": (central + 10) * 8 + 1}
+        named.update({f"bit {int(b)}": int(b) for b in rng.integers(len(data) * 8, size=10)})
+        for name, bit in named.items():
+            flipped = bytearray(data)
+            flipped[bit // 8] ^= 1 << (bit % 8)
+            path = tmp / "flip.npz"
+            path.write_bytes(bytes(flipped))
+            live = make_live()
+            kind = "per" if component.startswith("Prioritized") else "sampler"
+            before = ro.live_state(kind, live)
+            row_count = len(results)
+            attempt(
+                f"{component} (bit flip)",
+                name,
+                lambda o=live, p=path, f=load: _only_value_error(f, o, p),
+                "",
+                lambda o=live, b=before, k=kind: ro.same(ro.live_state(k, o), b),
+            )
+            if results[row_count]["outcome"] == "accepted":  # a byte nothing reads (a zip timestamp...)
+                results[row_count]["outcome"] = "clear"
+                results[row_count]["message"] = "loaded: the flipped byte is not read"
 
 
 def _member(key: str) -> str:

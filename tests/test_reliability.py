@@ -843,10 +843,10 @@ BAD_INPUT = {
     "uint64 level id >= 2**63": (
         lambda: LevelSampler(levels=np.array([2**63, 1], dtype=np.uint64)),
         ValueError,
-        "int64",
+        r"\[0, 2\*\*63 - 1\]",
     ),
     "uint64 level in update_batch (wrapped to -1 before the fix)": (
-        lambda: LevelSampler(levels=[-1, 0, 1]).update_batch(np.array([2**64 - 1], dtype=np.uint64), [1.0]),
+        lambda: LevelSampler(levels=[0, 1, 2]).update_batch(np.array([2**64 - 1], dtype=np.uint64), [1.0]),
         KeyError,
         "not one of",
     ),

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
+import signal
+import threading
+import time
 from functools import partial
 from typing import Any
 
@@ -155,4 +159,127 @@ def test_subproc_workers_fill_the_buffer_for_dqn() -> None:
     obs, nxt = batch.observations[:, 0], batch.next_observations[:, 0]
     assert ((nxt == obs + 1) & (batch.rewards[:, 0] == nxt)).all()
     assert ((batch.dones[:, 0] == 1) == (nxt == 5)).all()
+    buffer.close()
+
+
+# ---------------------------------------------------------------------------------- a writer that dies
+
+
+BIG = spaces.Box(-np.inf, np.inf, (20_000,), np.float32)  # 80 kB rows: a write takes a while
+
+
+def sample_within(buffer: SharedReplayBuffer, n: int, timeout: float = 20.0) -> Any:
+    """``buffer.sample(n)`` in a thread; fails if it has not returned after ``timeout`` seconds."""
+    out: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: out.setdefault("batch", buffer.sample(n)), daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), "sample() blocked: the dead writer's lock was never released"
+    return out["batch"]
+
+
+def check_rows(batch: Any) -> None:
+    obs, nxt = batch.observations.numpy(), batch.next_observations.numpy()
+    v = obs[:, 0]
+    assert (obs == v[:, None]).all() and (nxt == v[:, None] + 0.5).all(), "torn transition sampled"
+    assert (batch.rewards.numpy()[:, 0] == v).all()
+
+
+def stall_in_next_obs_and_wait(writer: SharedReplayWriter, ready: Any) -> None:
+    """Child: write one transition, stalling (holding the lock) after its obs overwrote a live row."""
+
+    class Stall:
+        def __setitem__(self, key: Any, value: Any) -> None:
+            ready.set()
+            time.sleep(120)
+
+    arrays = writer._open()
+    arrays["next_observations"] = Stall()  # type: ignore[assignment]
+    obs = np.full(BIG.shape, 999.0, np.float32)
+    writer.add(obs, obs + 0.5, 0, 999.0, terminated=False, truncated=False)
+
+
+def write_forever(writer: SharedReplayWriter, start: int) -> None:
+    t = start
+    while True:
+        v = float(t)
+        obs = np.full(BIG.shape, v, np.float32)
+        writer.add(obs, obs + 0.5, 0, v, terminated=False, truncated=False)
+        t += 1
+
+
+def fill(buffer: SharedReplayBuffer, column: int, values: range) -> None:
+    writer = buffer.writer(column)
+    for v in values:
+        obs = np.full(BIG.shape, float(v), np.float32)
+        writer.add(obs, obs + 0.5, 0, float(v), terminated=False, truncated=False)
+    writer.close()
+
+
+def test_writer_killed_while_holding_the_lock_neither_blocks_nor_tears_samples() -> None:
+    ctx = multiprocessing.get_context("fork")
+    buffer = SharedReplayBuffer(8, BIG, spaces.Discrete(2), "cpu", local_add=False, seed=0)
+    fill(buffer, 0, range(8))  # full: the next write overwrites a live row
+    ready = ctx.Event()
+    proc = ctx.Process(target=stall_in_next_obs_and_wait, args=(buffer.writer(0), ready))
+    proc.start()
+    assert ready.wait(60), "the writer never reached the middle of its row"
+    os.kill(proc.pid, signal.SIGKILL)  # dies holding the column's lock, its row half written
+    proc.join(30)
+    assert proc.exitcode == -signal.SIGKILL
+    batch = sample_within(buffer, 64)
+    check_rows(batch)
+    assert 999.0 not in batch.observations[:, 0].tolist()
+    assert set(batch.observations[:, 0].tolist()) == set(map(float, range(1, 8)))  # row of 0 is torn
+    assert buffer.n_transitions == 7 and buffer.size() == 7
+    fill(buffer, 0, range(100, 101))  # the next write replaces the torn row
+    assert buffer.n_transitions == 8
+    assert set(sample_within(buffer, 96).observations[:, 0].tolist()) == {*map(float, range(1, 8)), 100.0}
+    buffer.close()
+
+
+def test_writers_killed_at_random_moments_never_block_the_learner() -> None:
+    ctx = multiprocessing.get_context("fork")
+    rng = np.random.default_rng(0)
+    buffer = SharedReplayBuffer(2 * 6, BIG, spaces.Discrete(2), "cpu", n_envs=2, local_add=False, seed=0)
+    fill(buffer, 0, range(6))
+    fill(buffer, 1, range(1000, 1006))
+    for trial in range(10):
+        procs = [
+            ctx.Process(target=write_forever, args=(buffer.writer(e), 10_000 * (trial + 1) + 1000 * e))
+            for e in (0, 1)
+        ]
+        for p in procs:
+            p.start()
+        time.sleep(float(rng.uniform(0.02, 0.1)))
+        for p in procs:
+            os.kill(p.pid, signal.SIGKILL)
+            p.join(30)
+        check_rows(sample_within(buffer, 32))
+        assert 10 <= buffer.n_transitions <= 12
+    buffer.close()
+
+
+def test_refused_writer_and_local_steps_store_nothing() -> None:
+    space = spaces.Box(-1, 1, (3,), np.float32)
+    buffer = SharedReplayBuffer(4, space, spaces.Discrete(2), "cpu", n_envs=2, seed=0)
+    writer = buffer.writer(0)
+    good = np.zeros(3, np.float32)
+    for kwargs in (
+        {"next_obs": np.zeros(2, np.float32)},
+        {"obs": np.ma.masked_array(good)},
+        {"reward": float("nan")},
+        {"reward": 1 + 2j},
+        {"obs": good + 1j},
+    ):
+        step = {"obs": good, "next_obs": good, "action": 0, "reward": 0.0, **kwargs}
+        with pytest.raises((TypeError, ValueError), match=next(iter(kwargs))):
+            writer.add(step["obs"], step["next_obs"], step["action"], step["reward"], False, False)
+    two = np.zeros((2, 3), np.float32)
+    with pytest.raises(ValueError, match="next_obs"):
+        buffer.add(two, two[:1], np.zeros((2, 1)), np.zeros(2), np.zeros(2), [{}, {}])
+    with pytest.raises(ValueError, match="reward"):
+        buffer.add(two, two, np.zeros((2, 1)), np.array([0.0, np.nan]), np.zeros(2), [{}, {}])
+    assert buffer.counts.tolist() == [0, 0] and buffer.writing.tolist() == [-1, -1]
+    writer.close()
     buffer.close()

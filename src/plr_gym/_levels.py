@@ -1,18 +1,126 @@
-"""Value identity of levels (ints, arrays, dicts of arrays...), shared by the scorer and the level buffer."""
+"""Levels: the accepted range of int level ids (one check for every path that takes one), and the value
+identity of levels (ints, arrays, dicts of arrays...), shared by the scorer and the level buffer."""
 
 from __future__ import annotations
 
 import json
+import numbers
 import os
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-__all__ = ["level_key", "load_values", "save_values"]
+__all__ = [
+    "MAX_LEVEL_ID",
+    "check_level_id",
+    "check_level_ids",
+    "is_level_id",
+    "level_key",
+    "load_values",
+    "refuse_masked",
+    "save_values",
+]
+
+#: Largest int level id. A level id is a reset seed (``env.reset(seed=level)``): Gymnasium takes any
+#: non-negative int, and plr_gym stores ids as ``int64``, so ids lie in ``[0, 2**63 - 1]``. Envs with a
+#: narrower seed range check their own bound on top (Procgen: ``[0, 2**31 - 1]``).
+MAX_LEVEL_ID = 2**63 - 1
+
+
+def _bound(high: int) -> str:
+    return {2**63 - 1: "2**63 - 1", 2**31 - 1: "2**31 - 1"}.get(high, str(high))
+
+
+def is_level_id(value: Any) -> bool:
+    """Whether ``value`` is an int (Python or numpy; not ``bool``), i.e. could be a level id."""
+    return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def check_level_id(value: Any, name: str = "level", *, high: int = MAX_LEVEL_ID, what: str = "") -> int:
+    """``value`` as an int level id in ``[0, high]``, else ``TypeError``/``ValueError`` naming ``name``.
+
+    :param what: what the bound is, for the message (e.g. ``"a Procgen level seed"``)
+
+    >>> check_level_id(np.int64(7))
+    7
+    >>> check_level_id(-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: level must be an int level id in [0, 2**63 - 1] (a reset seed), got -1
+    """
+    if not is_level_id(value):
+        raise TypeError(
+            f"{name} must be an int level id in [0, {_bound(high)}], got {value!r} ({type(value).__name__})"
+        )
+    level = int(value)
+    if not 0 <= level <= high:
+        raise ValueError(
+            f"{name} must be an int level id in [0, {_bound(high)}] ({what or 'a reset seed'}), got {level}"
+        )
+    return level
+
+
+def refuse_masked(name: str, value: Any) -> None:
+    """Refuse numpy masked arrays (and the masked constant): their masks would be silently dropped."""
+    if isinstance(value, np.ma.MaskedArray) or value is np.ma.masked:
+        raise TypeError(
+            f"{name} must not be a numpy masked array (its mask would be ignored); pass a plain array "
+            "holding only the valid entries (e.g. arr.compressed())"
+        )
+
+
+def check_level_ids(values: Any, name: str = "levels", *, high: int = MAX_LEVEL_ID) -> npt.NDArray[np.int64]:
+    """``values`` (a ``range``, an int array or a collection of ints) as a new ``int64`` array of level
+    ids in ``[0, high]``, else ``TypeError``/``ValueError`` naming ``name`` and the accepted range. No
+    id is wrapped or truncated: a ``range`` or an unsigned array beyond ``int64`` is refused, not cast.
+
+    >>> check_level_ids(range(3)).tolist()
+    [0, 1, 2]
+    >>> check_level_ids(range(2**63 - 2, 2**63 + 2))
+    Traceback (most recent call last):
+    ...
+    ValueError: levels must be int level ids in [0, 2**63 - 1] (reset seeds), got 9223372036854775808
+    """
+    refuse_masked(name, values)
+    if isinstance(values, range):
+        if len(values):
+            for end in (values[0], values[-1]):
+                if not 0 <= end <= high:
+                    raise ValueError(
+                        f"{name} must be int level ids in [0, {_bound(high)}] (reset seeds), got {end}"
+                    )
+            return np.arange(values.start, values.stop, values.step, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64)
+    arr = np.asarray(values)
+    if arr.dtype == object:
+        items = arr.reshape(-1).tolist()
+        for v in items:
+            if not is_level_id(v):
+                raise TypeError(f"{name} must be int level ids, got {type(v).__name__} {v!r}")
+        bad = [int(v) for v in items if not 0 <= int(v) <= high]
+        if bad:
+            raise ValueError(
+                f"{name} must be int level ids in [0, {_bound(high)}] (reset seeds), got {bad[0]}"
+            )
+        return np.asarray([int(v) for v in items], dtype=np.int64).reshape(arr.shape)
+    if arr.size and (arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer)):
+        raise TypeError(f"{name} must be integers (int level ids / reset seeds), got dtype {arr.dtype}")
+    if arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or hi > high:
+            raise ValueError(
+                f"{name} must be int level ids in [0, {_bound(high)}] (reset seeds), "
+                f"got {lo if lo < 0 else hi}"
+            )
+    return arr.astype(np.int64, copy=True)
 
 
 def level_key(level: Any) -> Any:
     """A hashable key equal for levels equal by value (ints, floats, str, arrays, dicts, lists, tuples).
+
+    A level holding NaN is refused (``ValueError``): NaN is not equal to itself, so such a level could
+    never be found again. Masked arrays are refused (``TypeError``): their mask would be ignored.
 
     >>> import numpy as np
     >>> level_key(np.array([[1, 0], [0, 1]])) == level_key(np.array([[1, 0], [0, 1]]))
@@ -21,6 +129,13 @@ def level_key(level: Any) -> Any:
     True
     """
     if isinstance(level, np.ndarray):
+        refuse_masked("level", level)
+        if level.dtype.kind in "fc" and np.isnan(level).any():
+            raise ValueError(
+                "a level must not hold NaN (NaN is not equal to itself: the level could not be found)"
+            )
+        if level.dtype == object:
+            return ("ndarray-object", level.shape, tuple(level_key(v) for v in level.reshape(-1).tolist()))
         return ("ndarray", level.dtype.str, level.shape, np.ascontiguousarray(level).tobytes())
     if isinstance(level, dict):
         return (
@@ -29,8 +144,12 @@ def level_key(level: Any) -> Any:
         )
     if isinstance(level, (list, tuple)):
         return (type(level).__name__, tuple(level_key(v) for v in level))
+    if level is np.ma.masked:
+        refuse_masked("level", level)
     if isinstance(level, np.generic):
         return level_key(level.item())
+    if isinstance(level, (float, complex)) and level != level:
+        raise ValueError("a level must not be NaN (NaN is not equal to itself: the level could not be found)")
     if isinstance(level, (bool, int, float, str, bytes)) or level is None:
         return (type(level).__name__, level)
     try:

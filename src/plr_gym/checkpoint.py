@@ -33,7 +33,9 @@ import re
 import secrets
 import shutil
 import stat
+import struct
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -125,6 +127,26 @@ def save_npz(path: str | os.PathLike[str], arrays: Mapping[str, Any]) -> None:
                 npy_format.write_array(member, np.asanyarray(value), allow_pickle=False)
 
 
+#: What ``zipfile`` and ``numpy`` raise on a corrupt archive: a flipped bit can name an unsupported
+#: compression method (``NotImplementedError``) or set the encryption flag (``RuntimeError``), a size
+#: field can overflow or ask for absurd memory; all of them mean "not a readable checkpoint".
+_CORRUPT = (
+    ValueError,
+    OSError,
+    EOFError,
+    KeyError,
+    IndexError,
+    TypeError,
+    zipfile.BadZipFile,
+    NotImplementedError,
+    RuntimeError,
+    OverflowError,
+    MemoryError,
+    struct.error,
+    zlib.error,
+)
+
+
 def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray[Any, Any]]:
     """Read every array of an ``.npz`` archive into memory, never unpickling.
 
@@ -137,7 +159,7 @@ def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray[Any, Any]]:
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             return {k: npz[k] for k in npz.files}
-    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+    except _CORRUPT as exc:
         raise ValueError(f"{os.fspath(path)} is not a readable plr_gym checkpoint: {exc}") from exc
 
 

@@ -243,8 +243,9 @@ class LevelSourceActor:
     # ------------------------------------------------------------------ levels
     def draw(self, n: int) -> tuple[str, Any]:
         """``n`` levels of a per-episode source (each counted as sampled now), for a client's queue."""
-        levels = self.source.next_levels(np.arange(int(n), dtype=np.int64))
-        self.counters["levels_served"] += int(n)
+        n = _check_count("n", n, 0)
+        levels = self.source.next_levels(np.arange(n, dtype=np.int64))
+        self.counters["levels_served"] += n
         return self.incarnation, levels
 
     def plan(self, envs: Any) -> tuple[str, Any]:
@@ -292,8 +293,8 @@ class LevelSourceActor:
             With ``parts``, also ``"parts"``: ``{"joined": [(level, score, episode id)...], "unscored":
             parts given up, "errors": [(index, exception)...]}`` (``None`` for a push already applied).
         """
-        batches = unpack_batches(batches)
-        applied = self._applied.setdefault(str(client), _Applied())
+        client, seq, batches, draw = _checked_push(client, seq, batches, draw)  # all before applying any
+        applied = self._applied.setdefault(client, _Applied())
         errors: list[tuple[int, BaseException]] = []
         part_report: dict[str, Any] | None = None  # what the parts did (None: a push already applied)
         if seq in applied:
@@ -315,7 +316,7 @@ class LevelSourceActor:
                 joined, part_report = self._join_parts(parts)
                 absorbed += joined
                 received = len(parts) - len(part_report["errors"])
-            applied.add(int(seq))
+            applied.add(seq)
             self.counters["scores_absorbed"] += absorbed
             self._since_checkpoint += max(absorbed, received)
             if (
@@ -495,12 +496,55 @@ def pack_batches(batches: list[tuple[Any, Any]]) -> Any:
 
 
 def unpack_batches(batches: Any) -> list[tuple[Any, Any]]:
-    """The list of ``(levels, scores)`` batches :func:`pack_batches` packed (a list is returned as is)."""
-    if isinstance(batches, tuple) and len(batches) == 4 and batches[0] == "packed":
+    """The list of ``(levels, scores)`` batches :func:`pack_batches` packed (a list is returned as is).
+
+    :raises ValueError: if ``batches`` is neither a packed message whose sizes add up to its levels and
+        scores nor a list of ``(levels, scores)`` pairs of equal lengths (then nothing may be applied)
+    """
+    if isinstance(batches, tuple) and len(batches) == 4 and isinstance(batches[0], str):
+        if batches[0] != "packed":
+            raise ValueError(f"batches: unknown message kind {batches[0]!r} (expected 'packed')")
         _, levels, scores, sizes = batches
+        levels, scores, sizes = np.asarray(levels), np.asarray(scores), np.asarray(sizes)
+        if (
+            levels.ndim != 1
+            or scores.ndim != 1
+            or sizes.ndim != 1
+            or sizes.dtype.kind not in "iu"
+            or (sizes < 0).any()
+            or not int(sizes.sum()) == levels.size == scores.size
+        ):
+            raise ValueError(
+                "batches: a packed message needs 1-D levels and scores of equal length and non-negative "
+                f"int sizes adding up to it; got {levels.shape} levels, {scores.shape} scores and sizes "
+                f"{sizes.tolist() if sizes.size <= 8 else sizes.shape}"
+            )
         bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
         return [(levels[a:b], scores[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
-    return list(batches)
+    if isinstance(batches, (str, bytes, dict)) or not isinstance(batches, (list, tuple)):
+        raise ValueError(f"batches must be a list of (levels, scores) pairs, got {type(batches).__name__}")
+    out = []
+    for k, batch in enumerate(batches):
+        if not isinstance(batch, (list, tuple)) or len(batch) != 2:
+            raise ValueError(f"batches[{k}] must be a (levels, scores) pair, got {type(batch).__name__}")
+        levels, scores = batch
+        try:
+            n_levels, n_scores = len(levels), len(scores)
+        except TypeError:
+            raise ValueError(f"batches[{k}]: levels and scores must be sequences") from None
+        if n_levels != n_scores:
+            raise ValueError(f"batches[{k}] has {n_levels} levels but {n_scores} scores")
+        out.append((levels, scores))
+    return out
+
+
+def _checked_push(
+    client: Any, seq: Any, batches: Any, draw: Any
+) -> tuple[str, int, list[tuple[Any, Any]], int]:
+    """The arguments of :meth:`LevelSourceActor.push`, checked whole (``TypeError``/``ValueError``)."""
+    if not isinstance(client, str) or not client:
+        raise TypeError(f"client must be a non-empty str (the client's id), got {client!r}")
+    return client, _check_count("seq", seq, 1), unpack_batches(batches), _check_count("draw", draw, 0)
 
 
 def _has_checkpoint(directory: str, names: list[str]) -> bool:

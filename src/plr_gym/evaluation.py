@@ -29,6 +29,8 @@ import numpy.typing as npt
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
+from plr_gym._levels import check_level_id
+
 __all__ = [
     "DEFAULT_DETERMINISTIC",
     "EVAL_CSV_FIELDS",
@@ -38,8 +40,6 @@ __all__ = [
     "iqm",
     "summarize",
 ]
-
-_INT64_MAX = int(np.iinfo(np.int64).max)
 
 
 def _base_venv(venv: VecEnv) -> VecEnv:
@@ -152,9 +152,7 @@ def evaluate_levels(
                 "level "
                 "would be played as its integer part"
             )
-        if not 0 <= int(lvl) <= _INT64_MAX:
-            raise ValueError(f"level ids must lie in [0, 2**63 - 1], got {lvl!r}")
-        level_list.append(int(lvl))
+        level_list.append(check_level_id(lvl, "levels[i]"))
     if not level_list:
         raise ValueError("levels must not be empty")
     if len(set(level_list)) != len(level_list):

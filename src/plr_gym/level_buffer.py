@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from plr_gym._levels import _decode, _encode, level_key
+from plr_gym._sizes import allocating
 from plr_gym._structures import LinearStalenessTree
 from plr_gym.checkpoint import load_npz, save_npz
 from plr_gym.sampler import (
@@ -143,7 +144,8 @@ class LevelBuffer:
             raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
         self.seed: int | None = None if seed is None else int(seed)
         self._rng: np.random.Generator = np.random.default_rng(self.seed)
-        self.flush()
+        with allocating("capacity", capacity):
+            self.flush()
 
     # ------------------------------------------------------------------ state
     def flush(self) -> None:
@@ -384,8 +386,12 @@ class LevelBuffer:
         """``n`` consecutive :meth:`sample_replay_level` draws: ``(indices, levels)``."""
         if isinstance(n, bool) or not isinstance(n, (numbers.Integral, np.integer)) or n < 0:
             raise ValueError(f"n must be an int >= 0, got {n!r}")
-        draws = [self.sample_replay_level() for _ in range(int(n))]
-        return np.array([i for i, _ in draws], dtype=np.int64), [lvl for _, lvl in draws]
+        with allocating("n", n, "draw the levels in smaller batches"):
+            indices = np.empty(int(n), dtype=np.int64)
+            levels: list[Any] = [None] * int(n)
+        for k in range(indices.size):
+            indices[k], levels[k] = self.sample_replay_level()
+        return indices, levels
 
     # ------------------------------------------------------------------ checkpoints
     def _config(self) -> dict[str, Any]:

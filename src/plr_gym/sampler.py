@@ -68,6 +68,8 @@ from typing import Any, Union
 import numpy as np
 import numpy.typing as npt
 
+from plr_gym._levels import check_level_ids, refuse_masked
+from plr_gym._sizes import allocating
 from plr_gym._structures import LinearStalenessTree, OrderedKeys, SumTree
 from plr_gym.checkpoint import load_npz, save_npz
 from plr_gym.scoring import STRATEGY_SPECS, strategy_spec
@@ -147,7 +149,12 @@ def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
 def _check_real(name: str, value: Any) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
-    out = float(value)
+    try:
+        out = float(value)
+    except OverflowError:  # an int beyond float64
+        raise ValueError(
+            f"{name} must be finite, got an int beyond the float range ({len(str(value))} digits)"
+        ) from None
     if not math.isfinite(out):
         raise ValueError(f"{name} must be finite, got {value!r}")
     return out
@@ -169,18 +176,17 @@ def _check_positive(name: str, value: Any) -> float:
 
 
 def _as_levels(levels: Any) -> IntArray:
-    if isinstance(levels, range):
-        arr = np.arange(levels.start, levels.stop, levels.step, dtype=np.int64)
-    else:
-        if isinstance(levels, (str, bytes)) or not isinstance(levels, (Iterable, np.ndarray)):
-            raise TypeError(f"levels must be a 1-D collection of int level ids, got {type(levels).__name__}")
-        arr = np.asarray(levels if isinstance(levels, np.ndarray) else list(levels))
-        if arr.ndim != 1:
-            raise ValueError(f"levels must be 1-D, got an array of shape {arr.shape}")
-        if arr.size and (arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer)):
-            raise TypeError(f"levels must be integers (level ids / seeds), got dtype {arr.dtype}")
-        _check_int64_range("levels", arr)
-        arr = arr.astype(np.int64, copy=True)
+    if not isinstance(levels, range) and (
+        isinstance(levels, (str, bytes)) or not isinstance(levels, (Iterable, np.ndarray))
+    ):
+        raise TypeError(f"levels must be a 1-D collection of int level ids, got {type(levels).__name__}")
+    refuse_masked("levels", levels)
+    if not isinstance(levels, (range, np.ndarray)):
+        levels = list(levels)
+    if not isinstance(levels, range) and np.ndim(levels) != 1:
+        raise ValueError(f"levels must be 1-D, got an array of shape {np.shape(levels)}")
+    with allocating("levels", levels if isinstance(levels, range) else f"<{len(levels)} ids>"):
+        arr = check_level_ids(levels, "levels")
     if arr.size == 0:
         raise ValueError("levels must not be empty")
     uniq, counts = np.unique(arr, return_counts=True)
@@ -188,14 +194,6 @@ def _as_levels(levels: Any) -> IntArray:
         dups = uniq[counts > 1][:5].tolist()
         raise ValueError(f"levels must be unique; duplicated level ids: {dups}")
     return arr
-
-
-def _check_int64_range(name: str, arr: npt.NDArray[Any]) -> None:
-    """Refuse unsigned level ids that ``int64`` cannot hold (they would wrap to negative ids)."""
-    if arr.size and arr.dtype.kind == "u" and int(arr.max()) > np.iinfo(np.int64).max:
-        raise ValueError(f"{name} must fit in int64 (ids < 2**63), got {int(arr.max())}")
-    if arr.dtype == object:
-        raise TypeError(f"{name} must be int level ids, got Python objects (ints beyond int64?)")
 
 
 class _LevelIndex:
@@ -576,27 +574,64 @@ class LevelSampler:
         :return: a level id (``int``) or an ``np.ndarray`` of ``n`` level ids.
         """
         if n is None:
+            self._check_draws_left(1)
             return int(self._levels[self._sample_index()])
         if isinstance(n, (bool, np.bool_)) or not isinstance(n, (numbers.Integral, np.integer)):
             raise TypeError(f"n must be an int or None, got {type(n).__name__} {n!r}")
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
-        idx = np.fromiter((self._sample_index() for _ in range(int(n))), dtype=np.int64, count=int(n))
+        self._check_draws_left(int(n))
+        with allocating("n", n, "draw the levels in smaller batches"):
+            idx = np.empty(int(n), dtype=np.int64)
+        rng = self._rng.bit_generator
+        saved = (rng.state, self._t, self._next_index, self._num_replay, self._num_explore)
+        journal: list[tuple[int, int]] = []  # (level position, its last_sampled before this call)
+        try:
+            for k in range(idx.size):
+                idx[k] = self._sample_index(journal)
+        except BaseException:  # interrupted: undo every draw of this call
+            rng_state, self._t, self._next_index, self._num_replay, self._num_explore = saved
+            self._rng.bit_generator.state = rng_state
+            for i, last in reversed(journal):
+                self._last[i] = last
+            self._build_structures()
+            raise
         return self._levels[idx]
 
-    def _sample_index(self) -> int:
+    @property
+    def max_samples(self) -> int:
+        """The most levels this sampler can draw in its life: the draw counter and the staleness sums
+        (``num_levels`` times the counter) must stay exact (``2**53``, ``int64``)."""
+        return _max_samples(self._levels.size)
+
+    def _check_draws_left(self, n: int) -> None:
+        if self._t + n > self.max_samples:
+            raise ValueError(
+                f"n={n} draws would take num_samples from {self._t} beyond {self.max_samples}, the most a "
+                f"sampler of {self._levels.size} levels can count exactly; nothing was drawn"
+            )
+
+    def _sample_index(self, journal: list[tuple[int, int]] | None = None) -> int:
+        """One draw; the counters change only once the level is marked sampled (an interrupt before
+        that leaves them consistent with ``num_samples``). ``journal`` records ``(i, old last_sampled)``."""
+        replay = explore = False
         if self.strategy == "random":
             i = int(self._rng.integers(self._levels.size))
         elif self.strategy == "sequential":
             i = self._next_index
-            self._next_index = (i + 1) % self._levels.size
         elif self._replay_decision():
-            self._num_replay += 1
+            replay = True
             i = self._sample_replay_index()
         else:
-            self._num_explore += 1
+            explore = True
             i = int(self._perm[self._n_seen + int(self._rng.integers(self._levels.size - self._n_seen))])
+        if journal is not None:
+            journal.append((i, int(self._last[i])))
         self._mark_sampled(i)
+        if self.strategy == "sequential":
+            self._next_index = (i + 1) % self._levels.size
+        self._num_replay += replay
+        self._num_explore += explore
         return i
 
     def _replay_decision(self) -> bool:
@@ -728,6 +763,8 @@ class LevelSampler:
 
         All inputs are validated before anything is stored: one bad pair leaves the sampler unchanged.
         """
+        refuse_masked("levels", levels)
+        refuse_masked("scores", scores)
         lv = np.asarray(levels if isinstance(levels, np.ndarray) else list(levels))
         sc = np.asarray(scores if isinstance(scores, np.ndarray) else list(scores))
         if lv.ndim != 1 or sc.ndim != 1 or lv.shape != sc.shape:
@@ -980,7 +1017,7 @@ class LevelSampler:
         if scores.shape != (n,) or not np.isfinite(scores).all():
             raise ValueError(f"state 'scores' must be {n} finite floats aligned with levels")
         num_seen = _state_int(state, "num_seen", 0, n)
-        num_samples = _state_int(state, "num_samples", 0, None)
+        num_samples = _state_int(state, "num_samples", 0, _max_samples(n))
         last = _state_array(state, "last_sampled", np.int64)
         if last.shape != (n,) or (last < 0).any() or (last > num_samples).any():
             raise ValueError(
@@ -1238,6 +1275,11 @@ _STATE_KEYS = (
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _max_samples(num_levels: int) -> int:
+    """See :attr:`LevelSampler.max_samples`."""
+    return min(2**53, (2**63 - 1) // max(num_levels, 1))
 
 
 def _state_int(state: dict[str, Any], key: str, low: int, high: int | None) -> int:

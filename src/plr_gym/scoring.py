@@ -53,6 +53,7 @@ import numpy as np
 import numpy.typing as npt
 
 from plr_gym._levels import level_key, load_values, save_values
+from plr_gym._sizes import allocating
 
 FloatArray = npt.NDArray[np.floating[Any]]
 
@@ -433,7 +434,8 @@ class EpisodeScorer:
         self.score_fn = get_score_function(strategy)
         self.gamma = _check_gamma(gamma)
         self.partial_episodes = partial_episodes
-        self._open: list[dict[str, Any] | None] = [None] * self.n_envs
+        with allocating("n_envs", n_envs):
+            self._open: list[dict[str, Any] | None] = [None] * self.n_envs
         self.max_returns: dict[Any, float] = {}
         self._level_of_key: dict[Any, Any] = {}
         self.num_scored = 0

@@ -67,6 +67,7 @@ import numpy.typing as npt
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
+from plr_gym._levels import check_level_id
 from plr_gym.envs._procgen_backend import MAX_STATE_BYTES, ProcgenBackend, ProcgenCore, procgen_backend
 
 __all__ = [
@@ -118,12 +119,7 @@ def _check_level(value: object, name: str) -> int:
     """Return ``value`` as a level id in ``[0, MAX_LEVEL]`` or raise ``TypeError``/``ValueError``."""
     if type(value) is int and 0 <= value <= MAX_LEVEL:  # the common case, without the ABC check
         return value
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int level id in [0, 2**31 - 1], got {value!r}")
-    level = int(value)
-    if not 0 <= level <= MAX_LEVEL:
-        raise ValueError(f"{name} must be in [0, 2**31 - 1] (a Procgen level seed), got {level}")
-    return level
+    return check_level_id(value, name, high=MAX_LEVEL, what="a Procgen level seed")
 
 
 def _check_count(value: object, name: str, meaning: str) -> int:

@@ -21,6 +21,8 @@ from stable_baselines3.common.buffers import DictReplayBuffer, ReplayBuffer
 from stable_baselines3.common.type_aliases import TensorDict
 from stable_baselines3.common.vec_env import VecNormalize
 
+from plr_gym._levels import check_level_id
+from plr_gym._sizes import allocating
 from plr_gym.checkpoint import load_npz, save_npz
 from plr_gym.replay.priorities import PRIORITIZATIONS as PRIORITIZATIONS  # re-exported
 from plr_gym.replay.priorities import ReplayPriorities, check_fraction, is_int
@@ -95,7 +97,6 @@ class PrioritizedDictReplayBufferSamples(NamedTuple):
     levels: NDArray[np.int64] | None = None
 
 
-_INT64_MAX = int(np.iinfo(np.int64).max)
 # Settings that live in the priority core (ReplayPriorities); the buffer exposes them read-only.
 _CORE_SETTINGS = (
     "prioritization",
@@ -148,29 +149,40 @@ class _PrioritizedBufferBase(ReplayBuffer):
             raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
         if not is_int(buffer_size) or buffer_size < 1:
             raise ValueError(f"buffer_size must be an int >= 1, got {buffer_size!r}")
-        # Checks every priority setting before SB3 allocates the storage.
-        priorities = ReplayPriorities(
-            max(int(buffer_size) // int(n_envs), 1),  # SB3's rows per env
-            int(n_envs),
-            prioritization=prioritization,
-            alpha=alpha,
-            beta=beta,
-            eps=eps,
-            replacement=replacement,
-            recent_data_ratio=recent_data_ratio,
-            recent_data_steps=recent_data_steps,
-            rank_refresh_interval=rank_refresh_interval,
-            seed=seed,
-        )
-        super().__init__(
-            buffer_size,
-            observation_space,
-            action_space,
-            device=device,
-            n_envs=n_envs,
-            optimize_memory_usage=False,
-            handle_timeout_termination=handle_timeout_termination,
-        )
+        if isinstance(observation_space, spaces.Dict) and not isinstance(self, DictReplayBuffer):
+            raise TypeError(
+                f"{type(self).__name__} stores array observations, got a Dict observation space; use "
+                "PrioritizedDictReplayBuffer (PERDQN/PERSAC/PERTD3 pick it for a Dict space themselves)"
+            )
+        if not isinstance(observation_space, spaces.Space) or not isinstance(action_space, spaces.Space):
+            raise TypeError(
+                "observation_space and action_space must be gymnasium spaces, got "
+                f"{type(observation_space).__name__} and {type(action_space).__name__}"
+            )
+        with allocating("buffer_size", buffer_size):
+            # Checks every priority setting before SB3 allocates the storage.
+            priorities = ReplayPriorities(
+                max(int(buffer_size) // int(n_envs), 1),  # SB3's rows per env
+                int(n_envs),
+                prioritization=prioritization,
+                alpha=alpha,
+                beta=beta,
+                eps=eps,
+                replacement=replacement,
+                recent_data_ratio=recent_data_ratio,
+                recent_data_steps=recent_data_steps,
+                rank_refresh_interval=rank_refresh_interval,
+                seed=seed,
+            )
+            super().__init__(
+                buffer_size,
+                observation_space,
+                action_space,
+                device=device,
+                n_envs=n_envs,
+                optimize_memory_usage=False,
+                handle_timeout_termination=handle_timeout_termination,
+            )
         assert priorities.capacity == self.buffer_size * self.n_envs
         #: The torch-free priority core: raw priorities, sum tree, sampling and importance weights.
         self.replay_priorities = priorities
@@ -314,13 +326,35 @@ class _PrioritizedBufferBase(ReplayBuffer):
         :param done: episode ended (terminated or truncated), shape ``(n_envs,)``
         :param infos: one info dict per env; ``"TimeLimit.truncated"`` marks timeouts
         """
-        self._check_step(action, reward, done, infos)  # before anything is stored: never a half-stored step
+        # Everything is checked before anything is stored: never a half-stored step, and a refused step
+        # leaves the buffer exactly as it was.
+        self._check_observations(obs, next_obs)
+        self._check_step(action, reward, done, infos)
         row = self.pos
         super().add(obs, next_obs, action, reward, done, infos)  # type: ignore[arg-type]
         self._after_add(row, infos)
 
+    def _check_observations(self, obs: Any, next_obs: Any) -> None:
+        """Refuse observations that SB3's ``add`` would store part of before failing, or would broadcast
+        or cast silently: each must be an array of shape ``(n_envs, *obs_shape)`` (any shape of that
+        size for ``Discrete`` spaces, which SB3 reshapes) with a real (bool, int or float) dtype; for
+        ``Dict`` spaces, a dict with exactly the space's keys."""
+        space = self.observation_space
+        n = self.n_envs
+        for name, value in (("obs", obs), ("next_obs", next_obs)):
+            if isinstance(space, spaces.Dict):
+                shapes: dict[str, tuple[int, ...]] = self.obs_shape  # type: ignore[assignment]
+                if not isinstance(value, dict) or set(value) != set(shapes):
+                    got = sorted(value) if isinstance(value, dict) else type(value).__name__
+                    raise ValueError(f"{name} must be a dict with the keys {sorted(shapes)}, got {got}")
+                for key, shape in shapes.items():
+                    _check_obs_array(f"{name}[{key!r}]", value[key], (n, *shape), space[key])
+            else:
+                _check_obs_array(name, value, (n, *self.obs_shape), space)
+
     def _check_step(self, action: Any, reward: Any, done: Any, infos: list[dict[str, Any]]) -> None:
-        """Refuse a step that SB3's ``add`` would fail on part-way (after writing some arrays)."""
+        """Refuse a step that SB3's ``add`` would fail on part-way (after writing some arrays), or store
+        wrongly: NaN/infinite or complex rewards, masked arrays, a non-numeric action."""
         self._levels_of(infos)
         if self.handle_timeout_termination and not all(isinstance(info, dict) for info in infos):
             raise ValueError(f"infos must be a list of {self.n_envs} dicts (one per env), got {infos!r}")
@@ -329,15 +363,19 @@ class _PrioritizedBufferBase(ReplayBuffer):
                 f"action must hold n_envs * action_dim = {self.n_envs * self.action_dim} values, "
                 f"got shape {np.shape(action)}"
             )
-        for name, value in (("reward", reward), ("done", done)):
-            try:
-                ok = np.broadcast_shapes(np.shape(value), (self.n_envs,)) == (self.n_envs,)
-            except ValueError:
-                ok = False
-            if not ok:
-                raise ValueError(
-                    f"{name} must have shape (n_envs,) = ({self.n_envs},), got {np.shape(value)}"
-                )
+        for name, value in (("action", action), ("reward", reward), ("done", done)):
+            array = _real_array(name, value)
+            if name != "action":
+                try:
+                    ok = np.broadcast_shapes(array.shape, (self.n_envs,)) == (self.n_envs,)
+                except ValueError:
+                    ok = False
+                if not ok:
+                    raise ValueError(
+                        f"{name} must have shape (n_envs,) = ({self.n_envs},), got {array.shape}"
+                    )
+            if array.dtype.kind == "f" and not np.isfinite(array).all():
+                raise ValueError(f"{name} must be finite, got {array.reshape(-1).tolist()}")
 
     def _levels_of(self, infos: list[dict[str, Any]]) -> NDArray[np.int64]:
         """Each env's level id from ``infos[i]["level"]``: ``-1`` (unknown) when absent or not an int
@@ -349,11 +387,8 @@ class _PrioritizedBufferBase(ReplayBuffer):
         for i, info in enumerate(infos):
             level: Any = info.get("level") if isinstance(info, dict) else None
             if is_int(level):
-                if not -1 <= int(level) <= _INT64_MAX:
-                    raise ValueError(
-                        f'infos[{i}]["level"]={level!r} is not a level id this buffer can store: int level '
-                        f"ids must lie in [0, 2**63 - 1] (-1 marks an unknown level)"
-                    )
+                if int(level) != -1:  # -1 marks an unknown level
+                    check_level_id(level, f'infos[{i}]["level"] (or -1 for an unknown level)')
                 out[i] = int(level)
             elif level is not None and not getattr(self, "_warned_level", False):
                 self._warned_level = True
@@ -415,7 +450,8 @@ class _PrioritizedBufferBase(ReplayBuffer):
         :return: flat slot indices, shape ``(batch_size,)``, and importance weights
             ``(N · P(i)) ** -beta / max_j (N · P(j)) ** -beta``, shape ``(batch_size,)``
         """
-        indices, weights = self.replay_priorities.sample(batch_size, rows=self.size(), pos=self.pos)
+        with allocating("batch_size", batch_size):
+            indices, weights = self.replay_priorities.sample(batch_size, rows=self.size(), pos=self.pos)
         if self.replay_priorities.samples_since_update == 2 and not self._warned_no_update:
             self._warned_no_update = True
             warnings.warn(
@@ -736,6 +772,35 @@ class _PrioritizedBufferBase(ReplayBuffer):
             "levels": self.levels,
             **self._obs_arrays(),
         }
+
+
+def _real_array(name: str, value: Any) -> NDArray[Any]:
+    """``value`` as an array of bools, ints or floats, else ``TypeError`` (masked, complex, objects...)."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise TypeError(
+            f"{name} must not be a numpy masked array (its mask would be ignored); pass a plain array"
+        )
+    if isinstance(value, th.Tensor):
+        value = value.detach().cpu().numpy()
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"{name} must be an array of real numbers, got {type(value).__name__}: {exc}"
+        ) from None
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers (bool, int or float), got dtype {array.dtype}")
+    return array
+
+
+def _check_obs_array(name: str, value: Any, shape: tuple[int, ...], space: spaces.Space[Any]) -> None:
+    array = _real_array(name, value)
+    if isinstance(space, spaces.Discrete):
+        ok = array.size == int(np.prod(shape))
+    else:
+        ok = array.shape == shape
+    if not ok:
+        raise ValueError(f"{name} must have shape (n_envs, *obs_shape) = {shape}, got {array.shape}")
 
 
 def _core_from_old_state(state: dict[str, Any]) -> ReplayPriorities:

@@ -127,6 +127,7 @@ class EpisodicInfoMixin:
         nothing.
         """
         if self.episodic_info and self._pending_bootstrap is None:
+            self._check_observations(obs, next_obs)  # type: ignore[attr-defined]
             self._check_step(action, reward, done, infos)  # type: ignore[attr-defined]
             self._pending_bootstrap = self._truncation_bootstrap(next_obs, done, infos)
         try:

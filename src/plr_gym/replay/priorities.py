@@ -217,8 +217,16 @@ class ReplayPriorities:
         :raises ValueError: on a NaN, infinite or negative priority, a shape mismatch, or an index
             outside the stored slots
         """
+        for name, value in (("indices", indices), ("priorities", priorities)):
+            if isinstance(value, np.ma.MaskedArray):
+                raise TypeError(f"{name} must not be a numpy masked array (its mask would be ignored)")
         idx = np.asarray(indices).reshape(-1)
-        prio = np.asarray(priorities, dtype=np.float64).reshape(-1)
+        given = np.asarray(priorities)
+        if given.dtype == np.bool_ or given.dtype.kind not in "iuf":
+            raise TypeError(
+                f"priorities must be real numbers (e.g. |TD error| as floats), got dtype {given.dtype}"
+            )
+        prio = given.astype(np.float64).reshape(-1)
         if idx.shape != prio.shape:
             raise ValueError(
                 f"indices and priorities must have the same length, got {idx.size} and {prio.size}"
@@ -226,7 +234,7 @@ class ReplayPriorities:
         if not idx.size:
             self.samples_since_update = 0
             return
-        if not np.issubdtype(idx.dtype, np.integer):
+        if idx.dtype == np.bool_ or not np.issubdtype(idx.dtype, np.integer):
             raise ValueError(f"indices must be integers, got dtype {idx.dtype}")
         # Two reductions check every priority: a NaN fails both comparisons, inf the second.
         highest = prio.max()

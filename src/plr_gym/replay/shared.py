@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import sys
+import tempfile
+import threading
 import weakref
 from multiprocessing import shared_memory
 from typing import Any, SupportsFloat
@@ -18,9 +21,22 @@ from stable_baselines3.common.buffers import BaseBuffer, ReplayBuffer
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
 from stable_baselines3.common.vec_env import VecNormalize
 
+from plr_gym._sizes import allocating
+from plr_gym.replay.buffers import _real_array
+
 __all__ = ["ReplayWriterWrapper", "SharedReplayBuffer", "SharedReplayWriter"]
 
 _ALIGN = 64
+_FIELDS = (
+    "observations",
+    "next_observations",
+    "actions",
+    "rewards",
+    "dones",
+    "timeouts",
+    "counts",
+    "writing",
+)
 Layout = list[tuple[str, tuple[int, ...], str, int]]  # (field, shape, dtype string, byte offset)
 
 
@@ -57,7 +73,7 @@ def _attach(name: str) -> shared_memory.SharedMemory:
         resource_tracker.register = register
 
 
-def _release(segment: shared_memory.SharedMemory, owner_pid: int) -> None:
+def _release(segment: shared_memory.SharedMemory, owner_pid: int, lock_dir: str | None = None) -> None:
     segment.close()
     if os.getpid() != owner_pid:  # a forked child: the segment is the learner's
         return
@@ -65,6 +81,137 @@ def _release(segment: shared_memory.SharedMemory, owner_pid: int) -> None:
         segment.unlink()
     except FileNotFoundError:  # pragma: no cover - already removed
         pass
+    if lock_dir is not None:
+        shutil.rmtree(lock_dir, ignore_errors=True)
+
+
+try:  # POSIX: locks the kernel releases when their holder dies
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+#: Every :class:`_ColumnLock` with a file open in this process (a forked child closes the copies).
+_OPEN_LOCKS: weakref.WeakSet[_ColumnLock] = weakref.WeakSet()
+
+
+def _forget_inherited_locks() -> None:  # pragma: no cover - runs in forked children
+    for lock in list(_OPEN_LOCKS):
+        lock._forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_inherited_locks)
+
+
+class _ColumnLock:
+    """
+    The lock of one column of a :class:`SharedReplayBuffer`, robust to a holder that dies.
+
+    It is an exclusive ``flock`` on a file of its own (POSIX), taken through a file descriptor that
+    each process opens for itself, plus a thread lock for the threads of one process. The kernel drops
+    a ``flock`` when its holder's descriptors close, so a writer killed with ``SIGKILL`` while it holds
+    the lock (a ``multiprocessing.Lock`` stays taken forever then) no longer blocks the learner's
+    :meth:`SharedReplayBuffer.sample`. A forked child closes the copies of its parent's descriptors
+    (they would keep a dead parent's lock alive) and opens its own on first use. Picklable: hand it to
+    a process as a ``multiprocessing`` argument.
+
+    :param path: the lock file (created by the buffer)
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._pid = -1
+        self._fd = -1
+        self._thread_lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.path = state["path"]
+        self._pid, self._fd = -1, -1
+        self._thread_lock = threading.Lock()
+
+    def _forget(self) -> None:
+        """In a forked child: close the inherited descriptor (never unlock: the lock is the parent's)."""
+        if self._fd >= 0:
+            try:
+                os.close(self._fd)
+            except OSError:  # pragma: no cover
+                pass
+        self._pid, self._fd = -1, -1
+        self._thread_lock = threading.Lock()
+
+    def _descriptor(self) -> int:
+        if self._pid != os.getpid():
+            self._forget()
+            try:
+                self._fd = os.open(self.path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+            except FileNotFoundError:
+                raise RuntimeError(
+                    f"the lock file {self.path} is gone: the SharedReplayBuffer was closed; writers must "
+                    "not add after the buffer's close()"
+                ) from None
+            self._pid = os.getpid()
+            _OPEN_LOCKS.add(self)
+        return self._fd
+
+    def acquire(self) -> bool:
+        fd = self._descriptor()
+        self._thread_lock.acquire()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            self._thread_lock.release()
+            raise
+        return True
+
+    def release(self) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        self._thread_lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def close(self) -> None:
+        """Close this process's descriptor (not while holding the lock)."""
+        if self._pid == os.getpid():
+            self._forget()
+
+
+def _checked(name: str, value: Any, shape: tuple[int, ...], discrete: bool = False) -> NDArray[Any]:
+    """``value`` as a real array of ``shape`` (of that size, for ``Discrete`` observations), else
+    ``TypeError``/``ValueError`` naming ``name``: checked before the row is touched."""
+    array = _real_array(name, value)
+    if array.shape != shape and not (discrete and array.size == int(np.prod(shape))):
+        raise ValueError(f"{name} must have shape {shape}, got {array.shape}")
+    if array.dtype.kind == "f" and not np.isfinite(array).all() and name in ("reward", "action"):
+        raise ValueError(f"{name} must be finite, got {array.reshape(-1).tolist()}")
+    return array.reshape(shape)
+
+
+def _write_row(arrays: dict[str, NDArray[Any]], e: int, rows: int, fields: dict[str, Any]) -> None:
+    """Write one checked transition into column ``e`` (the caller holds the column's lock).
+
+    ``writing[e]`` is set to the row's number before the first byte and ``counts[e]`` moves past it after
+    the last: while ``writing[e] == counts[e]`` the row is torn (its writer died part-way) and
+    :meth:`SharedReplayBuffer.sample` leaves it out until the next write of that column replaces it.
+    """
+    count = int(arrays["counts"][e])
+    row = count % rows
+    arrays["writing"][e] = count
+    for name, value in fields.items():
+        arrays[name][row, e] = value
+    arrays["counts"][e] = count + 1  # published last: the row is complete
+
+
+def _torn(counts: NDArray[np.int64], writing: NDArray[np.int64], rows: int) -> NDArray[np.bool_]:
+    """Columns whose next row was being written by a writer that died (or raised) part-way, and
+    which held a transition before (a torn row of a column not yet full is not counted anyway)."""
+    return np.asarray((writing == counts) & (counts >= rows))
 
 
 class SharedReplayWriter:
@@ -145,18 +292,23 @@ class SharedReplayWriter:
         :param truncated: the episode was truncated at this step (a timeout; bootstrapped)
         """
         arrays = self._open()
-        e = self.env_index
+        obs_shape = arrays["observations"].shape[2:]
+        discrete = obs_shape == (1,)
+        act_dim = arrays["actions"].shape[2]
+        for name, flag in (("terminated", terminated), ("truncated", truncated)):
+            if not isinstance(flag, (bool, np.bool_, int, np.integer)) or flag not in (0, 1):
+                raise TypeError(f"{name} must be a bool, got {type(flag).__name__} {flag!r}")
+        timeout = bool(truncated) and not bool(terminated) and self.handle_timeout_termination
+        fields = {  # every field checked before the lock is taken and the row touched
+            "observations": _checked("obs", obs, obs_shape, discrete),
+            "next_observations": _checked("next_obs", next_obs, obs_shape, discrete),
+            "actions": _checked("action", action, (act_dim,), True),
+            "rewards": float(_checked("reward", reward, (), True)),
+            "dones": float(bool(terminated) or bool(truncated)),
+            "timeouts": float(timeout),
+        }
         with self.lock:
-            count = int(arrays["counts"][e])
-            row = count % self.buffer_size
-            arrays["observations"][row, e] = obs
-            arrays["next_observations"][row, e] = next_obs
-            arrays["actions"][row, e] = np.asarray(action).reshape(-1)
-            arrays["rewards"][row, e] = float(reward)
-            arrays["dones"][row, e] = float(bool(terminated) or bool(truncated))
-            timeout = bool(truncated) and not bool(terminated) and self.handle_timeout_termination
-            arrays["timeouts"][row, e] = float(timeout)
-            arrays["counts"][e] = count + 1  # published last: the row is complete
+            _write_row(arrays, self.env_index, self.buffer_size, fields)
 
     def close(self) -> None:
         """Detach from the shared memory (the learner's buffer owns and removes it)."""
@@ -246,7 +398,8 @@ class SharedReplayBuffer(ReplayBuffer):
         if seed is None:
             seed = int(np.random.randint(0, 2**31 - 1))  # noqa: NPY002 - follows SB3's seeding
         self._rng = np.random.default_rng(seed)
-        self._allocate()
+        with allocating("buffer_size", buffer_size):
+            self._allocate()
 
     def _allocate(self) -> None:
         rows, n = self.buffer_size, self.n_envs
@@ -261,13 +414,17 @@ class SharedReplayBuffer(ReplayBuffer):
                 ("dones", (rows, n), np.float32),
                 ("timeouts", (rows, n), np.float32),
                 ("counts", (n,), np.int64),
+                ("writing", (n,), np.int64),  # row number being written per column (see _write_row)
             ]
         )
         self._segment = shared_memory.SharedMemory(create=True, size=nbytes)
-        self._finalizer = weakref.finalize(self, _release, self._segment, os.getpid())
+        lock_dir = tempfile.mkdtemp(prefix="plr_gym_shared_") if fcntl is not None else None
+        self._finalizer = weakref.finalize(self, _release, self._segment, os.getpid(), lock_dir)
         arrays = _views(self._segment.buf, self._layout)
         for value in arrays.values():
             value[...] = 0
+        arrays["writing"][...] = -1
+        self._arrays = arrays
         self.observations = arrays["observations"]
         self.next_observations = arrays["next_observations"]
         self.actions = arrays["actions"]
@@ -275,9 +432,18 @@ class SharedReplayBuffer(ReplayBuffer):
         self.dones = arrays["dones"]
         self.timeouts = arrays["timeouts"]
         self.counts = arrays["counts"]
-        # Spawn-context locks can be handed to spawned, forkserver and forked processes alike.
-        ctx = multiprocessing.get_context("spawn")
-        self._locks = [ctx.Lock() for _ in range(self.n_envs)]
+        self.writing = arrays["writing"]
+        if lock_dir is not None:  # one lock file per column (see _ColumnLock)
+            self._locks: list[Any] = []
+            for e in range(self.n_envs):
+                path = os.path.join(lock_dir, f"column-{e}.lock")
+                with open(path, "wb"):
+                    pass
+                self._locks.append(_ColumnLock(path))
+        else:  # pragma: no cover - no fcntl (Windows): a writer that dies holding its lock blocks sample()
+            # Spawn-context locks can be handed to spawned, forkserver and forked processes alike.
+            ctx = multiprocessing.get_context("spawn")
+            self._locks = [ctx.Lock() for _ in range(self.n_envs)]
 
     @property
     def name(self) -> str:
@@ -289,14 +455,20 @@ class SharedReplayBuffer(ReplayBuffer):
         """Size of the shared memory segment in bytes."""
         return int(self._segment.size)
 
+    def _column_sizes(self) -> NDArray[np.int64]:
+        """Sampleable rows per column: stored rows, less a row torn by a writer that died part-way."""
+        counts = self.counts.copy()
+        torn = _torn(counts, self.writing, self.buffer_size)
+        return np.asarray(np.minimum(counts, self.buffer_size) - torn, dtype=np.int64)
+
     @property
     def n_transitions(self) -> int:
-        """Transitions stored over all columns."""
-        return int(np.minimum(self.counts, self.buffer_size).sum())
+        """Transitions stored over all columns (a row torn by a dead writer not counted)."""
+        return int(self._column_sizes().sum())
 
     def size(self) -> int:
         """Rows in use in the fullest column (SB3's ``size()``)."""
-        return int(min(int(self.counts.max()), self.buffer_size))
+        return int(self._column_sizes().max())
 
     def writer(self, env_index: int) -> SharedReplayWriter:
         """
@@ -335,21 +507,32 @@ class SharedReplayBuffer(ReplayBuffer):
         """
         if not self.local_add:
             return
-        obs_a = np.asarray(obs).reshape(self.n_envs, *self.obs_shape)
-        next_a = np.asarray(next_obs).reshape(self.n_envs, *self.obs_shape)
-        act = np.asarray(action).reshape(self.n_envs, self.action_dim)
-        for e in range(self.n_envs):
+        n = self.n_envs
+        discrete = isinstance(self.observation_space, spaces.Discrete)
+        if (
+            not isinstance(infos, (list, tuple))
+            or len(infos) != n
+            or not all(isinstance(i, dict) for i in infos)
+        ):
+            raise ValueError(f"infos must be a list of {n} dicts (one per env), got {infos!r}")
+        # every argument checked before any column is touched: a refused step stores nothing
+        obs_a = _checked("obs", obs, (n, *self.obs_shape), discrete)
+        next_a = _checked("next_obs", next_obs, (n, *self.obs_shape), discrete)
+        act = _checked("action", action, (n, self.action_dim), True)
+        rew = _checked("reward", reward, (n,))
+        done_a = _checked("done", done, (n,))
+        for e in range(n):
             timeout = bool(infos[e].get("TimeLimit.truncated", False)) and self.handle_timeout_termination
+            fields = {
+                "observations": obs_a[e],
+                "next_observations": next_a[e],
+                "actions": act[e],
+                "rewards": rew[e],
+                "dones": done_a[e],
+                "timeouts": float(timeout),
+            }
             with self._locks[e]:
-                count = int(self.counts[e])
-                row = count % self.buffer_size
-                self.observations[row, e] = obs_a[e]
-                self.next_observations[row, e] = next_a[e]
-                self.actions[row, e] = act[e]
-                self.rewards[row, e] = reward[e]
-                self.dones[row, e] = done[e]
-                self.timeouts[row, e] = float(timeout)
-                self.counts[e] = count + 1
+                _write_row(self._arrays, e, self.buffer_size, fields)
 
     def sample(self, batch_size: int, env: VecNormalize | None = None) -> ReplayBufferSamples:
         """
@@ -364,13 +547,17 @@ class SharedReplayBuffer(ReplayBuffer):
         for lock in self._locks:
             lock.acquire()
         try:
-            sizes = np.minimum(self.counts, self.buffer_size)
+            counts = self.counts.copy()
+            # a torn row (its writer died holding the lock, part-way through it) is left out
+            torn = _torn(counts, self.writing, self.buffer_size)
+            sizes: NDArray[np.int64] = np.minimum(counts, self.buffer_size) - torn
             total = int(sizes.sum())
             if total == 0:
                 raise ValueError("cannot sample from an empty buffer: add transitions first")
             picks = self._rng.integers(0, total, batch_size)
             envs = np.searchsorted(np.cumsum(sizes), picks, side="right")
             rows = picks - (np.cumsum(sizes) - sizes)[envs]  # age order within the column is irrelevant
+            rows += torn[envs] & (rows >= (counts % self.buffer_size)[envs])  # skip the torn row
             obs = self.observations[rows, envs]
             next_obs = self.next_observations[rows, envs]
             actions = self.actions[rows, envs]
@@ -393,6 +580,7 @@ class SharedReplayBuffer(ReplayBuffer):
             lock.acquire()
         try:
             self.counts[...] = 0
+            self.writing[...] = -1
         finally:
             for lock in self._locks:
                 lock.release()
@@ -403,25 +591,15 @@ class SharedReplayBuffer(ReplayBuffer):
         self._finalizer()
 
     def __getstate__(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_segment", "_finalizer", "_locks")}
-        for key in ("observations", "next_observations", "actions", "rewards", "dones", "timeouts", "counts"):
+        skip = ("_segment", "_finalizer", "_locks", "_arrays")
+        state = {k: v for k, v in self.__dict__.items() if k not in skip}
+        for key in _FIELDS:
             state[key] = np.array(state[key])  # copies out of shared memory
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        copies = {
-            key: state[key]
-            for key in (
-                "observations",
-                "next_observations",
-                "actions",
-                "rewards",
-                "dones",
-                "timeouts",
-                "counts",
-            )
-        }
+        copies = {key: state[key] for key in _FIELDS if key in state}  # "writing": since 0.1 (issue 24)
         self._allocate()
         for key, value in copies.items():
             getattr(self, key)[...] = value

@@ -17,6 +17,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
+from plr_gym._levels import check_level_id, level_key
 from plr_gym.source import NoScoresWarning, ScoreWatch
 
 __all__ = [
@@ -36,6 +37,29 @@ class NondeterministicLevelWarning(UserWarning):
 def is_int_level(level: Any) -> bool:
     """True for an integer level id (Python or numpy int, not ``bool``): such a level is a reset seed."""
     return isinstance(level, numbers.Integral) and not isinstance(level, (bool, np.bool_))
+
+
+def _check_info(env: Any, method: str, info: Any) -> None:
+    if not isinstance(info, dict):
+        raise TypeError(
+            f"{env}.{method}() returned an info of type {type(info).__name__}; Gymnasium envs return a dict "
+            "as info (LevelWrapper adds info['level'] to it)"
+        )
+
+
+def _checked_level(level: Any, name: str) -> Any:
+    """``level`` if a wrapper can play it: an int level id in ``[0, 2**63 - 1]`` (as ``int``), ``None``,
+    or a level object without NaN (:func:`plr_gym._levels.level_key`); else ``TypeError``/``ValueError``."""
+    if isinstance(level, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an int level id or a level object, got bool {level!r}")
+    if is_int_level(level):
+        return check_level_id(level, name)
+    if level is not None:
+        try:
+            level_key(level)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{name}: {exc}") from None
+    return level
 
 
 def _digest(obs: Any, h: Any) -> None:
@@ -182,9 +206,7 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
 
     @next_level.setter
     def next_level(self, level: Any) -> None:
-        if isinstance(level, (bool, np.bool_)):
-            raise TypeError(f"level must be an int level id or a level object, got bool {level!r}")
-        self._next_level = int(level) if is_int_level(level) else level
+        self._next_level = _checked_level(level, "next_level")
 
     def set_next_level(self, level: Any) -> None:
         """Queue ``level`` for the next reset (callable through ``VecEnv.env_method`` / ``VectorEnv.call``).
@@ -202,11 +224,9 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         inner_options = options
         if options is not None and "level" in options:
             inner_options = {k: v for k, v in options.items() if k != "level"}
-            level = options["level"]
-            if isinstance(level, (bool, np.bool_)):
-                raise TypeError(f"options['level'] must be an int level id or a level object, got {level!r}")
+            level = _checked_level(options["level"], "options['level']")
         elif seed is not None:
-            level = seed
+            level = check_level_id(seed, "seed")
         else:
             level = self._next_level
         self._next_level = None
@@ -228,6 +248,7 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
                     "reset reads options['level'] (e.g. plr_gym.envs.maze); a generator must return levels "
                     "of that kind (never None)"
                 )
+        _check_info(self.env, "reset", info)
         self._level = level
         info["level"] = level
         return obs, info
@@ -235,6 +256,7 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the env; ``info["level"]`` is the level of this step's episode."""
         obs, reward, terminated, truncated, info = self.env.step(action)
+        _check_info(self.env, "step", info)
         info["level"] = self._level
         return obs, reward, terminated, truncated, info
 
