@@ -117,8 +117,12 @@ def test_one_default_for_greedy_or_sampled_actions() -> None:
     assert DEFAULT_DETERMINISTIC is False  # sampled actions, as in the PLR paper's evaluation
     assert inspect.signature(evaluate_levels).parameters["deterministic"].default is DEFAULT_DETERMINISTIC
     assert inspect.signature(HeldOutEvalCallback).parameters["deterministic"].default is DEFAULT_DETERMINISTIC
+    from plr_gym.cli import resolve_train_args
+
     parser = build_parser()
-    assert parser.parse_args(["train", ENV]).eval_deterministic is DEFAULT_DETERMINISTIC
+    args = parser.parse_args(["train", ENV])
+    resolve_train_args(args)  # options a --preset can set are filled in here
+    assert args.eval_deterministic is DEFAULT_DETERMINISTIC
     assert parser.parse_args(["evaluate", "m.zip"]).deterministic is DEFAULT_DETERMINISTIC
 
 

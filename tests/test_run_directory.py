@@ -53,12 +53,16 @@ TINY = [
 
 
 def child_env() -> dict[str, str]:
+    """The environment of a child process; run ``python -c`` children with ``cwd=TESTS`` so that their
+    ``from conftest import ...`` finds tests/conftest.py, not the repository root's."""
     env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join([str(SRC), str(TESTS), env.get("PYTHONPATH", "")])
     return env
 
 
-def build(seed: int = 0, normalize: bool = False, net: tuple[int, ...] = (16,)) -> tuple[Any, PLRCallback]:
+def build(
+    seed: int = 0, normalize: bool = False, net: tuple[int, ...] = (16,), norm_obs: bool = True
+) -> tuple[Any, PLRCallback]:
     """A tiny PPO on MiniGrid with PLR, and its PLRCallback."""
     from minigrid.wrappers import FlatObsWrapper
 
@@ -68,7 +72,7 @@ def build(seed: int = 0, normalize: bool = False, net: tuple[int, ...] = (16,)) 
     )  # fmt: skip
     venv = PrioritizedLevelReplay(venv, levels=range(10), seed=seed)
     if normalize:
-        venv = VecNormalize(venv)
+        venv = VecNormalize(venv, norm_obs=norm_obs)
     model = PPO(
         "MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=seed, device="cpu",
         policy_kwargs={"net_arch": list(net)},
@@ -201,6 +205,19 @@ def test_vecnormalize_statistics_are_part_of_the_checkpoint(tmp_path: Path) -> N
         assert saved.count == restored.count > 1
 
 
+def test_reward_only_vecnormalize_is_part_of_the_checkpoint(tmp_path: Path) -> None:
+    """The paper's recipe normalises rewards only: SB3's VecNormalize then has no obs_rms at all."""
+    with RunDirectory(tmp_path) as run:
+        model, plr = build(normalize=True, norm_obs=False)
+        model.learn(64, callback=[plr, run.callback(save_freq=64, plr_callback=plr)])
+        saved = model.get_env().ret_rms
+        fresh, fresh_plr = build(normalize=True, norm_obs=False, seed=2)
+        run.restore(fresh, plr_callback=fresh_plr)
+        restored = fresh.get_env().ret_rms
+        assert np.array_equal(saved.var, restored.var) and saved.count == restored.count > 1
+        assert np.array_equal(model.get_env().returns, fresh.get_env().returns)
+
+
 def test_replay_buffer_is_saved_when_asked(tmp_path: Path) -> None:
     def dqn(seed: int) -> Any:
         return DQN("MlpPolicy", "CartPole-v1", buffer_size=300, learning_starts=50, seed=seed, device="cpu")
@@ -256,7 +273,7 @@ def test_one_trainer_per_directory_and_a_stale_lock_is_taken_over(tmp_path: Path
         "RunDirectory(sys.argv[1]).acquire()\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=child_env())
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=child_env(), cwd=TESTS)
     assert proc.wait(timeout=120) == -signal.SIGKILL
     assert (tmp_path / LOCK_FILE).read_text().strip() == str(proc.pid) != str(os.getpid())  # stale pid
     with RunDirectory(tmp_path) as run:  # the kernel released the dead holder's lock
@@ -428,7 +445,7 @@ SAVE_FAILURES = {
 def test_a_failed_or_killed_save_leaves_a_consistent_loadable_checkpoint(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-c", SAVE_CHILD, str(tmp_path), *SAVE_FAILURES],
-        env=child_env(), capture_output=True, text=True, timeout=600,
+        env=child_env(), cwd=TESTS, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     codes = json.loads(proc.stdout.strip().splitlines()[-1])

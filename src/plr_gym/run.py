@@ -1062,8 +1062,12 @@ def _find_vecnormalize(env: Any) -> Any:
 
 
 def _rms_items(vn: Any) -> dict[str, Any]:
-    rms = vn.obs_rms
-    items = {f"obs.{key}": value for key, value in rms.items()} if isinstance(rms, dict) else {"obs": rms}
+    """The running statistics of a ``VecNormalize``: ``obs`` only with ``norm_obs`` (SB3 creates
+    ``obs_rms`` only then; reward normalisation alone, as the paper's recipe, has ``ret`` only)."""
+    items: dict[str, Any] = {}
+    if vn.norm_obs:
+        rms = vn.obs_rms
+        items = {f"obs.{key}": value for key, value in rms.items()} if isinstance(rms, dict) else {"obs": rms}
     items["ret"] = vn.ret_rms
     return items
 
