@@ -58,7 +58,9 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def build(seed: int = 0, normalize: bool = False, net: tuple[int, ...] = (16,)) -> tuple[Any, PLRCallback]:
+def build(
+    seed: int = 0, normalize: bool = False, net: tuple[int, ...] = (16,), norm_obs: bool = True
+) -> tuple[Any, PLRCallback]:
     """A tiny PPO on MiniGrid with PLR, and its PLRCallback."""
     from minigrid.wrappers import FlatObsWrapper
 
@@ -68,7 +70,7 @@ def build(seed: int = 0, normalize: bool = False, net: tuple[int, ...] = (16,)) 
     )  # fmt: skip
     venv = PrioritizedLevelReplay(venv, levels=range(10), seed=seed)
     if normalize:
-        venv = VecNormalize(venv)
+        venv = VecNormalize(venv, norm_obs=norm_obs)
     model = PPO(
         "MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=seed, device="cpu",
         policy_kwargs={"net_arch": list(net)},
@@ -199,6 +201,23 @@ def test_vecnormalize_statistics_are_part_of_the_checkpoint(tmp_path: Path) -> N
         restored = fresh.get_env().obs_rms
         assert np.array_equal(saved.mean, restored.mean) and np.array_equal(saved.var, restored.var)
         assert saved.count == restored.count > 1
+
+
+def test_reward_only_vecnormalize_is_saved_and_restored(tmp_path: Path) -> None:
+    """``--normalize-reward`` (and the paper presets) wrap the env in ``VecNormalize(norm_obs=False)``,
+    which has no ``obs_rms``: its return statistics are still saved and restored."""
+    with RunDirectory(tmp_path) as run:
+        model, plr = build(normalize=True, norm_obs=False)
+        model.learn(64, callback=[plr, run.callback(save_freq=64, plr_callback=plr)])
+        assert run.current().has("vecnormalize.npz")  # type: ignore[union-attr]
+        saved = model.get_env().ret_rms
+        returns = model.get_env().returns.copy()
+        fresh, fresh_plr = build(normalize=True, norm_obs=False, seed=2)
+        run.restore(fresh, plr_callback=fresh_plr)
+        restored = fresh.get_env().ret_rms
+        assert np.array_equal(saved.mean, restored.mean) and np.array_equal(saved.var, restored.var)
+        assert saved.count == restored.count > 1
+        assert np.array_equal(fresh.get_env().returns, returns)
 
 
 def test_replay_buffer_is_saved_when_asked(tmp_path: Path) -> None:
