@@ -706,3 +706,21 @@ def test_a_read_only_run_directory_fails_at_start(finished_run: Path, tmp_path: 
     line = one_line_error(proc.returncode, proc.stderr)
     assert "Read-only file system" in line or "Permission denied" in line
     assert time.monotonic() - started < 60  # before any env or model is built
+
+
+def test_a_run_stopped_after_its_last_checkpoint_is_finished_by_resume(
+    finished_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Killed (or stopped by SIGTERM during the final evaluation) after the checkpoint at --timesteps was
+    saved but before evaluation.json was written: the same command with --resume finishes the run."""
+    out = copy_run(finished_run, tmp_path)
+    (out / "evaluation.json").unlink()
+    rows = eval_steps(out)
+    code, _, err = run_cli(["train", ENV, "--resume", str(out), *TINY, "--timesteps", "128"], capsys)
+    assert code == 0, err
+    result = json.loads((out / "evaluation.json").read_text())
+    assert result["timesteps"] == 128 == checkpoint_step(out) == zip_timesteps(out / "model.zip")
+    assert sorted(int(k) for k in result["returns"]) == list(range(1000, 1004))
+    assert eval_steps(out) == rows  # the evaluation at step 128 is logged once
+    code, _, err = run_cli(["train", ENV, "--resume", str(out), *TINY, "--timesteps", "128"], capsys)
+    assert code == 0 and json.loads((out / "evaluation.json").read_text()) == result  # finished: no-op
