@@ -724,3 +724,17 @@ def test_a_run_stopped_after_its_last_checkpoint_is_finished_by_resume(
     assert eval_steps(out) == rows  # the evaluation at step 128 is logged once
     code, _, err = run_cli(["train", ENV, "--resume", str(out), *TINY, "--timesteps", "128"], capsys)
     assert code == 0 and json.loads((out / "evaluation.json").read_text()) == result  # finished: no-op
+
+
+def test_resume_may_switch_between_dummy_and_subproc_envs(
+    finished_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--subproc`` may change on resume (docs/cli.md); it sets ``vec_env``, which must not refuse it."""
+    out = copy_run(finished_run, tmp_path)
+    (out / "evaluation.json").unlink()  # resume only checks, restores and evaluates (the run has its steps)
+    resume = ["train", ENV, "--resume", str(out), *TINY, "--timesteps", "128"]
+    code, _, err = run_cli([*resume, "--subproc"], capsys)
+    assert code == 0, err
+    assert json.loads((out / "config.json").read_text())["vec_env"] == "subproc"
+    line = one_line_error(*run_cli([*resume, "--seed", "3"], capsys)[::2])  # other options still count
+    assert "trained with seed=0 (now 3)" in line

@@ -401,6 +401,18 @@ RESUME_MAY_CHANGE: frozenset[str] = frozenset(
 )  # fmt: skip
 
 
+def _same_envs_other_processes(run_dir: Any, args: argparse.Namespace) -> frozenset[str]:
+    """``{"vec_env"}`` when the run and this command differ only by ``--subproc`` (the same envs, in one
+    process or one each), which may change on resume; the batched Procgen env is another env."""
+    try:
+        previous = run_dir.read_config()
+    except ValueError:  # begin() reports it
+        return frozenset()
+    simple = ("dummy", "subproc")
+    same = previous is not None and previous.get("vec_env") in simple and args.vec_env in simple
+    return frozenset({"vec_env"}) if same else frozenset()
+
+
 def train(args: argparse.Namespace) -> Path:
     """Run ``plr-gym train`` with parsed arguments; returns the run directory.
 
@@ -422,12 +434,13 @@ def train(args: argparse.Namespace) -> Path:
 
         config["test_protocol"] = TEST_PROTOCOLS[args.preset]
     run_dir = RunDirectory(out, keep=getattr(args, "keep_checkpoints", DEFAULT_KEEP), logs=("eval.csv",))
+    resume = getattr(args, "resume", None) is not None
     try:
         checkpoint = run_dir.begin(
             config,
-            resume=getattr(args, "resume", None) is not None,
+            resume=resume,
             overwrite=getattr(args, "overwrite", False),
-            mutable=RESUME_MAY_CHANGE,
+            mutable=(RESUME_MAY_CHANGE | _same_envs_other_processes(run_dir, args)) if resume else (),
             run_files=RUN_FILES,
         )
     except RunDirectoryError as exc:
