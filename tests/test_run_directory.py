@@ -558,6 +558,25 @@ def test_sigterm_saves_at_the_current_step_exits_in_time_and_resumes(tmp_path: P
     assert_increasing(eval_steps(out))
 
 
+@pytest.mark.slow
+def test_a_signal_to_the_process_group_of_a_subproc_run_saves_at_the_current_step(tmp_path: Path) -> None:
+    """Ctrl-C in a terminal, ``scancel`` and preemption signal every process of the job: the
+    ``SubprocVecEnv`` workers must outlive the signal so that the trainer can finish its step and save."""
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "plr_gym.cli", "train", ENV, "--out", str(out), *TINY, "--subproc",
+         "--timesteps", "1000000", "--save-freq", "1000000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), start_new_session=True,
+    )  # fmt: skip
+    wait_for_checkpoint_after(out, -1, proc)  # the step-0 checkpoint: training has started
+    time.sleep(2.0)
+    os.killpg(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    stopped = int(err.split("stopped at step ")[1].split()[0])
+    assert stopped > 0 and checkpoint_step(out) == zip_timesteps(out / "model.zip") == stopped
+
+
 def test_sigterm_before_the_first_checkpoint_leaves_a_run_that_resume_starts_again(tmp_path: Path) -> None:
     out = tmp_path / "run"
     out.mkdir()
