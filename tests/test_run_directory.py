@@ -448,6 +448,7 @@ def test_a_failed_or_killed_save_leaves_a_consistent_loadable_checkpoint(tmp_pat
     proc = subprocess.run(
         [sys.executable, "-c", SAVE_CHILD, str(tmp_path), *SAVE_FAILURES],
         env=child_env(), capture_output=True, text=True, timeout=600,
+        cwd=TESTS,  # "-c" puts the working directory first on sys.path: tests/conftest.py, not the root's
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     codes = json.loads(proc.stdout.strip().splitlines()[-1])
