@@ -347,6 +347,14 @@ def test_a_link_named_like_the_next_generation_does_not_stop_saves(tmp_path: Pat
     assert (tmp_path / ".plr-gen-00000002").is_symlink()  # not ours: left alone
 
 
+@pytest.mark.parametrize("keep", [1, 2, 3, 4, 5])
+def test_keep_k_keeps_the_last_k_generations_for_any_k(tmp_path: Path, keep: int) -> None:
+    for value in range(8):
+        _write(tmp_path, value, keep=keep)
+        kept = [int((path / "a.txt").read_text()) for path in RunDirectory(tmp_path).checkpoints()]
+        assert kept == list(range(max(value + 1 - keep, 0), value + 1)), (keep, value)
+
+
 def test_a_generation_that_links_outside_the_directory_is_not_read(tmp_path: Path) -> None:
     _write(tmp_path, 1)
     outside = tmp_path.parent / f"{tmp_path.name}-outside"
