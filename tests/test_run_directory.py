@@ -766,3 +766,21 @@ def test_resume_may_switch_between_dummy_and_subproc_envs(
     assert json.loads((out / "config.json").read_text())["vec_env"] == "subproc"
     line = one_line_error(*run_cli([*resume, "--seed", "3"], capsys)[::2])  # other options still count
     assert "trained with seed=0 (now 3)" in line
+
+
+def test_a_resumed_run_keeps_the_evaluation_schedule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Resumed from a checkpoint between two evaluations, the run evaluates at the steps the uninterrupted
+    run does (``merge_seeds`` averages seeds only at common steps)."""
+    out = tmp_path / "run"
+    command = ["train", ENV, "--out", str(out), *TINY, "--timesteps", "384", "--eval-freq", "256"]
+    code, _, err = run_cli([*command, "--save-freq", "128", "--keep-checkpoints", "4"], capsys)
+    assert code == 0, err
+    assert eval_steps(out) == [0, 256, 384]  # the uninterrupted run
+    older = next(g for g in RunDirectory(out).checkpoints() if checkpoint_step(g) == 128)
+    os.unlink(out / CURRENT_LINK)
+    os.symlink(older.name, out / CURRENT_LINK)  # as if killed after the checkpoint at step 128
+    code, _, err = run_cli([*command, "--resume"], capsys)
+    assert code == 0, err
+    assert eval_steps(out) == [0, 256, 384]

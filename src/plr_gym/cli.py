@@ -462,8 +462,11 @@ def train(args: argparse.Namespace) -> Path:
                     parts.curriculum.resume_from = checkpoint.file("curriculum.npz")
                 except RunDirectoryError as exc:
                     raise CLIError(str(exc)) from None
-                if finishing and checkpoint.timestep in _logged_steps(out / "eval.csv"):
+                logged = _logged_steps(out / "eval.csv")  # as of the checkpoint
+                if finishing and checkpoint.timestep in logged:
                     parts.eval.log_path = None  # evaluated at this step already: evaluation.json only
+                elif logged:  # the next evaluation where the uninterrupted run makes it
+                    parts.eval.last_eval = max(logged)
             threads = _apply_torch_threads(args.torch_threads, run.venv.observation_space)
             if not args.quiet:
                 print(
