@@ -205,17 +205,21 @@ def test_vecnormalize_statistics_are_part_of_the_checkpoint(tmp_path: Path) -> N
         assert saved.count == restored.count > 1
 
 
-def test_reward_only_vecnormalize_is_part_of_the_checkpoint(tmp_path: Path) -> None:
-    """The paper's recipe normalises rewards only: SB3's VecNormalize then has no obs_rms at all."""
+def test_reward_only_vecnormalize_is_saved_and_restored(tmp_path: Path) -> None:
+    """``--normalize-reward`` (and the paper presets) wrap the env in ``VecNormalize(norm_obs=False)``,
+    which has no ``obs_rms``: its return statistics are still saved and restored."""
     with RunDirectory(tmp_path) as run:
         model, plr = build(normalize=True, norm_obs=False)
         model.learn(64, callback=[plr, run.callback(save_freq=64, plr_callback=plr)])
+        assert run.current().has("vecnormalize.npz")  # type: ignore[union-attr]
         saved = model.get_env().ret_rms
+        returns = model.get_env().returns.copy()
         fresh, fresh_plr = build(normalize=True, norm_obs=False, seed=2)
         run.restore(fresh, plr_callback=fresh_plr)
         restored = fresh.get_env().ret_rms
-        assert np.array_equal(saved.var, restored.var) and saved.count == restored.count > 1
-        assert np.array_equal(model.get_env().returns, fresh.get_env().returns)
+        assert np.array_equal(saved.mean, restored.mean) and np.array_equal(saved.var, restored.var)
+        assert saved.count == restored.count > 1
+        assert np.array_equal(fresh.get_env().returns, returns)
 
 
 def test_replay_buffer_is_saved_when_asked(tmp_path: Path) -> None:
@@ -345,6 +349,14 @@ def test_a_link_named_like_the_next_generation_does_not_stop_saves(tmp_path: Pat
     assert (tmp_path / ".plr-gen-00000002").is_symlink()  # not ours: left alone
 
 
+@pytest.mark.parametrize("keep", [1, 2, 3, 4, 5])
+def test_keep_k_keeps_the_last_k_generations_for_any_k(tmp_path: Path, keep: int) -> None:
+    for value in range(8):
+        _write(tmp_path, value, keep=keep)
+        kept = [int((path / "a.txt").read_text()) for path in RunDirectory(tmp_path).checkpoints()]
+        assert kept == list(range(max(value + 1 - keep, 0), value + 1)), (keep, value)
+
+
 def test_a_generation_that_links_outside_the_directory_is_not_read(tmp_path: Path) -> None:
     _write(tmp_path, 1)
     outside = tmp_path.parent / f"{tmp_path.name}-outside"
@@ -445,7 +457,8 @@ SAVE_FAILURES = {
 def test_a_failed_or_killed_save_leaves_a_consistent_loadable_checkpoint(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-c", SAVE_CHILD, str(tmp_path), *SAVE_FAILURES],
-        env=child_env(), cwd=TESTS, capture_output=True, text=True, timeout=600,
+        env=child_env(), capture_output=True, text=True, timeout=600,
+        cwd=TESTS,  # "-c" puts the working directory first on sys.path: tests/conftest.py, not the root's
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     codes = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -554,6 +567,25 @@ def test_sigterm_saves_at_the_current_step_exits_in_time_and_resumes(tmp_path: P
     assert proc.returncode == 0, err[-3000:]
     assert checkpoint_step(out) == json.loads((out / "evaluation.json").read_text())["timesteps"]
     assert_increasing(eval_steps(out))
+
+
+@pytest.mark.slow
+def test_a_signal_to_the_process_group_of_a_subproc_run_saves_at_the_current_step(tmp_path: Path) -> None:
+    """Ctrl-C in a terminal, ``scancel`` and preemption signal every process of the job: the
+    ``SubprocVecEnv`` workers must outlive the signal so that the trainer can finish its step and save."""
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "plr_gym.cli", "train", ENV, "--out", str(out), *TINY, "--subproc",
+         "--timesteps", "1000000", "--save-freq", "1000000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), start_new_session=True,
+    )  # fmt: skip
+    wait_for_checkpoint_after(out, -1, proc)  # the step-0 checkpoint: training has started
+    time.sleep(2.0)
+    os.killpg(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    stopped = int(err.split("stopped at step ")[1].split()[0])
+    assert stopped > 0 and checkpoint_step(out) == zip_timesteps(out / "model.zip") == stopped
 
 
 def test_sigterm_before_the_first_checkpoint_leaves_a_run_that_resume_starts_again(tmp_path: Path) -> None:
@@ -704,3 +736,53 @@ def test_a_read_only_run_directory_fails_at_start(finished_run: Path, tmp_path: 
     line = one_line_error(proc.returncode, proc.stderr)
     assert "Read-only file system" in line or "Permission denied" in line
     assert time.monotonic() - started < 60  # before any env or model is built
+
+
+def test_a_run_stopped_after_its_last_checkpoint_is_finished_by_resume(
+    finished_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Killed (or stopped by SIGTERM during the final evaluation) after the checkpoint at --timesteps was
+    saved but before evaluation.json was written: the same command with --resume finishes the run."""
+    out = copy_run(finished_run, tmp_path)
+    (out / "evaluation.json").unlink()
+    rows = eval_steps(out)
+    code, _, err = run_cli(["train", ENV, "--resume", str(out), *TINY, "--timesteps", "128"], capsys)
+    assert code == 0, err
+    result = json.loads((out / "evaluation.json").read_text())
+    assert result["timesteps"] == 128 == checkpoint_step(out) == zip_timesteps(out / "model.zip")
+    assert sorted(int(k) for k in result["returns"]) == list(range(1000, 1004))
+    assert eval_steps(out) == rows  # the evaluation at step 128 is logged once
+    code, _, err = run_cli(["train", ENV, "--resume", str(out), *TINY, "--timesteps", "128"], capsys)
+    assert code == 0 and json.loads((out / "evaluation.json").read_text()) == result  # finished: no-op
+
+
+def test_resume_may_switch_between_dummy_and_subproc_envs(
+    finished_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--subproc`` may change on resume (docs/cli.md); it sets ``vec_env``, which must not refuse it."""
+    out = copy_run(finished_run, tmp_path)
+    (out / "evaluation.json").unlink()  # resume only checks, restores and evaluates (the run has its steps)
+    resume = ["train", ENV, "--resume", str(out), *TINY, "--timesteps", "128"]
+    code, _, err = run_cli([*resume, "--subproc"], capsys)
+    assert code == 0, err
+    assert json.loads((out / "config.json").read_text())["vec_env"] == "subproc"
+    line = one_line_error(*run_cli([*resume, "--seed", "3"], capsys)[::2])  # other options still count
+    assert "trained with seed=0 (now 3)" in line
+
+
+def test_a_resumed_run_keeps_the_evaluation_schedule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Resumed from a checkpoint between two evaluations, the run evaluates at the steps the uninterrupted
+    run does (``merge_seeds`` averages seeds only at common steps)."""
+    out = tmp_path / "run"
+    command = ["train", ENV, "--out", str(out), *TINY, "--timesteps", "384", "--eval-freq", "256"]
+    code, _, err = run_cli([*command, "--save-freq", "128", "--keep-checkpoints", "4"], capsys)
+    assert code == 0, err
+    assert eval_steps(out) == [0, 256, 384]  # the uninterrupted run
+    older = next(g for g in RunDirectory(out).checkpoints() if checkpoint_step(g) == 128)
+    os.unlink(out / CURRENT_LINK)
+    os.symlink(older.name, out / CURRENT_LINK)  # as if killed after the checkpoint at step 128
+    code, _, err = run_cli([*command, "--resume"], capsys)
+    assert code == 0, err
+    assert eval_steps(out) == [0, 256, 384]

@@ -273,7 +273,7 @@ def commit_generation(
     _fsync_dir(base)
     others = [path for _, path in generations(base) if path != gen]
     done = [path for path in others if complete is None or complete(path)]
-    kept = set(done[len(done) - (keep - 1) :]) if keep > 1 else set()
+    kept = set(done[max(len(done) - (keep - 1), 0) :]) if keep > 1 else set()
     for old in others:
         if old not in kept:
             shutil.rmtree(old, ignore_errors=True)

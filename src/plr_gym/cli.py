@@ -37,6 +37,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
 import functools
 import importlib.util
@@ -400,6 +401,18 @@ RESUME_MAY_CHANGE: frozenset[str] = frozenset(
 )  # fmt: skip
 
 
+def _same_envs_other_processes(run_dir: Any, args: argparse.Namespace) -> frozenset[str]:
+    """``{"vec_env"}`` when the run and this command differ only by ``--subproc`` (the same envs, in one
+    process or one each), which may change on resume; the batched Procgen env is another env."""
+    try:
+        previous = run_dir.read_config()
+    except ValueError:  # begin() reports it
+        return frozenset()
+    simple = ("dummy", "subproc")
+    same = previous is not None and previous.get("vec_env") in simple and args.vec_env in simple
+    return frozenset({"vec_env"}) if same else frozenset()
+
+
 def train(args: argparse.Namespace) -> Path:
     """Run ``plr-gym train`` with parsed arguments; returns the run directory.
 
@@ -421,23 +434,27 @@ def train(args: argparse.Namespace) -> Path:
 
         config["test_protocol"] = TEST_PROTOCOLS[args.preset]
     run_dir = RunDirectory(out, keep=getattr(args, "keep_checkpoints", DEFAULT_KEEP), logs=("eval.csv",))
+    resume = getattr(args, "resume", None) is not None
     try:
         checkpoint = run_dir.begin(
             config,
-            resume=getattr(args, "resume", None) is not None,
+            resume=resume,
             overwrite=getattr(args, "overwrite", False),
-            mutable=RESUME_MAY_CHANGE,
+            mutable=(RESUME_MAY_CHANGE | _same_envs_other_processes(run_dir, args)) if resume else (),
             run_files=RUN_FILES,
         )
     except RunDirectoryError as exc:
         raise CLIError(str(exc)) from None
     try:
+        finishing = False  # the run has its steps, but stopped before its final evaluation
         if checkpoint is not None and checkpoint.timestep >= args.timesteps:
-            return _already_done(out, checkpoint.timestep, args)
+            if not _needs_final_evaluation(out, checkpoint.timestep, args):
+                return _already_done(out, checkpoint.timestep, args)
+            finishing = True
         run = _build_training(args, sampler, env_kwargs, device, out)
         try:
             parts = _train_callbacks(
-                args, run, out, train_levels, eval_levels, resumed=checkpoint is not None
+                args, run, out, train_levels, eval_levels, resumed=checkpoint is not None and not finishing
             )
             if checkpoint is not None:
                 try:
@@ -445,6 +462,11 @@ def train(args: argparse.Namespace) -> Path:
                     parts.curriculum.resume_from = checkpoint.file("curriculum.npz")
                 except RunDirectoryError as exc:
                     raise CLIError(str(exc)) from None
+                logged = _logged_steps(out / "eval.csv")  # as of the checkpoint
+                if finishing and checkpoint.timestep in logged:
+                    parts.eval.log_path = None  # evaluated at this step already: evaluation.json only
+                elif logged:  # the next evaluation where the uninterrupted run makes it
+                    parts.eval.last_eval = max(logged)
             threads = _apply_torch_threads(args.torch_threads, run.venv.observation_space)
             if not args.quiet:
                 print(
@@ -519,6 +541,28 @@ def _run_path(args: argparse.Namespace) -> Path:
             )
         return path
     return Path(args.out or "runs/run")
+
+
+def _needs_final_evaluation(out: Path, steps: int, args: argparse.Namespace) -> bool:
+    """Whether a run whose checkpoint has ``--timesteps`` steps stopped before its final evaluation
+    (killed, or stopped by a signal, between its last checkpoint and ``evaluation.json``): its last
+    rollout ended at or past ``--timesteps``, and it has no ``evaluation.json`` of that step."""
+    if steps >= args.timesteps + args.n_envs * args.n_steps:  # more than the last rollout's overshoot
+        return False
+    try:
+        done = training.read_json(out / training.EVALUATION_FILE).get("timesteps")
+    except (OSError, ValueError, AttributeError):
+        return True
+    return bool(done != steps)
+
+
+def _logged_steps(log: Path) -> set[int]:
+    """The steps of the rows of ``eval.csv`` (empty if there is none)."""
+    try:
+        with log.open(newline="") as f:
+            return {int(row["timesteps"]) for row in csv.DictReader(f)}
+    except (OSError, KeyError, ValueError, TypeError):
+        return set()
 
 
 def _already_done(out: Path, steps: int, args: argparse.Namespace) -> Path:
@@ -632,7 +676,7 @@ def _learn(
     try:
         with stop.installed():
             model.learn(
-                args.timesteps - int(model.num_timesteps),
+                max(args.timesteps - int(model.num_timesteps), 0),  # 0: a finished run's final evaluation
                 callback=[*parts.all(), saver],  # the saver last: it saves what the others wrote
                 progress_bar=args.progress and not args.quiet and _has_modules("tqdm", "rich"),
                 tb_log_name=args.sampler,

@@ -544,7 +544,7 @@ class HeldOutEvalCallback(BaseCallback):
     def _on_training_start(self) -> None:
         if self.eval_at_start:
             self.evaluate()
-        else:
+        elif not 0 <= self.last_eval <= self.num_timesteps:  # a resumed run may set its last evaluation
             self.last_eval = self.num_timesteps
 
     def _on_step(self) -> bool:

@@ -1062,12 +1062,14 @@ def _find_vecnormalize(env: Any) -> Any:
 
 
 def _rms_items(vn: Any) -> dict[str, Any]:
-    """The running statistics of a ``VecNormalize``: ``obs`` only with ``norm_obs`` (SB3 creates
-    ``obs_rms`` only then; reward normalisation alone, as the paper's recipe, has ``ret`` only)."""
+    # VecNormalize(norm_obs=False), as --normalize-reward builds it, has no obs_rms (and an attribute it
+    # lacks would be looked up in the envs it wraps): only the return statistics then
+    rms = vars(vn).get("obs_rms")
     items: dict[str, Any] = {}
-    if vn.norm_obs:
-        rms = vn.obs_rms
-        items = {f"obs.{key}": value for key, value in rms.items()} if isinstance(rms, dict) else {"obs": rms}
+    if isinstance(rms, dict):
+        items.update({f"obs.{key}": value for key, value in rms.items()})
+    elif rms is not None:
+        items["obs"] = rms
     items["ret"] = vn.ret_rms
     return items
 

@@ -240,6 +240,8 @@ def make_level_venv(
     if batched:
         return _batched_procgen(env_id, family, n_envs, seed, env_kwargs, subproc)
     wrapper = level_env_wrapper(family, full_obs=full_obs)
+    if subproc:
+        wrapper = _ignoring_stop_signals(wrapper)
     try:
         return make_vec_env(
             env_id,
@@ -251,6 +253,24 @@ def make_level_venv(
         )
     except (TypeError, ValueError) as exc:  # e.g. a keyword the env does not take
         raise SetupError(f"cannot build {env_id} with options {dict(env_kwargs or {})}: {exc}") from None
+
+
+def _ignoring_stop_signals(wrapper: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``wrapper``, first making the ``SubprocVecEnv`` worker it runs in ignore SIGINT, SIGTERM and SIGUSR1.
+
+    A terminal's Ctrl-C, ``scancel`` and a preemption signal the whole process group: the trainer saves at
+    the current step on them (:class:`plr_gym.run.StopOnSignals`), which needs its workers alive. A worker
+    still ends when the trainer closes the VecEnv, or when the trainer dies (its pipe closes)."""
+
+    def wrap(env: Any) -> Any:
+        import signal
+
+        for name in ("SIGINT", "SIGTERM", "SIGUSR1"):
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), signal.SIG_IGN)
+        return wrapper(env)
+
+    return wrap
 
 
 def _batched_procgen(
