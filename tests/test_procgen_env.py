@@ -321,10 +321,10 @@ def test_bad_constructor_arguments(kwargs: dict[str, Any], error: type[Exception
 @pytest.mark.parametrize(
     ("reset_kwargs", "error", "match"),
     [
-        ({"seed": -1}, ValueError, "seed must be in"),
-        ({"seed": 2**31}, ValueError, "seed must be in"),
+        ({"seed": -1}, ValueError, r"seed must be an int level id in \[0, 2\*\*31 - 1\]"),
+        ({"seed": 2**31}, ValueError, r"seed must be an int level id in \[0, 2\*\*31 - 1\]"),
         ({"seed": 1.5}, TypeError, "seed must be an int"),
-        ({"options": {"level": -3}}, ValueError, "options\\['level'\\] must be in"),
+        ({"options": {"level": -3}}, ValueError, "options\\['level'\\] must be an int level id in"),
         ({"options": {"level": "3"}}, TypeError, "options\\['level'\\] must be an int"),
         ({"options": {"level": 3.0}}, TypeError, "options\\['level'\\] must be an int"),
         ({"options": {"level": True}}, TypeError, "options\\['level'\\] must be an int"),

@@ -80,7 +80,7 @@ def check_level_ids(values: Any, name: str = "levels", *, high: int = MAX_LEVEL_
     >>> check_level_ids(range(2**63 - 2, 2**63 + 2))
     Traceback (most recent call last):
     ...
-    ValueError: levels must be int level ids in [0, 2**63 - 1] (reset seeds), got 9223372036854775808
+    ValueError: levels must be int level ids in [0, 2**63 - 1] (reset seeds), got 9223372036854775809
     """
     refuse_masked(name, values)
     if isinstance(values, range):
