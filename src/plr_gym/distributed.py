@@ -1110,7 +1110,7 @@ class RemoteLevelSource:
             )
         if not np.isfinite(values).all():
             k = int(np.argmax(~np.isfinite(values)))
-            raise ValueError(f"{owner}: scores must be finite, got {values[k]!r} at position {k}")
+            raise ValueError(f"{owner}: scores must be finite, got {float(values[k])!r} at position {k}")
         if not values.size:
             return
         if numeric:

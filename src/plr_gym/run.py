@@ -510,7 +510,8 @@ class RunDirectory:
         step = int(model.num_timesteps)
         gen = new_generation(self.path)
         try:
-            model.save(gen / MODEL_ZIP)
+            with open(gen / MODEL_ZIP, "wb") as f:  # closed here even if the write fails (no GC warning)
+                model.save(f)
             _save_model_state(model, gen)
             save_npz(gen / RNG, _rng_arrays())
             if _write_level_source(model, plr_callback, gen / PLR_DIR):
