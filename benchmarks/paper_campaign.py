@@ -83,27 +83,14 @@ def method_args(method: str) -> list[str]:
     if method == "paper":
         return ["--sampler", "plr"]
     if method == "plr_defaults":
+        from plr_gym.presets import SAMPLER_OPTIONS
         from plr_gym.sampler import sampler_defaults
 
         d = sampler_defaults()
         flags = ["--sampler", "plr"]
-        for key in (
-            "strategy",
-            "score_transform",
-            "temperature",
-            "staleness_coef",
-            "staleness_transform",
-            "staleness_temperature",
-            "replay_schedule",
-            "replay_prob",
-            "min_seen_ratio",
-            "alpha",
-            "eps",
-            "uniform_mass",
-        ):
-            flags += ["--" + key.replace("_", "-"), str(d[key])]
-        if d["temperature_end"] is not None:
-            flags += ["--temperature-end", str(d["temperature_end"])]
+        for key in SAMPLER_OPTIONS:  # the options plr-gym train takes, at the library's defaults
+            if d[key] is not None:  # temperature_end None: no annealing (the flag's default)
+                flags += ["--" + key.replace("_", "-"), str(d[key])]
         return flags
     raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
 

@@ -105,7 +105,7 @@ _PLR_COMMON: tuple[Setting, ...] = (
 )
 
 #: LevelSampler options of ``plr-gym train`` that :func:`resolve` fills (defaults: ``sampler_defaults()``).
-_SAMPLER_OPTIONS = (
+SAMPLER_OPTIONS = (
     "strategy",
     "score_transform",
     "temperature",
@@ -206,7 +206,7 @@ def library_defaults() -> dict[str, Any]:
         "sampler": "plr",
     }
     sampler = sampler_defaults()
-    for key in _SAMPLER_OPTIONS:
+    for key in SAMPLER_OPTIONS:
         defaults[key] = sampler[key]
     return defaults
 
