@@ -421,7 +421,9 @@ def test_ctrl_c_saves_a_loadable_model_and_sampler_and_resume_continues(
     assert config["resumed_at"] == [130] and "interrupted_at" not in config
     with (out / "eval.csv").open() as f:
         steps = [int(r["timesteps"]) for r in csv.DictReader(f) if r["split"] == "test"]
-    assert steps == [0, 128, 258, 386]  # continues from 130: the next evaluation 128 steps later
+    # the schedule survives the resume: evaluations stay on the 128-step grid of the run that was
+    # interrupted (256, 384), then the final one at 386 where SB3 stopped
+    assert steps == [0, 128, 256, 384, 386]
     assert np.load(out / "curriculum.npz")["timesteps"].tolist() == [128, 258, 386]
 
 
