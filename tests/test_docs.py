@@ -78,13 +78,11 @@ def test_readme_install_commands_resolve_from_a_fresh_copy(extra: str, tmp_path:
     if extra in ("procgen", "all") and all(importlib.util.find_spec(m) is None for m in procgen):
         pytest.skip("this environment has no Procgen: pip cannot resolve the extra offline")
     clone = tmp_path / "plr_gym"
-    shutil.copytree(
-        ROOT,
-        clone,
-        ignore=shutil.ignore_patterns(
-            ".git", ".venv", "runs", "site", "build", "__pycache__", "*.egg-info", ".*_cache"
-        ),
-    )
+    clone.mkdir()
+    # what pip reads to build the metadata and resolve the extras (not the venvs, caches or dist/)
+    for name in ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in"):
+        shutil.copy2(ROOT / name, clone / name)
+    shutil.copytree(ROOT / "src", clone / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--dry-run", "--no-build-isolation", "--no-index",
          f".[{extra}]"],
