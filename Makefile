@@ -58,12 +58,14 @@ $(VENV)/.core-installed: pyproject.toml | $(PY)
 
 # Everything: tests, Procgen, sb3-contrib, the benchmark peers, Ray and RLlib.
 $(VENV)/.all-installed: pyproject.toml | $(PY)
+	@echo "== install .venv $$(date -u +%T)"
 	$(PIP) install --quiet torch==$(TORCH_VERSION)
 	$(PIP) install --quiet -e ".[$(EXTRAS)]"
 	touch $@ $(VENV)/.core-installed
 
 # numpy>=2 on the command line: the install fails if anything (the procgen extra included) wants numpy 1.
 $(VENV313)/.all-installed: pyproject.toml | $(PY313)
+	@echo "== install .venv313 $$(date -u +%T)"
 	$(PIP313) install --quiet torch
 	$(PIP313) install --quiet -e ".[$(EXTRAS313)]" "numpy>=2"
 	touch $@
@@ -88,7 +90,14 @@ dist: $(VENV)/.all-installed
 	$(PY) -m build --outdir dist .
 	$(PY) -m twine check --strict dist/*
 
-test: lint typecheck dist test-311 test-313
+# On 2 cores the two installs overlap (each is mostly downloads, unpacking and disk writes), and lint, mypy
+# and the build run beside the 3.13 install; the two pytest runs then take both cores, one after the other.
+test:
+	@echo "== $@ $$(date -u +%T) load $$(cut -d" " -f1-3 /proc/loadavg)"
+	$(MAKE) -j3 --output-sync=target lint typecheck dist $(VENV313)/.all-installed
+	$(MAKE) test-311
+	$(MAKE) test-313
+	@echo "== done $$(date -u +%T)"
 
 test-311: $(VENV)/.all-installed dist
 	@echo "== $@ $$(date -u +%T) load $$(cut -d" " -f1-3 /proc/loadavg)"

@@ -133,14 +133,30 @@ def test_bundles_fit_the_transfer_limit_and_round_trip(
 
 @pytest.mark.slow
 def test_cpu_smoke_campaign_runs_in_parallel_then_resumes(tmp_path: Path) -> None:
-    """Two runs of --preset paper-procgen in parallel (512 steps), then the same command with a larger
-    budget resumes both from their checkpoints and the report counts them done."""
-    pytest.importorskip("procgen")
+    """Two runs of --preset paper-procgen in parallel (256 steps: one rollout), then the same
+    command with a larger budget resumes both from their checkpoints and the report counts them done.
+    (fruitbot: a random policy's episodes there last under 100 steps, so the evaluations stay short.)"""
+    from procgen_stock import require_backend
+
+    require_backend()  # procgen-mirror or procgen-gym, whichever this stack has
     from conftest import run_benchmark
 
-    out = tmp_path / "bigfish"
-    base = ["--seeds", "0", "--methods", "uniform", "paper", "--smoke", "--out", str(out), "--poll", "1"]
-    run_benchmark("paper_campaign.py", *base, "--timesteps", "512", "--eval-freq", "256")
+    out = tmp_path / "fruitbot"
+    base = [
+        "--game",
+        "fruitbot",
+        "--seeds",
+        "0",
+        "--methods",
+        "uniform",
+        "paper",
+        "--smoke",
+        "--out",
+        str(out),
+        "--poll",
+        "1",
+    ]
+    run_benchmark("paper_campaign.py", *base, "--timesteps", "256", "--eval-freq", "128")
     first = json.loads((out / "results.json").read_text())
     assert {r["run"]: r["state"] for r in first["runs"]} == {"paper-seed0": "done", "uniform-seed0": "done"}
     assert first["campaign"]["parallel_runs"] == 2 and first["methods"]["paper"]["normalised"]
@@ -151,10 +167,10 @@ def test_cpu_smoke_campaign_runs_in_parallel_then_resumes(tmp_path: Path) -> Non
         True,
     )
     assert config["sampler"] == "plr" and config["staleness_coef"] == 0.1
-    run_benchmark("paper_campaign.py", *base, "--timesteps", "1024", "--eval-freq", "256")
+    run_benchmark("paper_campaign.py", *base, "--timesteps", "512", "--eval-freq", "128")
     second = json.loads((out / "results.json").read_text())
-    assert all(r["state"] == "done" and r["final_timesteps"] >= 1024 for r in second["runs"])
+    assert all(r["state"] == "done" and r["final_timesteps"] >= 512 for r in second["runs"])
     log = (out / "runs" / "paper-seed0.log").read_text()
-    assert "--resume" in log and "(resumed at step 512)" in log
+    assert "--resume" in log and "(resumed at step 256)" in log
     curve = [r for r in csv.DictReader(open(out / "curves.csv")) if r["method"] == "paper"]
-    assert [int(r["timesteps"]) for r in curve] == [0, 256, 512, 768, 1024]
+    assert [int(r["timesteps"]) for r in curve] == [0, 128, 256, 384, 512]
