@@ -9,6 +9,9 @@ be shared: compare the ratios, measured under the same load), env steps per seco
 - **batched + PLR (SB3)**: ``PrioritizedLevelReplay(ProcgenVecEnv(game, N), levels=range(200))``, every
   episode on a level drawn by the sampler, exact per level (``plr_gym.envs.procgen_sb3``);
 - **batched + PLR (Gymnasium)**: ``plr_gym.vector.PrioritizedLevelReplay(ProcgenVectorEnv(game, N))``;
+- with ``--diagnose``, **set_state skipped**: the batched SB3 route with Procgen's ``set_state`` made a
+  no-op (its games then play the wrong levels): the ceiling of any wrapper that loads levels through
+  ``set_state``, and so what ``set_state`` costs;
 - **DummyVecEnv + PLR**: ``PrioritizedLevelReplay(DummyVecEnv([LevelWrapper(ProcgenLevelEnv)] * N))``, the
   route before the batched env (skipped for ``N`` above ``--max-dummy``: it is slow).
 
@@ -149,6 +152,18 @@ def batched_sb3(game: str, n: int) -> Route:
     return SB3Route("batched + PLR (SB3)", ProcgenVecEnv(game, n, num_threads=THREADS["n"]))
 
 
+def no_set_state_sb3(game: str, n: int) -> Route:
+    """Diagnostic, not a route anyone should use: the batched + PLR (SB3) route with Procgen's ``set_state``
+    replaced by a no-op, so its games replay whatever Procgen's own reset makes (the wrong levels). The gap
+    between this row and the real one is what Procgen's ``set_state`` costs; the gap between this row and
+    stock is plr_gym's own work."""
+    from plr_gym.envs.procgen_sb3 import ProcgenVecEnv
+
+    venv = ProcgenVecEnv(game, n, num_threads=THREADS["n"])
+    venv._batch.core.set_state = lambda i, state: None
+    return SB3Route("batched + PLR (SB3), set_state skipped (diagnostic)", venv)
+
+
 def dummy_sb3(game: str, n: int) -> Route:
     from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -165,6 +180,8 @@ def throughput(args: argparse.Namespace, n: int) -> list[str]:
         batched_sb3,
         lambda g, k: GymRoute(g, k),
     ]
+    if args.diagnose:
+        makers.append(no_set_state_sb3)
     if n <= args.max_dummy:
         makers.append(dummy_sb3)
     routes = [make(args.game, n) for make in makers]
@@ -265,6 +282,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--num-threads", type=int, default=4, help="Procgen stepping threads of the batched routes (0: none)"
+    )
+    parser.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="add a diagnostic row: the batched SB3 route with Procgen's set_state skipped (wrong levels)",
     )
     parser.add_argument("--ppo", action="store_true", help="also time PPO training")
     parser.add_argument("--ppo-envs", type=int, default=64)

@@ -53,7 +53,7 @@ def test_replay_memory_quick() -> None:
 
 
 def test_procgen_throughput_quick() -> None:
-    out = run_quick("procgen_throughput.py")
+    out = run_quick("procgen_throughput.py", "--diagnose")
     rows = [line for line in out.splitlines() if line.startswith("| ")]
     assert rows and rows[0].startswith("| N | route | steps/s | ratio to stock (wall) |"), out
     stock = "stock ProcgenGym3Env" if sys.version_info < (3, 13) else "stock procgen_gym.ProcgenVecEnv"
@@ -62,6 +62,7 @@ def test_procgen_throughput_quick() -> None:
         "batched + PLR (SB3)",
         "batched + PLR (Gymnasium)",
         "DummyVecEnv + PLR",
+        "batched + PLR (SB3), set_state skipped (diagnostic)",
     ):
         assert any(line.startswith(f"| 16 | {route} |") for line in rows), out
     assert any(line.startswith("| batched (ProcgenVecEnv) |") for line in rows), out
