@@ -6,7 +6,8 @@ Not a test. Trains SB3 PPO on a fixed set of training levels, once with levels d
 ``(task, method, seed)`` writes ``<out>/runs/<task>/<method>/seed<k>.json``; re-running the script skips
 finished runs (resumable), and ``--jobs 2`` runs two trainings at once (one process each, one torch
 thread each). At the end the script prints a Markdown table per task (mean and IQM of held-out return
-with 95% bootstrap CIs from :func:`plr_gym.evaluation.summarize`) and writes ``summary.csv``,
+with 95% bootstrap CIs from :func:`plr_gym.evaluation.summarize`; from round 4 on also the area under
+the held-out learning curve, see :func:`auc_matrix`) and writes ``summary.csv``,
 ``summary.json`` and a learning-curve PNG per task into ``<out>``.
 
     python benchmarks/learning.py --jobs 2                         # the full study (see TASKS)
@@ -51,7 +52,7 @@ class Task:
     env_id: str
     kind: str  # "minigrid" (grid encoding + MLP) or "procgen" (64x64 RGB + CNN)
     train_levels: int  # levels 0 .. train_levels-1
-    test_levels: int  # levels TEST_LEVEL_START .. +test_levels-1
+    test_levels: int  # held-out levels test_level_start .. test_level_start + test_levels - 1
     total_steps: int
     checkpoints: int  # evaluations during training (evenly spaced, the last at total_steps)
     eval_train_levels: int  # how many training levels are evaluated at each checkpoint
@@ -66,6 +67,7 @@ class Task:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     full_obs: bool = False  # MiniGrid: FullyObsWrapper (whole grid) instead of the 7x7 egocentric view
     methods: tuple[str, ...] | None = None  # restrict the methods run on this task (compute budget)
+    test_level_start: int = TEST_LEVEL_START  # first held-out level (10_000 for every task before round 4)
 
 
 TASKS: dict[str, Task] = {
@@ -110,6 +112,33 @@ TASKS: dict[str, Task] = {
         batch_size=512,
         n_epochs=3,
         methods=("uniform", "plr", "plr_t1_s0.3"),
+    ),
+    # study round 4: a training set as a random level generator makes it, DoorKey-5x5 levels that are
+    # trivial (agent above the goal) / normal / unsolvable (no key) by seed % 3: 20 of each kind in 0-59
+    # and in the held-out 10000-10059. A held-out return of ~0.63 is the ceiling (20 levels return 0).
+    "mixed": Task(
+        "plr_gym/MiniGrid-DoorKeyMixed-v0",
+        "minigrid",
+        60,
+        60,
+        160_000,
+        4,
+        30,
+        env_kwargs={"size": 5},
+    ),
+    # study round 4: doorkey5_full again, on held-out levels no earlier round used (20000-20099), for
+    # uniform and the defaults only
+    "doorkey5_full_r4": Task(
+        "MiniGrid-DoorKey-5x5-v0",
+        "minigrid",
+        20,
+        100,
+        160_000,
+        4,
+        20,
+        full_obs=True,
+        methods=("uniform", "plr_t1_s0.3_u0.5"),
+        test_level_start=20_000,
     ),
     # --quick: a tiny budget only to check that everything runs
     "quick": Task("MiniGrid-DoorKey-5x5-v0", "minigrid", 10, 10, 2048, 2, 5, n_envs=4, n_steps=128),
@@ -200,7 +229,7 @@ def run_one(task_name: str, task: Task, method: str, seed: int, path: Path) -> d
         sampler,
         seed=seed,
         env_seed=None,
-        eval_seed=TEST_LEVEL_START,
+        eval_seed=task.test_level_start,
         n_envs=task.n_envs,
         eval_n_envs=8,
         env_kwargs=task.env_kwargs,
@@ -218,7 +247,7 @@ def run_one(task_name: str, task: Task, method: str, seed: int, path: Path) -> d
         cnn_features_dim=256,  # Procgen's CNN; MiniGrid's raw 0..10 grid codes go to an unscaled MLP
     )
     eval_venv, model = run.eval_venv, run.model
-    test_levels = range(TEST_LEVEL_START, TEST_LEVEL_START + task.test_levels)
+    test_levels = range(task.test_level_start, task.test_level_start + task.test_levels)
     train_eval_levels = range(min(task.eval_train_levels, task.train_levels))
     curve: list[dict[str, Any]] = []
     visits = np.zeros(task.train_levels, dtype=np.int64)
@@ -242,8 +271,9 @@ def run_one(task_name: str, task: Task, method: str, seed: int, path: Path) -> d
                 "test": summarize(test, seed=seed),
                 "train": summarize(train, seed=seed),
             }
-            if len(curve) == task.checkpoints - 1 or self.num_timesteps >= task.total_steps:
-                point["test_returns"] = training.returns_to_json(test)
+            # per-level returns at every checkpoint: the area under the curve is paired by level
+            # (runs before round 4 stored them at the last checkpoint only)
+            point["test_returns"] = training.returns_to_json(test)
             curve.append(point)
             print(
                 f"  [{task_name}/{method}/seed{seed}] {point['steps']:>8} steps {point['wall_s']:>6.0f}s "
@@ -355,6 +385,25 @@ def seed_level_matrix(runs: list[dict[str, Any]], levels: list[int]) -> np.ndarr
     )
 
 
+def auc_matrix(runs: list[dict[str, Any]], levels: list[int]) -> np.ndarray | None:
+    """``(n_seeds, n_levels)`` area under each run's held-out learning curve on each level, or ``None``.
+
+    The area is the plain mean, over the run's ``checkpoints`` evaluations (evenly spaced, the last at
+    ``total_steps``: 40k, 80k, 120k and 160k steps for a 160k task with 4 checkpoints), of the level's
+    held-out return at that evaluation (no step-0 point, no trapezoid weights). ``None`` when a run lacks
+    per-level returns at some checkpoint (runs before round 4 stored them at the last checkpoint only).
+    """
+    rows = []
+    for run in runs:
+        points = run["curve"][: run["task_config"]["checkpoints"]]
+        if len(points) < run["task_config"]["checkpoints"] or any("test_returns" not in p for p in points):
+            return None
+        rows.append(
+            [float(np.mean([np.mean(p["test_returns"][str(lvl)]) for p in points])) for lvl in levels]
+        )
+    return np.array(rows)
+
+
 def _fmt_ci(stats: dict[str, Any], key: str) -> str:
     lo, hi = stats[f"{key}_ci"]
     return f"{stats[key]:.3f} [{lo:.3f}, {hi:.3f}]"
@@ -407,8 +456,60 @@ def summarize_task(out: Path, task: str, methods: list[str]) -> list[dict[str, A
             )
         elif method == "uniform":
             row["normalized"] = 100.0
+        auc = auc_matrix(runs, levels)
+        if auc is not None:  # sample efficiency: area under the held-out curve, as the final return
+            row["auc"] = summarize_seeds(auc)
+            row["auc_seed_means"] = auc.mean(axis=1).tolist()
+            base_auc = auc_matrix(base_runs, common) if common else None
+            auc_common = auc_matrix(runs, common) if common else None
+            if method != "uniform" and base_auc is not None and auc_common is not None:
+                row["auc_delta"] = paired_difference(auc_common, base_auc)
         rows.append(row)
     return rows
+
+
+def _verdict(delta: dict[str, Any]) -> str:
+    lo, hi = delta["mean_ci"]
+    return "**worse**" if hi < 0 else ("**better**" if lo > 0 else "tie")
+
+
+def print_auc_table(rows: list[dict[str, Any]]) -> None:
+    """Sample efficiency: area under the held-out curve (:func:`auc_matrix`); CIs and Δ as for the final
+    return (stratified bootstrap over seeds and levels, Δ paired by level)."""
+    rows = [r for r in rows if "auc" in r]
+    if not rows:
+        return
+    print(
+        "\n| task | method | seeds | held-out AUC mean [95% CI] | held-out AUC IQM [95% CI] | "
+        "Δ AUC vs uniform [95% CI] | seed AUCs |"
+    )
+    print("|" + " --- |" * 7)
+    for r in rows:
+        delta = f"{_fmt_ci(r['auc_delta'], 'mean')} {_verdict(r['auc_delta'])}" if "auc_delta" in r else "—"
+        seeds = " ".join(f"{m:.2f}" for m in r["auc_seed_means"])
+        print(
+            f"| {r['task']} | {r['method']} | {r['seeds']} | {_fmt_ci(r['auc'], 'mean')} | "
+            f"{_fmt_ci(r['auc'], 'iqm')} | {delta} | {seeds} |"
+        )
+
+
+def print_kind_table(out: Path, task: str, methods: list[str]) -> None:
+    """DoorKeyMixed tasks: final held-out mean per level kind (``seed % 3``), over seeds (descriptive)."""
+    if "DoorKeyMixed" not in TASKS[task].env_id:
+        return
+    from plr_gym.envs.gamut import MIXED_KINDS
+
+    print("\n| task | method | " + " | ".join(f"held-out {k}" for k in MIXED_KINDS) + " |")
+    print("|" + " --- |" * (2 + len(MIXED_KINDS)))
+    for method in methods:
+        per_level = _per_level(load_runs(out, task, method))
+        if not per_level:
+            continue
+        cells = []
+        for i in range(len(MIXED_KINDS)):
+            vals = [np.mean(v) for lvl, v in per_level.items() if lvl % 3 == i]
+            cells.append(f"{np.mean(vals):.3f}" if vals else "—")
+        print(f"| {task} | {method} | " + " | ".join(cells) + " |")
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
@@ -550,16 +651,20 @@ def write_summary(out: Path, rows: list[dict[str, Any]]) -> None:
     training.write_json(out / "summary.json", rows, indent=1, newline=False)
     header = ["task", "method", "seeds", "steps", "test_mean", "test_mean_lo", "test_mean_hi", "test_iqm",
               "test_iqm_lo", "test_iqm_hi", "normalized", "delta_mean", "delta_lo", "delta_hi", "train_mean",
-              "replay_fraction", "levels_played", "visit_share_top5", "seed_means"]  # fmt: skip
+              "replay_fraction", "levels_played", "visit_share_top5", "seed_means", "auc_mean", "auc_lo",
+              "auc_hi", "auc_iqm", "auc_delta_mean", "auc_delta_lo", "auc_delta_hi"]  # fmt: skip
     lines = []
     for r in rows:
         t, d = r["test"], r.get("delta")
         delta = [d["mean"], *d["mean_ci"]] if d else ["", "", ""]
         seed_means = " ".join(f"{m:.3f}" for m in r["seed_means"])
+        a, ad = r.get("auc"), r.get("auc_delta")
+        auc = [a["mean"], *a["mean_ci"], a["iqm"]] if a else ["", "", "", ""]
+        auc += [ad["mean"], *ad["mean_ci"]] if ad else ["", "", ""]
         lines.append(
             [r["task"], r["method"], r["seeds"], r["steps"], t["mean"], *t["mean_ci"], t["iqm"],
              *t["iqm_ci"], r.get("normalized", ""), *delta, r["train_mean"], r["replay_fraction"],
-             r["levels_played"], r["visit_share_top5"], seed_means]
+             r["levels_played"], r["visit_share_top5"], seed_means, *auc]
         )  # fmt: skip
     training.write_csv(out / "summary.csv", header, lines)
 
@@ -641,9 +746,11 @@ def main(argv: list[str] | None = None) -> int:
         t = TASKS[task]
         print(
             f"\n### {task}: {t.env_id}, {t.train_levels} training levels, {t.test_levels} held-out levels "
-            f"({TEST_LEVEL_START}+), {t.total_steps:,} steps\n"
+            f"({t.test_level_start}+), {t.total_steps:,} steps\n"
         )
         print_table(rows)
+        print_auc_table(rows)
+        print_kind_table(out, task, args.methods)
         print_curve_table(out, task, args.methods)
         plot = plot_curves(out, task, args.methods)
         if plot is not None:

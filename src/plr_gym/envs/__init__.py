@@ -62,3 +62,6 @@ if "plr_gym/maze-v0" not in gym.registry:
 if "plr_gym/MiniGrid-DoorKeyGamut-v0" not in gym.registry:
     # DoorKey levels of sizes 5, 6 and 8 chosen by seed % 3 (needs the minigrid extra): plr_gym.envs.gamut
     gym.register(id="plr_gym/MiniGrid-DoorKeyGamut-v0", entry_point="plr_gym.envs.gamut:DoorKeyGamutEnv")
+if "plr_gym/MiniGrid-DoorKeyMixed-v0" not in gym.registry:
+    # DoorKey levels that are trivial, normal or unsolvable by seed % 3 (needs the minigrid extra)
+    gym.register(id="plr_gym/MiniGrid-DoorKeyMixed-v0", entry_point="plr_gym.envs.gamut:DoorKeyMixedEnv")
