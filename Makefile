@@ -36,6 +36,12 @@ NON_PROCGEN_BENCH := quick_benchmark_reports_both_samplers overhead_quick_report
 TESTS313 ?= $(SB3_SUITES:%=--ignore=tests/test_%.py) \
 	$(NON_PROCGEN_BENCH:%=--deselect tests/test_benchmarks_quick.py::test_%) \
 	--deselect tests/test_docs.py::test_docs_build_strict
+# The 3.11 stack leaves to the 3.13 stack what CI needs only once: the notebooks end to end (the issue asks
+# for them on Python 3.13 + numpy 2, Colab's stack). The Ray level-source benchmark's quick run is left to
+# the 3.11 stack (Ray core is the same on both; test_distributed runs on both).
+TESTS311 ?= --deselect "tests/test_examples.py::test_notebook_runs[plr_minigrid.ipynb]" \
+	--deselect "tests/test_examples.py::test_notebook_runs[plr_procgen.ipynb]"
+TESTS313 += --deselect tests/test_distributed.py::test_remote_source_benchmark_quick
 # The LLM extras need different transformers and numpy: verl 0.7 (numpy < 2) runs on .venv, TRL 1.16 on .venv313.
 ALLOWED_SKIPS311 := tests/test_trl.py
 ALLOWED_SKIPS313 := tests/test_rllib.py,src/plr_gym/rllib.py,tests/test_verl.py,tests/test_examples.py::test_script_runs[[]rllib_minigrid.py[]]
@@ -84,11 +90,16 @@ typecheck: $(VENV)/.all-installed
 
 # The release artifacts: sdist and wheel (isolated build, as a release makes them), checked by twine;
 # tests/test_packaging.py installs this wheel in a clean venv (PLR_GYM_DIST).
-dist: $(VENV)/.all-installed
-	@echo "== $@ $$(date -u +%T) load $$(cut -d" " -f1-3 /proc/loadavg)"
+dist: dist/.built
+
+# A stamp, so that `make test` builds the artifacts once (the test targets need them; a phony prerequisite
+# would rebuild them in each recursive make). Rebuilt when anything that goes into them changes.
+dist/.built: $(VENV)/.all-installed pyproject.toml MANIFEST.in README.md LICENSE $(shell find src -name '*.py' -o -name py.typed)
+	@echo "== dist $$(date -u +%T) load $$(cut -d" " -f1-3 /proc/loadavg)"
 	rm -rf dist
 	$(PY) -m build --outdir dist .
 	$(PY) -m twine check --strict dist/*
+	touch $@
 
 # On 2 cores the two installs overlap (each is mostly downloads, unpacking and disk writes), and lint, mypy
 # and the build run beside the 3.13 install; the two pytest runs then take both cores, one after the other.
@@ -102,7 +113,7 @@ test:
 test-311: $(VENV)/.all-installed dist
 	@echo "== $@ $$(date -u +%T) load $$(cut -d" " -f1-3 /proc/loadavg)"
 	$(PY) .ci/check_stack.py py311
-	PLR_GYM_ALLOWED_SKIPS=$(ALLOWED_SKIPS311) PLR_GYM_DIST=dist $(PY) -m pytest $(PYTEST_ARGS)
+	PLR_GYM_ALLOWED_SKIPS=$(ALLOWED_SKIPS311) PLR_GYM_DIST=dist $(PY) -m pytest $(PYTEST_ARGS) $(TESTS311)
 
 test-313: $(VENV313)/.all-installed dist
 	@echo "== $@ $$(date -u +%T) load $$(cut -d" " -f1-3 /proc/loadavg)"

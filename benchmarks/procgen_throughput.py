@@ -160,7 +160,12 @@ def no_set_state_sb3(game: str, n: int) -> Route:
     from plr_gym.envs.procgen_sb3 import ProcgenVecEnv
 
     venv = ProcgenVecEnv(game, n, num_threads=THREADS["n"])
-    venv._batch.core.set_state = lambda i, state: None
+    batch = venv._batch
+    # Procgen's own resets then draw from the same 200 levels as stock's (a level's stepping cost varies)
+    kwargs = {**batch.levels.procgen_kwargs(0, num_threads=THREADS["n"]), "num_levels": len(LEVELS)}
+    batch.core.close()
+    batch.core = batch.levels.backend.make(n, game, **kwargs)
+    batch.core.set_state = lambda i, state: None
     return SB3Route("batched + PLR (SB3), set_state skipped (diagnostic)", venv)
 
 
