@@ -136,6 +136,35 @@ class ProcgenBackend:
         return f"<ProcgenBackend {self.name} {self.version}>"
 
 
+def _core(
+    env: Any,
+    handle: Any,
+    c_calls: tuple[Callable[..., Any], Callable[..., Any], Callable[..., int], Callable[..., None]],
+    state_buffer: Any,
+    read_state: Callable[[int], bytes],
+    buffers: dict[str, Any],
+) -> ProcgenCore:
+    """A :class:`ProcgenCore` over ``libenv_act``, ``libenv_observe``, ``get_state`` and ``set_state`` of the
+    C environment ``handle`` (``c_calls``, in that order). ``get_state`` writes into ``state_buffer``
+    (:data:`MAX_STATE_BYTES`, reused by every call); ``read_state(size)`` copies its first ``size`` bytes."""
+    act, observe, c_get_state, c_set_state = c_calls
+
+    def get_state(i: int) -> bytes:
+        return read_state(c_get_state(handle, i, state_buffer, MAX_STATE_BYTES))
+
+    def set_state(i: int, data: bytes) -> None:
+        c_set_state(handle, i, data, len(data))
+
+    return ProcgenCore(
+        env,
+        act=functools.partial(act, handle),
+        observe=functools.partial(observe, handle),
+        get_state=get_state,
+        set_state=set_state,
+        buffers=buffers,
+    )
+
+
 class _Gym3Backend(ProcgenBackend):
     """procgen-mirror: ``procgen.ProcgenGym3Env`` is gym3 0.3.x's cffi ``libenv.CEnv``."""
 
@@ -164,22 +193,8 @@ class _Gym3Backend(ProcgenBackend):
             ) from exc
         state = bytearray(MAX_STATE_BYTES)
         cstate = ffi.from_buffer(state)  # BaseProcgenEnv.get_state() allocates 1 MB per call; reuse one
-
-        def get_state(i: int) -> bytes:
-            size = c_get_state(handle, i, cstate, MAX_STATE_BYTES)
-            return bytes(memoryview(state)[:size])
-
-        def set_state(i: int, data: bytes) -> None:
-            c_set_state(handle, i, data, len(data))
-
-        return ProcgenCore(
-            env,
-            act=functools.partial(act, handle),
-            observe=functools.partial(observe, handle),
-            get_state=get_state,
-            set_state=set_state,
-            buffers=buffers,
-        )
+        c_calls = (act, observe, c_get_state, c_set_state)
+        return _core(env, handle, c_calls, cstate, lambda size: bytes(memoryview(state)[:size]), buffers)
 
 
 # int get_state(libenv_env *, int, char *, int); void set_state(libenv_env *, int, char *, int)
@@ -220,22 +235,8 @@ class _ProcgenGymBackend(ProcgenBackend):
                 f"procgen_gym.ProcgenVecEnv; the installed one differs ({exc!r})"
             ) from exc
         state = ctypes.create_string_buffer(MAX_STATE_BYTES)
-
-        def get_state(i: int) -> bytes:
-            size = c_get_state(handle, i, state, MAX_STATE_BYTES)
-            return ctypes.string_at(state, size)
-
-        def set_state(i: int, data: bytes) -> None:
-            c_set_state(handle, i, data, len(data))
-
-        return ProcgenCore(
-            env,
-            act=functools.partial(act, handle),
-            observe=functools.partial(observe, handle),
-            get_state=get_state,
-            set_state=set_state,
-            buffers=buffers,
-        )
+        c_calls = (act, observe, c_get_state, c_set_state)
+        return _core(env, handle, c_calls, state, lambda size: ctypes.string_at(state, size), buffers)
 
 
 #: The Procgen builds in order of preference for this Python: the one the ``procgen`` extra installs first.
