@@ -400,13 +400,7 @@ class RunDirectory:
         path = self.path / CONFIG_FILE
         if not path.exists():
             return None
-        try:
-            config = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            raise RunDirectoryError(f"{path} is not valid JSON ({_reason(exc)})") from None
-        if not isinstance(config, dict):
-            raise RunDirectoryError(f"{path} does not hold a JSON object (got {type(config).__name__})")
-        return config
+        return _read_json_object(path)
 
     # ------------------------------------------------------------------ reading checkpoints
     def current(self) -> Checkpoint | None:
@@ -769,6 +763,18 @@ def _json_value(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def _read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; :class:`RunDirectoryError` naming the file if it is unreadable, not
+    JSON, or not an object."""
+    try:
+        value = json.loads(path.read_bytes())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise RunDirectoryError(f"{path} is not valid JSON ({_reason(exc)})") from None
+    if not isinstance(value, dict):
+        raise RunDirectoryError(f"{path} does not hold a JSON object (got {type(value).__name__})")
+    return value
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return f"{exc.strerror}" + (f" ({exc.filename})" if exc.filename else "")
@@ -892,12 +898,7 @@ def _load_parameters(ckpt: Checkpoint, model: Any) -> dict[str, Any]:
 
 def _load_model_state(ckpt: Checkpoint) -> dict[str, Any]:
     path = ckpt.file(STATE)
-    try:
-        state = json.loads(path.read_bytes())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise RunDirectoryError(f"{path} is not valid JSON ({_reason(exc)})") from None
-    if not isinstance(state, dict):
-        raise RunDirectoryError(f"{path} does not hold a JSON object")
+    state = _read_json_object(path)
     for key in ("num_timesteps", "n_updates", "episode_num"):
         value = state.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_STEP:
