@@ -29,7 +29,7 @@ UV_ARGS = $(shell $(PYTHON) .ci/uv_args.py)
 install = $(if $(filter uv,$(INSTALLER)),$(1)/bin/uv pip install --quiet --compile-bytecode \
 	--python $(1)/bin/python $(UV_ARGS),$(1)/bin/python -m pip install --quiet)
 TORCH_VERSION ?= 2.13.0
-PYTEST_ARGS ?= -n 2 -q
+PYTEST_ARGS ?= -n 2 -q --durations=20
 EXTRAS := test,procgen,minigrid,contrib,bench,cli,docs,distributed,rllib,verl
 EXTRAS313 := test,procgen,minigrid,contrib,bench,cli,distributed,trl
 # The 3.13 stack runs what depends on the stack: Procgen (procgen-gym) and its benchmarks' quick runs, the
@@ -59,10 +59,12 @@ ALLOWED_SKIPS313 := tests/test_rllib.py,src/plr_gym/rllib.py,tests/test_verl.py,
 .PHONY: demo test test-311 test-313 lint typecheck dist bench docs clean
 
 $(PY):
+	@echo "== venv $(VENV) $$(date -u +%T)"
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip $(filter uv,$(INSTALLER))
 
 $(PY313):
+	@echo "== venv $(VENV313) $$(date -u +%T)"
 	$(PYTHON313) -m venv $(VENV313)
 	$(PIP313) install --quiet --upgrade pip $(filter uv,$(INSTALLER))
 

@@ -2,15 +2,15 @@
 
 The Makefile installs its venvs with uv (parallel downloads and unpacking: minutes faster than pip on a fresh
 clone), but uv reads none of pip's configuration. A machine's pip configuration can name a local wheel folder
-(`find-links`, where this machine keeps its CPU build of torch), extra package indexes and a constraints file;
-without them uv would resolve a different torch (a CUDA build, gigabytes) or ignore the machine's caps. This
-script reads `pip config list` (files and PIP_* variables, as pip itself applies them) and prints the uv options:
+(`find-links`, where this machine keeps its CPU build of torch), extra package indexes and a constraints
+file; without them uv would resolve a different torch (a CUDA build, gigabytes) or ignore the machine's caps.
+This script reads `pip config list` (files and PIP_* variables, as pip applies them) and prints uv's options:
 
     python .ci/uv_args.py
     --find-links /opt/wheels --constraint /etc/xdg/pip/constraints.txt --index-strategy unsafe-best-match ...
 
-`--index-strategy unsafe-best-match` is pip's own rule (the best version across all indexes); uv's default takes
-each package from the first index that has it. Exits 0 and prints nothing when pip has no such configuration.
+`--index-strategy unsafe-best-match` is pip's own rule (the best version across all indexes); uv's default
+takes each package from the first index that has it. Prints nothing when pip has no such configuration.
 """
 
 from __future__ import annotations
