@@ -113,13 +113,14 @@ dist/.built: $(VENV)/.all-installed pyproject.toml MANIFEST.in README.md LICENSE
 	$(PY) -m twine check --strict dist/*
 	touch $@
 
-# On 2 cores the two installs overlap (each is mostly downloads, unpacking and disk writes), and lint, mypy
-# and the build run beside the 3.13 install; the two pytest runs then take both cores, one after the other.
+# Everything runs as soon as what it needs is there, on 2 cores too: the two installs overlap (downloads,
+# unpacking and disk writes), the build follows .venv, and ruff, mypy and both pytest runs then share the
+# cores. Many tests wait more than they compute (subprocesses starting, Ray actors, signals, polling), so the
+# two suites side by side finish well before one after the other. Each target's output is printed whole when
+# it ends (--output-sync); the "== target HH:MM:SS" lines say when each started.
 test:
 	@echo "== $@ $$(date -u +%T) load $$(cut -d" " -f1-3 /proc/loadavg)"
-	$(MAKE) -j3 --output-sync=target lint typecheck dist $(VENV313)/.all-installed
-	$(MAKE) test-311
-	$(MAKE) test-313
+	$(MAKE) -j4 --output-sync=target lint typecheck test-311 test-313
 	@echo "== done $$(date -u +%T)"
 
 test-311: $(VENV)/.all-installed dist
