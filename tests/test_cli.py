@@ -259,6 +259,66 @@ def test_compare_rejects_a_directory_that_is_not_a_run(
     assert "not a plr-gym run directory" in err
 
 
+def test_compare_run_with_jobs_trains_the_same_runs_in_worker_processes(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``--jobs 2``: the runs of ``compare --run`` in two processes at once, each line prefixed with its
+    run; the same runs as one after the other. ``--no-eval-at-start``: no evaluation at step 0."""
+    import pickle
+
+    from plr_gym.cli import Interrupted
+
+    tiny = [*(a for a in TINY if a != "--quiet"), "--no-tensorboard"]
+    argv = ["compare", "--run", "--env", ENV, "--seeds", "0", "--no-eval-at-start", *tiny]
+    assert main([*argv, "--jobs", "2", "--out", str(tmp_path / "parallel")]) == 0
+    out = capfd.readouterr().out
+    assert "[plr-seed0]   step      128: mean return" in out and "[uniform-seed0] [uniform] ppo on" in out
+    assert main([*argv, "--out", str(tmp_path / "serial")]) == 0  # --jobs 1, the default
+    for run in ("plr-seed0", "uniform-seed0"):
+        final = [
+            json.loads((tmp_path / d / run / "evaluation.json").read_text()) for d in ("serial", "parallel")
+        ]
+        assert final[0]["returns"] == final[1]["returns"]
+        with (tmp_path / "parallel" / run / "eval.csv").open() as f:
+            assert [int(r["timesteps"]) for r in csv.DictReader(f) if r["split"] == "test"] == [128, 256]
+    # an interruption in a worker keeps its exit code in the parent
+    assert pickle.loads(pickle.dumps(Interrupted("stopped", 143))).exit_code == 143
+
+
+def test_compare_run_with_jobs_stops_every_run_on_sigterm(tmp_path: Path) -> None:
+    """SIGTERM to ``compare --run --jobs 2`` reaches both runs under way (each saves a checkpoint at its
+    current step and stops), starts no other run and exits with 143."""
+    import signal
+
+    tiny = [*(a for a in TINY if a != "--quiet"), "--no-tensorboard"]
+    argv = ["compare", "--run", "--env", ENV, "--seeds", "0", "1", "--jobs", "2", "--out", str(tmp_path)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "plr_gym.cli", *argv, *tiny, "--timesteps", "10000000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        started: set[str] = set()
+        while started != {"plr-seed0", "uniform-seed0"}:  # both runs have evaluated once
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.stderr else ""
+            if "mean return" in line:
+                started.add(line[1 : line.index("]")])
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert "SIGTERM: the runs under way saved a checkpoint at their current step" in err
+    for run in ("plr-seed0", "uniform-seed0"):
+        assert (tmp_path / run / "checkpoint.json").is_file() and not (
+            tmp_path / run / "evaluation.json"
+        ).exists()
+    assert not (tmp_path / "plr-seed1").exists()
+
+
 def test_demo_quick(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
