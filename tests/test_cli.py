@@ -319,6 +319,64 @@ def test_compare_run_with_jobs_stops_every_run_on_sigterm(tmp_path: Path) -> Non
     assert not (tmp_path / "plr-seed1").exists()
 
 
+def test_demo_runs_the_studys_mixed_task_with_its_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The full demo's ``plr-gym`` options reproduce ``benchmarks/learning.py``'s ``TASKS["mixed"]`` run
+    (``run_one``): task, levels, PPO settings, evaluation protocol and the PLR sampler."""
+    import dataclasses
+
+    from plr_gym import demo, training
+    from plr_gym.cli import _env_kwargs, build_parser, resolve_train_args, sampler_kwargs
+    from plr_gym.sampler import sampler_defaults
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.syspath_prepend(str(root / "benchmarks"))  # learning.py imports _provenance
+    spec = importlib.util.spec_from_file_location("learning_for_demo", root / "benchmarks" / "learning.py")
+    assert spec is not None and spec.loader is not None
+    learning = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "learning_for_demo", learning)
+    spec.loader.exec_module(learning)
+    task = learning.TASKS["mixed"]
+
+    args = build_parser().parse_args(demo.demo_argv(quick=False, out="runs/demo", seed=0))
+    resolve_train_args(args)
+    assert (args.env_id, _env_kwargs(args, "minigrid"), task.full_obs) == (
+        task.env_id,
+        task.env_kwargs,
+        False,
+    )
+    assert (args.level_start, args.num_levels) == (0, task.train_levels)
+    assert args.eval_levels == list(range(task.test_level_start, task.test_level_start + task.test_levels))
+    assert (args.algo, args.n_envs, args.device, args.torch_threads) == ("ppo", task.n_envs, "cpu", 1)
+    hyper = training.Hyperparameters(
+        **{f.name: getattr(args, f.name) for f in dataclasses.fields(training.Hyperparameters)}
+    )
+    assert hyper == training.Hyperparameters(
+        n_steps=task.n_steps,
+        batch_size=task.batch_size,
+        n_epochs=task.n_epochs,
+        learning_rate=task.learning_rate,
+        ent_coef=task.ent_coef,
+        gamma=task.gamma,
+        gae_lambda=task.gae_lambda,
+    )
+    # evaluation: every total_steps / checkpoints steps, not at step 0, one sampled episode per level; the
+    # study's last one (at total_steps, inside a rollout) saw as many PPO updates as the demo's whole run
+    assert args.eval_freq == task.total_steps // task.checkpoints
+    assert (args.eval_at_start, args.eval_episodes, args.eval_deterministic) == (False, 1, False)
+    rollout = task.n_envs * task.n_steps
+    assert args.timesteps == task.total_steps // rollout * rollout
+    # the demo's PLR is the study's "defaults" method with LevelSampler's defaults for everything else
+    args.sampler = "plr"
+    kwargs = sampler_kwargs(args, range(task.train_levels))
+    expected = {
+        **sampler_defaults(),
+        **learning.METHODS["plr_t1_s0.3_u0.5"],
+        "levels": list(range(60)),
+        "seed": 0,
+    }
+    assert kwargs == {k: expected[k] for k in kwargs}
+
+
 def test_demo_quick(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
