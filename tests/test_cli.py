@@ -259,6 +259,124 @@ def test_compare_rejects_a_directory_that_is_not_a_run(
     assert "not a plr-gym run directory" in err
 
 
+def test_compare_run_with_jobs_trains_the_same_runs_in_worker_processes(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``--jobs 2``: the runs of ``compare --run`` in two processes at once, each line prefixed with its
+    run; the same runs as one after the other. ``--no-eval-at-start``: no evaluation at step 0."""
+    import pickle
+
+    from plr_gym.cli import Interrupted
+
+    tiny = [*(a for a in TINY if a != "--quiet"), "--no-tensorboard"]
+    argv = ["compare", "--run", "--env", ENV, "--seeds", "0", "--no-eval-at-start", *tiny]
+    assert main([*argv, "--jobs", "2", "--out", str(tmp_path / "parallel")]) == 0
+    out = capfd.readouterr().out
+    assert "[plr-seed0]   step      128: mean return" in out and "[uniform-seed0] [uniform] ppo on" in out
+    assert main([*argv, "--out", str(tmp_path / "serial")]) == 0  # --jobs 1, the default
+    for run in ("plr-seed0", "uniform-seed0"):
+        final = [
+            json.loads((tmp_path / d / run / "evaluation.json").read_text()) for d in ("serial", "parallel")
+        ]
+        assert final[0]["returns"] == final[1]["returns"]
+        with (tmp_path / "parallel" / run / "eval.csv").open() as f:
+            assert [int(r["timesteps"]) for r in csv.DictReader(f) if r["split"] == "test"] == [128, 256]
+    # an interruption in a worker keeps its exit code in the parent
+    assert pickle.loads(pickle.dumps(Interrupted("stopped", 143))).exit_code == 143
+
+
+def test_compare_run_with_jobs_stops_every_run_on_sigterm(tmp_path: Path) -> None:
+    """SIGTERM to ``compare --run --jobs 2`` reaches both runs under way (each saves a checkpoint at its
+    current step and stops), starts no other run and exits with 143."""
+    import signal
+
+    tiny = [*(a for a in TINY if a != "--quiet"), "--no-tensorboard"]
+    argv = ["compare", "--run", "--env", ENV, "--seeds", "0", "1", "--jobs", "2", "--out", str(tmp_path)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "plr_gym.cli", *argv, *tiny, "--timesteps", "10000000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        started: set[str] = set()
+        while started != {"plr-seed0", "uniform-seed0"}:  # both runs have evaluated once
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.stderr else ""
+            if "mean return" in line:
+                started.add(line[1 : line.index("]")])
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert "SIGTERM: the runs under way saved a checkpoint at their current step" in err
+    for run in ("plr-seed0", "uniform-seed0"):
+        assert (tmp_path / run / "checkpoint.json").is_file() and not (
+            tmp_path / run / "evaluation.json"
+        ).exists()
+    assert not (tmp_path / "plr-seed1").exists()
+
+
+def test_demo_runs_the_studys_mixed_task_with_its_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The full demo's ``plr-gym`` options reproduce ``benchmarks/learning.py``'s ``TASKS["mixed"]`` run
+    (``run_one``): task, levels, PPO settings, evaluation protocol and the PLR sampler."""
+    import dataclasses
+
+    from plr_gym import demo, training
+    from plr_gym.cli import _env_kwargs, build_parser, resolve_train_args, sampler_kwargs
+    from plr_gym.sampler import sampler_defaults
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.syspath_prepend(str(root / "benchmarks"))  # learning.py imports _provenance
+    spec = importlib.util.spec_from_file_location("learning_for_demo", root / "benchmarks" / "learning.py")
+    assert spec is not None and spec.loader is not None
+    learning = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "learning_for_demo", learning)
+    spec.loader.exec_module(learning)
+    task = learning.TASKS["mixed"]
+
+    args = build_parser().parse_args(demo.demo_argv(quick=False, out="runs/demo", seed=0))
+    resolve_train_args(args)
+    assert (args.env_id, _env_kwargs(args, "minigrid"), task.full_obs) == (
+        task.env_id,
+        task.env_kwargs,
+        False,
+    )
+    assert (args.level_start, args.num_levels) == (0, task.train_levels)
+    assert args.eval_levels == list(range(task.test_level_start, task.test_level_start + task.test_levels))
+    assert (args.algo, args.n_envs, args.device, args.torch_threads) == ("ppo", task.n_envs, "cpu", 1)
+    hyper = training.Hyperparameters(
+        **{f.name: getattr(args, f.name) for f in dataclasses.fields(training.Hyperparameters)}
+    )
+    assert hyper == training.Hyperparameters(
+        n_steps=task.n_steps,
+        batch_size=task.batch_size,
+        n_epochs=task.n_epochs,
+        learning_rate=task.learning_rate,
+        ent_coef=task.ent_coef,
+        gamma=task.gamma,
+        gae_lambda=task.gae_lambda,
+    )
+    # evaluation: every total_steps / checkpoints steps, not at step 0, one sampled episode per level; the
+    # study's last one (at total_steps, inside a rollout) saw as many PPO updates as the demo's whole run
+    assert args.eval_freq == task.total_steps // task.checkpoints
+    assert (args.eval_at_start, args.eval_episodes, args.eval_deterministic) == (False, 1, False)
+    rollout = task.n_envs * task.n_steps
+    assert args.timesteps == task.total_steps // rollout * rollout
+    # the demo's PLR is the study's "defaults" method with LevelSampler's defaults for everything else
+    args.sampler = "plr"
+    kwargs = sampler_kwargs(args, range(task.train_levels))
+    expected = {
+        **sampler_defaults(),
+        **learning.METHODS["plr_t1_s0.3_u0.5"],
+        "levels": list(range(60)),
+        "seed": 0,
+    }
+    assert kwargs == {k: expected[k] for k in kwargs}
+
+
 def test_demo_quick(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

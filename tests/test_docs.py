@@ -258,6 +258,7 @@ def test_readme_and_cli_docs_quote_the_demos_task_and_claim() -> None:
     # the summary describes the settings the demo runs
     argv = demo.demo_argv(quick=False, out="runs/demo", seed=0)
     assert argv[argv.index("--env") + 1] in summary and "egocentric" in summary
+    assert "the study's round-4 `mixed` task" in summary  # tests/test_cli.py checks its settings
     assert "--full-obs" not in argv  # the egocentric view the summary names
     levels = int(argv[argv.index("--num-levels") + 1])
     assert f"training levels 0-{levels - 1}" in summary

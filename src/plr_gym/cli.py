@@ -15,7 +15,8 @@ Commands (each has ``--help``):
   bootstrap CIs) as JSON and CSV.
 - ``plr-gym compare RUN_DIR RUN_DIR ... --out DIR``: a table (``comparison.md``, ``comparison.csv``) and a
   plot (``comparison.png``) of held-out return over training and of the level-score distribution;
-  ``--run`` trains a PLR and a uniform run first.
+  ``--run`` trains a PLR and a uniform run first (per seed of ``--seeds``; ``--jobs N``: up to N at once,
+  one process each).
 
 ``--sampler uniform`` is the baseline: levels are drawn uniformly from the training set, and episodes are
 still scored with ``--strategy`` (so its level scores can be compared with PLR's); it does not influence
@@ -37,15 +38,20 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import dataclasses
 import functools
 import importlib.util
+import io
 import json
 import math
+import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,6 +108,9 @@ class Interrupted(Exception):
     def __init__(self, message: str, exit_code: int = 130) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+    def __reduce__(self) -> tuple[Any, tuple[str, int]]:  # keeps the exit code across processes (--jobs)
+        return type(self), (str(self), self.exit_code)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -650,7 +659,7 @@ def _train_callbacks(
         deterministic=args.eval_deterministic,
         train_levels=train_levels[:n_train_eval] if args.eval_train_levels else None,
         log_path=out / "eval.csv",
-        eval_at_start=not resumed,
+        eval_at_start=getattr(args, "eval_at_start", True) and not resumed,
         verbose=int(not args.quiet),
     )
     extra = []
@@ -885,6 +894,143 @@ def compare_runs(run_dirs: Sequence[Path], out: Path) -> str:
     return table
 
 
+def _train_all(jobs: list[argparse.Namespace], n_jobs: int) -> list[Path]:
+    """``train`` each of ``jobs`` (resolved namespaces of ``compare --run``) and return their directories:
+    one after the other, or with ``n_jobs > 1`` up to that many at once, each in its own process
+    (:func:`_train_job`), its output lines prefixed with its directory's name, without progress bars.
+
+    In parallel, ``SIGINT`` (Ctrl-C), ``SIGTERM`` and ``SIGUSR1`` stop the runs under way as they stop
+    ``plr-gym train`` (a checkpoint at the current step; the parent passes the signal on, ``SIGTERM`` for
+    ``SIGINT``, which a terminal sends to every process anyway), start no other run, and raise
+    :class:`Interrupted`. A run that fails stops the others the same way, and its error is raised.
+    """
+    if n_jobs <= 1 or len(jobs) <= 1:
+        return [train(ns) for ns in jobs]
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter per run: no forked torch threads
+    results: dict[int, Path] = {}
+    running: dict[int, tuple[Any, Any]] = {}  # job index -> (process, the end its outcome arrives on)
+    todo = list(range(len(jobs)))[::-1]
+    failure: BaseException | None = None
+    stop: list[int] = []  # the signals received
+
+    def stop_runs(signum: int) -> None:
+        for proc, _ in running.values():
+            if proc.is_alive():
+                os.kill(proc.pid, signum)
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if not stop or signum != signal.SIGINT:  # a second Ctrl-C reaches the runs from the terminal
+            stop_runs(signal.SIGTERM if signum == signal.SIGINT else signum)
+        stop.append(signum)
+
+    with _signal_handlers(on_signal):
+        while todo or running:
+            while todo and not stop and failure is None and len(running) < n_jobs:
+                i = todo.pop()
+                jobs[i].progress = False  # one progress bar per process would garble the terminal
+                receive, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_train_job, args=(jobs[i], send), name=f"plr-gym {jobs[i].out}")
+                proc.start()
+                send.close()
+                running[i] = (proc, receive)
+                if stop:  # a signal came while it started
+                    stop_runs(signal.SIGTERM)
+            if not running:
+                break
+            ended = set(wait([proc.sentinel for proc, _ in running.values()]))
+            for i in [i for i, (proc, _) in running.items() if proc.sentinel in ended]:
+                proc, receive = running.pop(i)
+                proc.join()
+                try:
+                    outcome = receive.recv()
+                except EOFError:  # the process died before it could send
+                    outcome = None
+                except Exception as exc:  # an exception that does not unpickle
+                    outcome = ("error", RuntimeError(f"the run in {jobs[i].out} failed: {exc!r}"))
+                receive.close()
+                if outcome is not None and outcome[0] == "ok":
+                    results[i] = outcome[1]
+                    continue
+                if outcome is None:
+                    outcome = (
+                        "error",
+                        RuntimeError(f"the run in {jobs[i].out} died (exit code {proc.exitcode})"),
+                    )
+                if failure is None and not stop:
+                    failure = outcome[1]
+                    stop_runs(signal.SIGTERM)  # the others save a checkpoint and stop
+    if stop:
+        name = signal.Signals(stop[0]).name
+        raise Interrupted(
+            f"{name}: the runs under way saved a checkpoint at their current step and stopped; "
+            f"{len(results)} of {len(jobs)} runs had finished",
+            128 + stop[0],
+        )
+    if failure is not None:
+        raise failure
+    return [results[i] for i in range(len(jobs))]
+
+
+@contextlib.contextmanager
+def _signal_handlers(handler: Any) -> Iterator[None]:
+    """``handler`` for ``SIGINT``, ``SIGTERM`` and ``SIGUSR1`` (where the platform has it) for the block;
+    nothing outside the main thread, where Python delivers no signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    numbers = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR1") if hasattr(signal, name)]
+    previous = {num: signal.getsignal(num) for num in numbers}
+    for num in numbers:
+        signal.signal(num, handler)
+    try:
+        yield
+    finally:
+        for num, old in previous.items():
+            signal.signal(num, old)
+
+
+def _train_job(ns: argparse.Namespace, send: Any) -> None:
+    """``train(ns)`` in a process of :func:`_train_all`; sends ``("ok", run directory)`` or ``("error",
+    exception)`` on ``send``. Signals stop it as they stop ``plr-gym train``."""
+    stdout = sys.stdout
+    sys.stdout = _PrefixedLines(stdout, f"[{Path(ns.out).name}] ")
+    outcome: tuple[str, Any]
+    try:
+        outcome = ("ok", train(ns))
+    except BaseException as exc:  # Interrupted, CLIError, anything: the parent reports it
+        outcome = ("error", exc)
+    finally:
+        sys.stdout.flush()
+        sys.stdout = stdout
+    try:
+        send.send(outcome)
+    except Exception:  # an exception that does not pickle
+        send.send(("error", RuntimeError(repr(outcome[1]))))
+    finally:
+        send.close()
+
+
+class _PrefixedLines(io.TextIOBase):
+    """A text stream that writes to ``stream`` with ``prefix`` at the start of every line."""
+
+    def __init__(self, stream: Any, prefix: str) -> None:
+        self._stream, self._prefix, self._line_start = stream, prefix, True
+
+    def write(self, text: str) -> int:
+        parts = []
+        for line in text.splitlines(keepends=True):
+            parts.append(self._prefix + line if self._line_start else line)
+            self._line_start = line.endswith(("\n", "\r"))
+        self._stream.write("".join(parts))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+
 def compare_command(args: argparse.Namespace) -> list[Path]:
     """Run ``plr-gym compare`` with parsed arguments; returns the compared run directories."""
     out = Path(args.out)
@@ -894,14 +1040,15 @@ def compare_command(args: argparse.Namespace) -> list[Path]:
             raise CLIError("compare --run trains its own runs into OUT/plr and OUT/uniform: give no RUN_DIR")
         if args.env_id is None:
             raise CLIError("compare --run needs --env ENV_ID")
-        run_dirs = []
+        jobs = []
         seeds = args.seeds or [args.seed]
         for seed in seeds:
             for sampler in SAMPLERS:
                 ns = argparse.Namespace(**vars(args))
                 ns.sampler, ns.seed = sampler, seed
                 ns.out = str(out / training.run_dir_name(sampler, None if args.seeds is None else seed))
-                run_dirs.append(train(ns))
+                jobs.append(ns)
+        run_dirs = _train_all(jobs, getattr(args, "jobs", 1))
     if len(run_dirs) < 1:
         raise CLIError("compare needs run directories (written by plr-gym train), or --run")
     for d in run_dirs:
@@ -1089,6 +1236,12 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
         action="store_false",
         help="skip evaluating on (as many) training levels too",
     )
+    lv.add_argument(
+        "--no-eval-at-start",
+        dest="eval_at_start",
+        action="store_false",
+        help="skip the evaluation at step 0: evaluate every --eval-freq steps and at the end only",
+    )
     s = parser.add_argument_group("level sampler (defaults: LevelSampler's)")
     s.add_argument("--sampler", choices=SAMPLERS, default=None, help="plr or uniform (default plr)")
     s.add_argument("--strategy", choices=STRATEGIES, default=None, help=f"scoring (default {d['strategy']})")
@@ -1275,6 +1428,12 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         help="with --run: train each sampler once per seed (OUT/plr-seedN, ...); results are merged",
+    )
+    p.add_argument(
+        "--jobs",
+        type=_positive_int,
+        default=1,
+        help="with --run: train this many runs at once, one process each (default 1: one after the other)",
     )
     add_train_arguments(p, env_positional=False)
     p.set_defaults(func=compare_command)
