@@ -621,7 +621,9 @@ def plot_deltas(out: Path, rows: list[dict[str, Any]]) -> Path | None:
     tasks = list(dict.fromkeys(r["task"] for r in rows if "delta" in r))
     if not tasks:
         return None
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.2), sharey=True, squeeze=False)
+    # at least 7 inches wide: the title is one line, as wide as a single panel of 4.2 inches is not
+    width = max(7.0, 4.2 * len(tasks))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(width, 3.2), sharey=True, squeeze=False)
     for ax, task in zip(axes[0], tasks):
         task_rows = [r for r in rows if r["task"] == task and "delta" in r]
         for k, r in enumerate(task_rows):
