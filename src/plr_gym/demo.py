@@ -14,7 +14,7 @@ writes ``runs/demo/comparison.png``: held-out return over training (band: range 
 distribution of level scores.
 
 It is ``plr-gym compare --run --seeds 0 1 2 --jobs 2`` with fixed settings (two runs at a time, one
-process and one torch thread each), and takes about 8 minutes on 2 idle CPU cores. ``--quick`` (or the
+process and one torch thread each), and takes about 7 minutes on 2 idle CPU cores. ``--quick`` (or the
 environment variable ``PLR_GYM_DEMO_QUICK=1``) runs a tiny version in one process in under a minute, to
 check the pipeline; its numbers mean nothing.
 
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m plr_gym.demo",
         description="PPO with PLR vs uniform level sampling on the learning study's mixed task "
-        "(plr_gym/MiniGrid-DoorKeyMixed-v0; about 8 minutes on 2 CPU cores).",
+        "(plr_gym/MiniGrid-DoorKeyMixed-v0; about 7 minutes on 2 idle CPU cores).",
     )
     parser.add_argument(
         "--quick",
