@@ -69,6 +69,18 @@ class Task:
     methods: tuple[str, ...] | None = None  # restrict the methods run on this task (compute budget)
     test_level_start: int = TEST_LEVEL_START  # first held-out level (10_000 for every task before round 4)
 
+    def hyperparameters(self) -> training.Hyperparameters:
+        """The task's PPO settings (the demo's test checks the CLI against them)."""
+        return training.Hyperparameters(
+            n_steps=self.n_steps,
+            batch_size=self.batch_size,
+            n_epochs=self.n_epochs,
+            learning_rate=self.learning_rate,
+            ent_coef=self.ent_coef,
+            gamma=self.gamma,
+            gae_lambda=self.gae_lambda,
+        )
+
 
 TASKS: dict[str, Task] = {
     # fully observed grid + MLP, 20 training levels: memorises training levels, a real train/test gap
@@ -234,15 +246,7 @@ def run_one(task_name: str, task: Task, method: str, seed: int, path: Path) -> d
         eval_n_envs=8,
         env_kwargs=task.env_kwargs,
         full_obs=task.full_obs,
-        hyperparameters=training.Hyperparameters(
-            n_steps=task.n_steps,
-            batch_size=task.batch_size,
-            n_epochs=task.n_epochs,
-            learning_rate=task.learning_rate,
-            ent_coef=task.ent_coef,
-            gamma=task.gamma,
-            gae_lambda=task.gae_lambda,
-        ),
+        hyperparameters=task.hyperparameters(),
         device="cpu",
         cnn_features_dim=256,  # Procgen's CNN; MiniGrid's raw 0..10 grid codes go to an unscaled MLP
     )

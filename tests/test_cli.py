@@ -350,15 +350,7 @@ def test_demo_runs_the_studys_mixed_task_with_its_settings(monkeypatch: pytest.M
     hyper = training.Hyperparameters(
         **{f.name: getattr(args, f.name) for f in dataclasses.fields(training.Hyperparameters)}
     )
-    assert hyper == training.Hyperparameters(
-        n_steps=task.n_steps,
-        batch_size=task.batch_size,
-        n_epochs=task.n_epochs,
-        learning_rate=task.learning_rate,
-        ent_coef=task.ent_coef,
-        gamma=task.gamma,
-        gae_lambda=task.gae_lambda,
-    )
+    assert hyper == task.hyperparameters()
     # evaluation: every total_steps / checkpoints steps, not at step 0, one sampled episode per level; the
     # study's last one (at total_steps, inside a rollout) saw as many PPO updates as the demo's whole run
     assert args.eval_freq == task.total_steps // task.checkpoints
