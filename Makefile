@@ -25,9 +25,11 @@ PIP := $(PY) -m pip
 PIP313 := $(PY313) -m pip
 INSTALLER ?= uv
 UV_ARGS = $(shell $(PYTHON) .ci/uv_args.py)
-# $(call install,VENV): the install command for that venv; bytecode is compiled at install, as pip does
-install = $(if $(filter uv,$(INSTALLER)),$(1)/bin/uv pip install --quiet --compile-bytecode \
-	--python $(1)/bin/python $(UV_ARGS),$(1)/bin/python -m pip install --quiet)
+# $(call install,VENV): the install command for that venv (uv is added to a venv made before it was used);
+# bytecode is compiled at install, as pip does
+install = $(if $(filter uv,$(INSTALLER)),test -x $(1)/bin/uv || $(1)/bin/python -m pip install --quiet uv; \
+	$(1)/bin/uv pip install --quiet --compile-bytecode --python $(1)/bin/python $(UV_ARGS),\
+	$(1)/bin/python -m pip install --quiet)
 TORCH_VERSION ?= 2.13.0
 PYTEST_ARGS ?= -n 2 -q --durations=20
 EXTRAS := test,procgen,minigrid,contrib,bench,cli,docs,distributed,rllib,verl
@@ -69,12 +71,12 @@ ALLOWED_SKIPS313 := tests/test_rllib.py,src/plr_gym/rllib.py,tests/test_verl.py,
 $(PY):
 	@echo "== venv $(VENV) $$(date -u +%T)"
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --upgrade pip $(filter uv,$(INSTALLER))
+	$(PIP) install --quiet --upgrade pip
 
 $(PY313):
 	@echo "== venv $(VENV313) $$(date -u +%T)"
 	$(PYTHON313) -m venv $(VENV313)
-	$(PIP313) install --quiet --upgrade pip $(filter uv,$(INSTALLER))
+	$(PIP313) install --quiet --upgrade pip
 
 # Core + MiniGrid + the CLI's plots and TensorBoard: enough for the demo and the README's quick starts.
 $(VENV)/.core-installed: pyproject.toml | $(PY)
