@@ -38,7 +38,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import dataclasses
 import functools
@@ -49,9 +48,8 @@ import math
 import os
 import signal
 import sys
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -909,26 +907,26 @@ def _train_all(jobs: list[argparse.Namespace], n_jobs: int) -> list[Path]:
     import multiprocessing
     from multiprocessing.connection import wait
 
+    from plr_gym.run import StopOnSignals
+
     ctx = multiprocessing.get_context("spawn")  # a fresh interpreter per run: no forked torch threads
     results: dict[int, Path] = {}
     running: dict[int, tuple[Any, Any]] = {}  # job index -> (process, the end its outcome arrives on)
     todo = list(range(len(jobs)))[::-1]
     failure: BaseException | None = None
-    stop: list[int] = []  # the signals received
 
     def stop_runs(signum: int) -> None:
         for proc, _ in running.values():
             if proc.is_alive():
                 os.kill(proc.pid, signum)
 
-    def on_signal(signum: int, frame: Any) -> None:
-        if not stop or signum != signal.SIGINT:  # a second Ctrl-C reaches the runs from the terminal
-            stop_runs(signal.SIGTERM if signum == signal.SIGINT else signum)
-        stop.append(signum)
+    def pass_on() -> None:  # the first signal; a second Ctrl-C interrupts (the terminal sends it to the runs)
+        stop_runs(signal.SIGTERM if stop.signal == signal.SIGINT else int(stop.signal or signal.SIGTERM))
 
-    with _signal_handlers(on_signal):
+    stop = StopOnSignals(on_request=pass_on)
+    with stop.installed():
         while todo or running:
-            while todo and not stop and failure is None and len(running) < n_jobs:
+            while todo and not stop.requested and failure is None and len(running) < n_jobs:
                 i = todo.pop()
                 jobs[i].progress = False  # one progress bar per process would garble the terminal
                 receive, send = ctx.Pipe(duplex=False)
@@ -936,7 +934,7 @@ def _train_all(jobs: list[argparse.Namespace], n_jobs: int) -> list[Path]:
                 proc.start()
                 send.close()
                 running[i] = (proc, receive)
-                if stop:  # a signal came while it started
+                if stop.requested:  # a signal came while it started
                     stop_runs(signal.SIGTERM)
             if not running:
                 break
@@ -959,37 +957,18 @@ def _train_all(jobs: list[argparse.Namespace], n_jobs: int) -> list[Path]:
                         "error",
                         RuntimeError(f"the run in {jobs[i].out} died (exit code {proc.exitcode})"),
                     )
-                if failure is None and not stop:
+                if failure is None and not stop.requested:
                     failure = outcome[1]
                     stop_runs(signal.SIGTERM)  # the others save a checkpoint and stop
-    if stop:
-        name = signal.Signals(stop[0]).name
+    if stop.requested:
         raise Interrupted(
-            f"{name}: the runs under way saved a checkpoint at their current step and stopped; "
+            f"{stop.signal_name}: the runs under way saved a checkpoint at their current step and stopped; "
             f"{len(results)} of {len(jobs)} runs had finished",
-            128 + stop[0],
+            stop.exit_code,
         )
     if failure is not None:
         raise failure
     return [results[i] for i in range(len(jobs))]
-
-
-@contextlib.contextmanager
-def _signal_handlers(handler: Any) -> Iterator[None]:
-    """``handler`` for ``SIGINT``, ``SIGTERM`` and ``SIGUSR1`` (where the platform has it) for the block;
-    nothing outside the main thread, where Python delivers no signals."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    numbers = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR1") if hasattr(signal, name)]
-    previous = {num: signal.getsignal(num) for num in numbers}
-    for num in numbers:
-        signal.signal(num, handler)
-    try:
-        yield
-    finally:
-        for num, old in previous.items():
-            signal.signal(num, old)
 
 
 def _train_job(ns: argparse.Namespace, send: Any) -> None:
