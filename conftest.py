@@ -1,8 +1,17 @@
-"""Doctest collection over src/: skip the modules of optional extras whose packages are not installed."""
+"""Doctest collection over src/ (skip the modules of optional extras whose packages are not installed), and
+one OpenMP thread per process for the whole suite."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+
+# The suite runs two xdist workers on CI's 2 cores. A process that keeps torch's default pool (one OpenMP
+# thread per core) then spins its threads against the other worker: the examples' tests took 315 s with it
+# and 172 s with one thread (tests/test_examples.py, -n 2, 2 cores under load). Every process the suite
+# starts inherits this (xdist workers, example scripts, notebook kernels, CLI and benchmark subprocesses);
+# set OMP_NUM_THREADS yourself to test with another count.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 collect_ignore = [
     path
