@@ -39,7 +39,9 @@ from stable_baselines3.common.policies import ActorCriticCnnPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
-__all__ = ["IMPALA_CHANNELS", "ImpalaCNN", "ImpalaCnnPolicy", "count_parameters"]
+from plr_gym.reference import RESIDUAL_SKIPS
+
+__all__ = ["IMPALA_CHANNELS", "RESIDUAL_SKIPS", "ImpalaCNN", "ImpalaCnnPolicy", "count_parameters"]
 
 #: Channels of the three stacks (Espeholt et al. 2018; Cobbe et al. 2020; level-replay's ``ResNetBase``).
 IMPALA_CHANNELS: tuple[int, int, int] = (16, 32, 32)
@@ -51,29 +53,30 @@ def count_parameters(module: nn.Module) -> int:
 
 
 class _ResidualBlock(nn.Module):
-    """ReLU, 3x3 conv, ReLU, 3x3 conv, plus the input (channels and size unchanged)."""
+    """ReLU, 3x3 conv, ReLU, 3x3 conv, plus the skip: ``x`` or ``ReLU(x)`` (channels and size unchanged)."""
 
-    def __init__(self, channels: int) -> None:
+    def __init__(self, channels: int, skip: str = "identity") -> None:
         super().__init__()
         self.conv0 = nn.Conv2d(channels, channels, kernel_size=3, padding=1)
         self.conv1 = nn.Conv2d(channels, channels, kernel_size=3, padding=1)
+        self.skip = skip
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.conv0(torch.relu(x))
-        out = self.conv1(torch.relu(out))
-        result: torch.Tensor = x + out
+        activated = torch.relu(x)
+        out = self.conv1(torch.relu(self.conv0(activated)))
+        result: torch.Tensor = (activated if self.skip == "relu" else x) + out
         return result
 
 
 class _ConvSequence(nn.Module):
     """One IMPALA stack: 3x3 conv, 3x3 max-pool with stride 2 (padding 1), two residual blocks."""
 
-    def __init__(self, in_channels: int, out_channels: int) -> None:
+    def __init__(self, in_channels: int, out_channels: int, skip: str = "identity") -> None:
         super().__init__()
         self.conv = nn.Conv2d(in_channels, out_channels, kernel_size=3, padding=1)
         self.pool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
-        self.res0 = _ResidualBlock(out_channels)
-        self.res1 = _ResidualBlock(out_channels)
+        self.res0 = _ResidualBlock(out_channels, skip)
+        self.res1 = _ResidualBlock(out_channels, skip)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         result: torch.Tensor = self.res1(self.res0(self.pool(self.conv(x))))
@@ -94,9 +97,14 @@ class ImpalaCNN(BaseFeaturesExtractor):
     :param observation_space: a 3-D ``Box`` ``(channels, height, width)``, both sides at least 1.
     :param features_dim: units of the last linear layer (the paper's 256).
     :param channels: channels of the stacks (the paper's ``(16, 32, 32)``); one stack per entry.
+    :param residual_skip: what each residual block adds to its convolutions' output (:data:`RESIDUAL_SKIPS`):
+        ``"identity"`` (default) its input ``x``, as Espeholt et al. (2018) define the block and Baselines'
+        IMPALA CNN computes it; ``"relu"`` ``ReLU(x)``, as the PLR paper's code (level-replay's
+        ``BasicBlock``, whose in-place ReLU overwrites the input it adds back) computes it. Same
+        parameters either way; ``--preset paper-procgen`` uses ``"relu"``.
     :raises TypeError: ``observation_space`` is not a ``Box``.
-    :raises ValueError: it is not 3-D, looks channels-last (SB3 did not transpose it), or ``features_dim``
-        or ``channels`` are not positive ints.
+    :raises ValueError: it is not 3-D, looks channels-last (SB3 did not transpose it), ``features_dim``
+        or ``channels`` are not positive ints, or ``residual_skip`` is not one of :data:`RESIDUAL_SKIPS`.
 
     Example:
         >>> import numpy as np, torch
@@ -104,6 +112,8 @@ class ImpalaCNN(BaseFeaturesExtractor):
         >>> encoder = ImpalaCNN(spaces.Box(0, 255, (3, 64, 64), np.uint8))
         >>> encoder(torch.zeros(5, 3, 64, 64)).shape
         torch.Size([5, 256])
+        >>> ImpalaCNN(spaces.Box(0, 255, (3, 64, 64), np.uint8), residual_skip="relu").residual_skip
+        'relu'
     """
 
     def __init__(
@@ -111,6 +121,7 @@ class ImpalaCNN(BaseFeaturesExtractor):
         observation_space: spaces.Box,
         features_dim: int = 256,
         channels: Sequence[int] = IMPALA_CHANNELS,
+        residual_skip: str = "identity",
     ) -> None:
         if not isinstance(observation_space, spaces.Box):
             raise TypeError(
@@ -129,11 +140,16 @@ class ImpalaCNN(BaseFeaturesExtractor):
         chans = tuple(channels)
         if not chans or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in chans):
             raise ValueError(f"channels must be a non-empty sequence of positive ints, got {channels!r}")
+        if not isinstance(residual_skip, str) or residual_skip not in RESIDUAL_SKIPS:
+            raise ValueError(
+                f"residual_skip must be one of {', '.join(RESIDUAL_SKIPS)}, got {residual_skip!r}"
+            )
         super().__init__(observation_space, features_dim)
+        self.residual_skip = residual_skip
         stacks = []
         in_channels = int(shape[0])
         for out_channels in chans:
-            stacks.append(_ConvSequence(in_channels, out_channels))
+            stacks.append(_ConvSequence(in_channels, out_channels, residual_skip))
             in_channels = out_channels
         self.stacks = nn.Sequential(*stacks)
         height, width = int(shape[1]), int(shape[2])

@@ -376,12 +376,15 @@ class EpisodeScorer:
       full update of the level's score in ``after_update``, called after every rollout; the rest of the
       episode, in the next rollout, is then scored as an episode of its own. Here the running chunk is
       scored as if the episode ended at the rollout's end (bootstrapped with ``last_values``) and
-      reported; its continuation is scored separately. ``max_mc`` records best returns from completed
-      episodes only; a chunk uses the best known return (its own return if none is known yet). Use it
-      to compare with level-replay or Syllabus runs; ``"stitch"`` scores each episode once, as the paper
-      defines.
+      reported; its continuation is scored separately. As in level-replay, the running chunks are
+      reported after all of the rollout's completed episodes, and a chunk whose score is exactly 0 is
+      not reported (level-replay's ``after_update`` commits only non-zero partial scores). ``max_mc``
+      records best returns from completed episodes only; a chunk uses the best known return (its own
+      return if none is known yet). Use it to compare with level-replay or Syllabus runs (``plr-gym
+      train --preset paper-procgen`` does); ``"stitch"`` scores each episode once, as the paper defines.
     - All scores of one rollout reach the target in one ``update_batch`` call, env by env (env 0's
-      episodes in time order, then env 1's...), not in completion order across envs.
+      episodes in time order, then env 1's...), not in completion order across envs; with ``"commit"``
+      the running chunks follow, env by env.
 
     :param target: where scores go: a :class:`~plr_gym.LevelSampler` (or an object with ``update_batch``).
     :param n_envs: number of parallel envs (columns of the rollout arrays).
@@ -567,6 +570,10 @@ class EpisodeScorer:
     ) -> list[tuple[Any, float]]:
         done_levels: list[Any] = []
         done_scores: list[float] = []
+        # commit: the running chunks' scores, reported after every completed episode's (level-replay
+        # commits them in after_update, once the whole rollout was scored)
+        chunk_levels: list[Any] = []
+        chunk_scores: list[float] = []
         new_open = list(self._open)
         for e in range(n_envs):
             rows = np.flatnonzero(mask[:, e])
@@ -608,9 +615,12 @@ class EpisodeScorer:
                     chunk = {k: np.concatenate([carried[k], chunk[k]]) for k in chunk}
                     observed_start = True
                 if not ends[stop - 1] and self.partial_episodes == "commit":
-                    # level-replay: the running chunk's score is committed as if the episode ended here
-                    done_levels.append(level)
-                    done_scores.append(self._score(level, chunk, complete=False))
+                    # level-replay: the running chunk's score is committed as if the episode ended here,
+                    # unless it is exactly 0 (its after_update skips zero partial scores)
+                    score = self._score(level, chunk, complete=False)
+                    if score != 0.0:
+                        chunk_levels.append(level)
+                        chunk_scores.append(score)
                 elif not ends[stop - 1]:  # runs past the rollout's end
                     if observed_start:
                         new_open[e] = {"level": level, **chunk}
@@ -625,6 +635,8 @@ class EpisodeScorer:
                 else:
                     self.num_dropped += 1
                 begin = stop
+        done_levels += chunk_levels
+        done_scores += chunk_scores
         if done_levels:
             self.target.update_batch(done_levels, np.asarray(done_scores, dtype=np.float64))
         self._open = new_open

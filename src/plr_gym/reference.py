@@ -1,0 +1,184 @@
+"""Where the PLR paper's code trains differently from SB3: five named choices, one registry.
+
+``--preset paper-procgen`` copies every number of the paper's code (facebookresearch/level-replay,
+commit :data:`LEVEL_REPLAY_COMMIT`). Five *behaviours* of that code are not numbers, and Stable-Baselines3
+(or the paper's text) does them differently. Each is an option of ``plr-gym train`` with both behaviours
+available; :data:`REFERENCE_CHOICES` lists them with the library's default, level-replay's choice and the
+file and lines that show it. ``plr_gym.presets`` reads this registry for the recipes, the CLI for its
+options, and the documentation's tables are written from it (:func:`choices_table`).
+
+- ``partial_episodes``: ``stitch`` (an episode crossing a rollout's end is scored once, when it ends)
+  or ``commit`` (level-replay: each rollout's chunk is scored; the last chunk's score is committed);
+- ``residual_skip``: ``identity`` (an IMPALA residual block adds its input ``x``) or ``relu``
+  (level-replay: it adds ``ReLU(x)``, through an in-place ReLU);
+- ``time_limit``: ``bootstrap`` (a time-limit ending bootstraps with ``V(s_T)``) or ``terminal``
+  (level-replay: it ends the return);
+- ``value_loss``: ``mse`` (``mean((R - V)^2)``) or ``clipped_max`` (level-replay:
+  ``0.5 * mean(max((V - R)^2, (V_clip - R)^2))``);
+- ``advantage_normalization``: ``minibatch`` (``std + 1e-8``) or ``rollout`` (level-replay: once per
+  rollout, ``std + 1e-5``), or ``none``.
+
+This module imports neither torch nor Stable-Baselines3; the implementations are in
+:mod:`plr_gym.scoring` (``EpisodeScorer``), :mod:`plr_gym.policies` (``ImpalaCNN``),
+:mod:`plr_gym.wrappers.time_limit` (``TimeLimitAsTerminal``) and :mod:`plr_gym.ppo` (``LevelReplayPPO``).
+
+Example:
+    >>> from plr_gym.reference import REFERENCE_CHOICES, library_default_values, reference_values
+    >>> [c.dest for c in REFERENCE_CHOICES]
+    ['partial_episodes', 'residual_skip', 'time_limit', 'value_loss', 'advantage_normalization']
+    >>> reference_values()["value_loss"], library_default_values()["value_loss"]
+    ('clipped_max', 'mse')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from plr_gym.scoring import PARTIAL_EPISODES
+
+__all__ = [
+    "ADVANTAGE_NORMALIZATIONS",
+    "LEVEL_REPLAY_COMMIT",
+    "PARTIAL_EPISODES",
+    "REFERENCE_CHOICES",
+    "RESIDUAL_SKIPS",
+    "TIME_LIMITS",
+    "VALUE_LOSSES",
+    "ReferenceChoice",
+    "choices_table",
+    "library_default_values",
+    "reference_values",
+]
+
+#: The commit of facebookresearch/level-replay (its only one) that the file and line references name.
+LEVEL_REPLAY_COMMIT = "ccecf45"
+
+#: ``ImpalaCNN(residual_skip=...)``: ``"identity"`` adds the block's input ``x`` (Espeholt et al. 2018;
+#: Baselines' and Cobbe et al.'s TensorFlow code); ``"relu"`` adds ``ReLU(x)``, as level-replay's
+#: ``BasicBlock``, whose ``nn.ReLU(inplace=True)`` applied to the input overwrites the tensor it adds back.
+RESIDUAL_SKIPS: tuple[str, ...] = ("identity", "relu")
+#: How an episode cut by a time limit ends: ``"bootstrap"`` (SB3: the last reward gets
+#: ``gamma * V(final observation)``) or ``"terminal"`` (level-replay: the return ends there).
+TIME_LIMITS: tuple[str, ...] = ("bootstrap", "terminal")
+#: PPO's value loss: ``"mse"`` (SB3) or ``"clipped_max"`` (level-replay, as Baselines' PPO2).
+VALUE_LOSSES: tuple[str, ...] = ("mse", "clipped_max")
+#: PPO's advantage normalisation: ``"minibatch"`` (SB3), ``"rollout"`` (level-replay) or ``"none"``.
+ADVANTAGE_NORMALIZATIONS: tuple[str, ...] = ("minibatch", "rollout", "none")
+
+
+@dataclass(frozen=True)
+class ReferenceChoice:
+    """One behaviour where level-replay differs from the library's default.
+
+    :param dest: the ``plr-gym train`` option's ``dest`` and ``config.json`` key.
+    :param choices: the accepted values.
+    :param default: the library's default (SB3's behaviour, or the paper's definition).
+    :param reference: level-replay's behaviour.
+    :param where: level-replay's file and lines that show it (commit :data:`LEVEL_REPLAY_COMMIT`).
+    :param reference_does: what level-replay computes, in words.
+    :param default_does: what the default computes, in words.
+    :param implemented_by: the plr_gym name that implements both.
+    """
+
+    dest: str
+    choices: tuple[str, ...]
+    default: str
+    reference: str
+    where: str
+    reference_does: str
+    default_does: str
+    implemented_by: str
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag: ``--`` and ``dest`` with dashes."""
+        return "--" + self.dest.replace("_", "-")
+
+
+#: The five choices, in the order of the documentation's table.
+REFERENCE_CHOICES: tuple[ReferenceChoice, ...] = (
+    ReferenceChoice(
+        dest="partial_episodes",
+        choices=PARTIAL_EPISODES,
+        default="stitch",
+        reference="commit",
+        where="`level_replay/level_sampler.py` L176-191 (a rollout's last chunk: partial score), L193-200 "
+        "(`after_update` commits each non-zero partial score)",
+        reference_does="scores the chunk of an episode that crosses a rollout's end as if it ended there, "
+        "commits it after the rollout's completed episodes, and scores the rest of the episode anew",
+        default_does="scores an episode that crosses a rollout's end once, over all its steps, when it ends "
+        "(the paper's definition of an episode's score)",
+        implemented_by="EpisodeScorer(partial_episodes=...), PLRCallback(partial_episodes=...)",
+    ),
+    ReferenceChoice(
+        dest="residual_skip",
+        choices=RESIDUAL_SKIPS,
+        default="identity",
+        reference="relu",
+        where="`level_replay/model.py` L311 (`nn.ReLU(inplace=True)`), L319-328 (`BasicBlock.forward`)",
+        reference_does="each residual block adds ReLU(x) to its convolutions' output (the in-place ReLU "
+        "overwrites the input it keeps for the skip)",
+        default_does="each residual block adds its input x (Espeholt et al. 2018; Baselines' IMPALA CNN)",
+        implemented_by="ImpalaCNN(residual_skip=...)",
+    ),
+    ReferenceChoice(
+        dest="time_limit",
+        choices=TIME_LIMITS,
+        default="bootstrap",
+        reference="terminal",
+        where="`train.py` L162-166 (`masks` from `done`; `bad_masks` recorded), `level_replay/storage.py` "
+        "L90-101 (`compute_returns` reads `masks` only)",
+        reference_does="an episode ended by the time limit is terminal: its value target and GAE stop there",
+        default_does="an episode ended by the time limit bootstraps: SB3 adds gamma * V(final observation) "
+        "to its last reward (`infos[i]['TimeLimit.truncated']`)",
+        implemented_by="TimeLimitAsTerminal (plr_gym.wrappers.time_limit)",
+    ),
+    ReferenceChoice(
+        dest="value_loss",
+        choices=VALUE_LOSSES,
+        default="mse",
+        reference="clipped_max",
+        where="`level_replay/algo/ppo.py` L82-87 (clipped value, `0.5 * max(...)`), "
+        "L91 (`* value_loss_coef`)",
+        reference_does="0.5 * mean(max((V - R)^2, (V_clip - R)^2)) * value_loss_coef, V_clip within "
+        "+-clip_param of the rollout's value",
+        default_does="mean((R - V)^2) * vf_coef (SB3's PPO; no clipping unless clip_range_vf)",
+        implemented_by="LevelReplayPPO(value_loss=...)",
+    ),
+    ReferenceChoice(
+        dest="advantage_normalization",
+        choices=ADVANTAGE_NORMALIZATIONS,
+        default="minibatch",
+        reference="rollout",
+        where="`level_replay/algo/ppo.py` L50-52",
+        reference_does="advantages normalised once per rollout: (A - mean) / (std + 1e-5)",
+        default_does="advantages normalised per minibatch: (A - mean) / (std + 1e-8) (SB3's PPO)",
+        implemented_by="LevelReplayPPO(advantage_normalization=...)",
+    ),
+)
+
+
+def reference_values() -> dict[str, str]:
+    """``dest -> level-replay's value`` for the five choices."""
+    return {c.dest: c.reference for c in REFERENCE_CHOICES}
+
+
+def library_default_values() -> dict[str, str]:
+    """``dest -> the library's default`` for the five choices."""
+    return {c.dest: c.default for c in REFERENCE_CHOICES}
+
+
+def choices_table() -> str:
+    """The five choices as a Markdown table (docs/paper.md's): option, default, level-replay's, where.
+
+    Example:
+        >>> print(choices_table().splitlines()[2].split(" | ")[:3])
+        ['| `--partial-episodes`', '`stitch`', '`commit`']
+    """
+    rows = [
+        "| option | library default | level-replay (preset) | level-replay file, lines | implemented by |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for c in REFERENCE_CHOICES:
+        rows.append(f"| `{c.flag}` | `{c.default}` | `{c.reference}` | {c.where} | `{c.implemented_by}` |")
+    return "\n".join(rows)
