@@ -442,6 +442,8 @@ def train(args: argparse.Namespace) -> Path:
         config["test_protocol"] = TEST_PROTOCOLS[args.preset]
     run_dir = RunDirectory(out, keep=getattr(args, "keep_checkpoints", DEFAULT_KEEP), logs=("eval.csv",))
     resume = getattr(args, "resume", None) is not None
+    if resume:
+        _check_options_added_since(out, args)
     try:
         checkpoint = run_dir.begin(
             config,
@@ -493,6 +495,27 @@ def train(args: argparse.Namespace) -> Path:
     finally:
         run_dir.release()
     return out
+
+
+def _check_options_added_since(out: Path, args: argparse.Namespace) -> None:
+    """A run started before the options of :mod:`plr_gym.reference` existed trained with their defaults
+    (its ``config.json`` lacks them): resuming it with another choice would change its training half-way,
+    so it is refused, naming the options to give."""
+    from plr_gym.reference import REFERENCE_CHOICES
+    from plr_gym.run import CONFIG_FILE
+
+    try:
+        previous = training.read_json(out / CONFIG_FILE)
+    except (OSError, ValueError):
+        return  # RunDirectory.begin reports a missing or unreadable config.json
+    if not isinstance(previous, dict):
+        return
+    changed = [c for c in REFERENCE_CHOICES if c.dest not in previous and getattr(args, c.dest) != c.default]
+    if changed:
+        raise CLIError(
+            f"--resume {out}: the run was started before {', '.join(c.flag for c in changed)} existed, and "
+            f"trained with the defaults; resume it with {' '.join(f'{c.flag} {c.default}' for c in changed)}"
+        )
 
 
 def _check_train_args(args: argparse.Namespace) -> tuple[list[int], list[int], Any, dict[str, Any], str]:
@@ -614,6 +637,8 @@ def _build_training(
             encoder=args.encoder,
             normalize_reward=args.normalize_reward,
             normalize_reward_gamma=args.normalize_reward_gamma,
+            time_limit=args.time_limit,
+            residual_skip=args.residual_skip,
         )
     except SetupError as exc:
         raise CLIError(str(exc)) from None
@@ -663,7 +688,9 @@ def _train_callbacks(
     extra = []
     if args.progress and not args.quiet and not _has_modules("tqdm", "rich"):
         extra.append(_make_progress_callback(args.timesteps))
-    return _Callbacks(PLRCallback(), eval_callback, CurriculumLogCallback(), extra)
+    return _Callbacks(
+        PLRCallback(partial_episodes=args.partial_episodes), eval_callback, CurriculumLogCallback(), extra
+    )
 
 
 def _learn(
@@ -1175,6 +1202,7 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
     g.add_argument(
         "--env-kwarg", action="append", metavar="KEY=VALUE", help="extra gym.make keyword (JSON value)"
     )
+    _add_reference_arguments(parser)
     lv = parser.add_argument_group("levels")
     lv.add_argument(
         "--num-levels", type=_positive_int, default=None, help=f"training levels (default {d['num_levels']})"
@@ -1309,6 +1337,24 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
         metavar="K",
         help="keep the last K checkpoints (default %(default)s)",
     )
+
+
+def _add_reference_arguments(parser: argparse.ArgumentParser) -> None:
+    """The five behaviours where the PLR paper's code differs from SB3 (:mod:`plr_gym.reference`), each
+    with both choices; ``--preset paper-procgen`` selects the paper's code's."""
+    from plr_gym.reference import REFERENCE_CHOICES
+
+    group = parser.add_argument_group(
+        "the PLR paper's code (level-replay) or the library's default (docs/paper.md)"
+    )
+    for choice in REFERENCE_CHOICES:
+        group.add_argument(
+            choice.flag,
+            choices=choice.choices,
+            default=None,
+            help=f"default {choice.default}: {choice.default_does}; "
+            f"{choice.reference} (level-replay): {choice.reference_does}",
+        )
 
 
 def _add_torch_threads_argument(group: Any) -> None:

@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from plr_gym.reference import LEVEL_REPLAY_COMMIT, REFERENCE_CHOICES, library_default_values
 from plr_gym.sampler import PAPER_PRESETS
 
 __all__ = [
@@ -104,6 +105,15 @@ _PLR_COMMON: tuple[Setting, ...] = (
     Setting("uniform_mass", _SAMPLER["uniform_mass"], "no uniform mixing", _PAPER),
 )
 
+#: level-replay's behaviour for each of :data:`plr_gym.reference.REFERENCE_CHOICES` (the update, the
+#: encoder's skip, time limits, partial episodes): where the paper's code and SB3 differ, the recipes train
+#: as the paper's code does.
+_REFERENCE: dict[str, Setting] = {
+    c.dest: Setting(c.dest, c.reference, c.reference_does, f"level-replay {LEVEL_REPLAY_COMMIT} {c.where}")
+    for c in REFERENCE_CHOICES
+}
+_UPDATE = (_REFERENCE["time_limit"], _REFERENCE["value_loss"], _REFERENCE["advantage_normalization"])
+
 #: LevelSampler options of ``plr-gym train`` that :func:`resolve` fills (defaults: ``sampler_defaults()``).
 SAMPLER_OPTIONS = (
     "strategy",
@@ -127,9 +137,11 @@ RECIPES: dict[str, tuple[Setting, ...]] = {
         Setting("timesteps", 25_000_000, "25M steps", _PAPER),
         Setting("n_envs", 64, "64 parallel envs", _CODE_ARGS + " `--num_processes`"),
         *_PPO_COMMON,
+        *_UPDATE,
         Setting(
             "encoder", "impala", "IMPALA-CNN (ResNet, 16-32-32), 256 units", _PAPER + "; Cobbe et al. 2020"
         ),
+        _REFERENCE["residual_skip"],
         Setting("vec_env", "batched", "one batched `ProcgenEnv(num_envs=64)`", "level-replay `envs.py`"),
         Setting("distribution_mode", "easy", "easy mode", _PAPER),
         Setting(
@@ -146,11 +158,14 @@ RECIPES: dict[str, tuple[Setting, ...]] = {
         Setting("eval_episodes", 1, "one episode per test level", _CODE_TEST),
         Setting("eval_deterministic", False, "actions sampled from the policy", _CODE_TEST),
         *_PLR_COMMON,
+        _REFERENCE["partial_episodes"],
         Setting("staleness_coef", PAPER_PRESETS["paper-procgen"]["staleness_coef"], "rho = 0.1", _PAPER),
     ),
     "paper-minigrid": (
         *_PPO_COMMON,
+        *_UPDATE,
         *_PLR_COMMON,
+        _REFERENCE["partial_episodes"],
         Setting("staleness_coef", PAPER_PRESETS["paper-minigrid"]["staleness_coef"], "rho = 0.3", _PAPER),
     ),
 }
@@ -174,7 +189,8 @@ def library_defaults() -> dict[str, Any]:
     """The value of every option a recipe can set when neither the command line nor a preset sets it:
     :class:`~plr_gym.training.Hyperparameters`' fields, :func:`~plr_gym.sampler.sampler_defaults`, and
     ``plr-gym train``'s own (100,000 steps, 8 envs, 100 training levels, NatureCNN, no reward
-    normalisation, one process for all envs).
+    normalisation, one process for all envs), and the library's side of each
+    :data:`plr_gym.reference.REFERENCE_CHOICES` (SB3's update and time limits, stitched episodes).
 
     Example:
         >>> d = library_defaults()
@@ -204,6 +220,7 @@ def library_defaults() -> dict[str, Any]:
         "eval_episodes": 1,
         "eval_deterministic": False,
         "sampler": "plr",
+        **library_default_values(),  # partial episodes, time limits, the IMPALA skip, PPO's update
     }
     sampler = sampler_defaults()
     for key in SAMPLER_OPTIONS:

@@ -309,7 +309,11 @@ def _batched_procgen(
 # model
 # --------------------------------------------------------------------------------------------------
 def policy_for(
-    obs_space: Any, recurrent: bool = False, cnn_features_dim: int | None = None, encoder: str = "auto"
+    obs_space: Any,
+    recurrent: bool = False,
+    cnn_features_dim: int | None = None,
+    encoder: str = "auto",
+    residual_skip: str = "identity",
 ) -> tuple[Any, dict[str, Any]]:
     """SB3 policy (a name or a class) and ``policy_kwargs`` for an observation space.
 
@@ -324,7 +328,10 @@ def policy_for(
     :param cnn_features_dim: the CNN's feature size (``features_extractor_kwargs``); ``None``: SB3's default
         (the IMPALA-CNN's: 256).
     :param encoder: one of :data:`ENCODERS`.
-    :raises ValueError: an unknown ``encoder``, or ``"impala"`` for observations that are not frames.
+    :param residual_skip: the IMPALA-CNN's residual skip (:class:`~plr_gym.policies.ImpalaCNN`'s
+        ``residual_skip``; ``"relu"`` is the PLR paper's code's); ``encoder="impala"`` only.
+    :raises ValueError: an unknown ``encoder``, ``"impala"`` for observations that are not frames, or a
+        ``residual_skip`` other than ``"identity"`` without ``encoder="impala"``.
 
     Example:
         >>> import numpy as np
@@ -346,10 +353,21 @@ def policy_for(
         raise ValueError(
             f"encoder='impala' needs uint8 frames of at least 32x32 pixels, got {obs_space}; use 'auto'"
         )
+    from plr_gym.reference import RESIDUAL_SKIPS
+
+    if residual_skip not in RESIDUAL_SKIPS:
+        raise ValueError(f"residual_skip must be one of {', '.join(RESIDUAL_SKIPS)}, got {residual_skip!r}")
+    if residual_skip != "identity" and encoder != "impala":
+        raise ValueError(
+            f"residual_skip={residual_skip!r} is an option of the IMPALA-CNN (encoder='impala'), got "
+            f"encoder={encoder!r}"
+        )
     if frames:
         name = "CnnPolicy"
         if cnn_features_dim is not None:
             kwargs["features_extractor_kwargs"] = {"features_dim": cnn_features_dim}
+        if encoder == "impala" and residual_skip != "identity":
+            kwargs.setdefault("features_extractor_kwargs", {})["residual_skip"] = residual_skip
         if encoder == "impala":
             from plr_gym.policies import ImpalaCNN, ImpalaCnnPolicy
 
@@ -407,6 +425,12 @@ class Hyperparameters:
     :param max_grad_norm: gradient norm clipping.
     :param optimizer_eps: epsilon of the optimizer: Adam's (PPO, RecurrentPPO; via ``policy_kwargs``) or
         RMSprop's (A2C's ``rms_prop_eps``).
+    :param value_loss: PPO's value loss, one of :data:`plr_gym.reference.VALUE_LOSSES`: ``"mse"`` (SB3's)
+        or ``"clipped_max"`` (the PLR paper's code; :class:`plr_gym.ppo.LevelReplayPPO`). PPO only.
+    :param advantage_normalization: one of :data:`plr_gym.reference.ADVANTAGE_NORMALIZATIONS`:
+        ``"minibatch"`` (SB3's), ``"rollout"`` (the PLR paper's code) or ``"none"``. PPO only.
+        :meth:`for_algorithm` leaves both out: :func:`build_run` passes them to
+        :class:`~plr_gym.ppo.LevelReplayPPO` when either differs from SB3's (:meth:`level_replay_update`).
 
     Example:
         >>> Hyperparameters(n_steps=128).for_algorithm("a2c")  # doctest: +NORMALIZE_WHITESPACE
@@ -425,8 +449,19 @@ class Hyperparameters:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     optimizer_eps: float = 1e-5
+    value_loss: str = "mse"
+    advantage_normalization: str = "minibatch"
 
     def __post_init__(self) -> None:
+        from plr_gym.reference import ADVANTAGE_NORMALIZATIONS, VALUE_LOSSES
+
+        for name, accepted in (
+            ("value_loss", VALUE_LOSSES),
+            ("advantage_normalization", ADVANTAGE_NORMALIZATIONS),
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, str) or value not in accepted:
+                raise ValueError(f"{name} must be one of {', '.join(accepted)}, got {value!r}")
         for name in ("n_steps", "batch_size", "n_epochs"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -458,6 +493,23 @@ class Hyperparameters:
         else:
             kwargs.update(batch_size=self.batch_size, n_epochs=self.n_epochs, clip_range=self.clip_range)
         return kwargs
+
+    def level_replay_update(self) -> dict[str, str]:
+        """The PPO update options that differ from SB3's (``value_loss``, ``advantage_normalization``):
+        empty when SB3's ``PPO`` trains as asked, else :class:`~plr_gym.ppo.LevelReplayPPO`'s keywords.
+
+        Example:
+            >>> Hyperparameters(value_loss="clipped_max").level_replay_update()
+            {'value_loss': 'clipped_max'}
+            >>> Hyperparameters().level_replay_update()  # SB3's PPO
+            {}
+        """
+        defaults = Hyperparameters.__dataclass_fields__
+        return {
+            name: getattr(self, name)
+            for name in ("value_loss", "advantage_normalization")
+            if getattr(self, name) != defaults[name].default
+        }
 
     def policy_kwargs(self, algo: str) -> dict[str, Any]:
         """``policy_kwargs`` this asks for: Adam's epsilon for PPO and RecurrentPPO (A2C: none)."""
@@ -579,6 +631,8 @@ def build_run(
     encoder: str = "auto",
     normalize_reward: bool = False,
     normalize_reward_gamma: float = 0.99,
+    time_limit: str = "bootstrap",
+    residual_skip: str = "identity",
     load_path: str | os.PathLike[str] | None = None,
 ) -> TrainingRun:
     """Build the training env (with PLR), the evaluation env and the model of one run, in this order.
@@ -608,6 +662,12 @@ def build_run(
         env and the episode returns in ``infos`` stay raw.
     :param normalize_reward_gamma: discount of that running return (Baselines' default, 0.99, which the
         paper's code keeps even with PPO's gamma of 0.999).
+    :param time_limit: how an episode cut by a time limit ends, one of
+        :data:`plr_gym.reference.TIME_LIMITS`: ``"bootstrap"`` (SB3's: its last reward gets
+        ``gamma * V(final observation)``) or ``"terminal"`` (the PLR paper's code: the return ends there;
+        :class:`~plr_gym.wrappers.time_limit.TimeLimitAsTerminal` over the PLR wrapper; the level scores
+        follow, as they are computed from the rollout buffer's rewards and advantages).
+    :param residual_skip: the IMPALA-CNN's residual skip (``encoder="impala"``), see :func:`policy_for`.
     :param load_path: continue a saved model (``algo``'s ``load``) instead of building a new one; the
         hyperparameters are the saved model's (reward-normalisation statistics: see
         :func:`load_reward_normalization`).
@@ -616,12 +676,25 @@ def build_run(
     """
     from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
+    from plr_gym.reference import TIME_LIMITS
     from plr_gym.wrappers.sb3 import PrioritizedLevelReplay
 
     algo_cls = algorithm_class(algo)
     hyper = Hyperparameters() if hyperparameters is None else hyperparameters
+    update = hyper.level_replay_update()
+    if update and algo != "ppo":
+        raise SetupError(
+            f"{', '.join(f'{k}={v!r}' for k, v in update.items())}: PPO's update options (algo='ppo'), "
+            f"got algo={algo!r}"
+        )
+    if update:
+        from plr_gym.ppo import LevelReplayPPO
+
+        algo_cls = LevelReplayPPO
     if not (isinstance(normalize_reward_gamma, (int, float)) and 0.0 <= normalize_reward_gamma <= 1.0):
         raise SetupError(f"normalize_reward_gamma must be in [0, 1], got {normalize_reward_gamma!r}")
+    if time_limit not in TIME_LIMITS:
+        raise SetupError(f"time_limit must be one of {', '.join(TIME_LIMITS)}, got {time_limit!r}")
     base = make_level_venv(
         env_id, n_envs, env_seed, env_kwargs, subproc=subproc, full_obs=full_obs, batched=batched
     )
@@ -632,6 +705,10 @@ def build_run(
         raise SetupError(str(exc)) from None
     if batched:
         venv = VecMonitor(venv)
+    if time_limit == "terminal":  # SB3 reads the infos of the outermost VecEnv
+        from plr_gym.wrappers.time_limit import TimeLimitAsTerminal
+
+        venv = TimeLimitAsTerminal(venv)
     if normalize_reward:
         venv = VecNormalize(
             venv,
@@ -658,6 +735,7 @@ def build_run(
                     recurrent=algo == "recurrentppo",
                     cnn_features_dim=cnn_features_dim,
                     encoder=encoder,
+                    residual_skip=residual_skip,
                 )
             except ValueError as exc:
                 raise SetupError(str(exc)) from None
@@ -671,6 +749,7 @@ def build_run(
                 verbose=0,
                 device=device,
                 **hyper.for_algorithm(algo),
+                **update,
             )
     except BaseException:
         venv.close()

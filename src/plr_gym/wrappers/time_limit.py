@@ -8,8 +8,10 @@ Procgen episodes end by time limit with ``done`` and nothing else (its rollout s
 
 :class:`TimeLimitAsTerminal` makes an SB3 ``VecEnv`` behave as level-replay: it removes
 ``"TimeLimit.truncated"`` from the infos and records the ending under ``"TimeLimit.terminal"`` instead.
-Put it directly over the env, under :class:`~plr_gym.PrioritizedLevelReplay`, so that the level scores
-follow the same ending (:func:`plr_gym.training.build_run` does, with ``time_limit="terminal"``).
+Put it anywhere over the env that SB3 steps (over :class:`~plr_gym.PrioritizedLevelReplay`, which must
+wrap the raw ``VecEnv``; :func:`plr_gym.training.build_run` does, with ``time_limit="terminal"``). The
+level scores of :class:`~plr_gym.PLRCallback` follow the same ending: they are computed from the rollout
+buffer's rewards and advantages, which SB3 bootstraps only where it reads ``"TimeLimit.truncated"``.
 
 Example:
     >>> import gymnasium as gym
