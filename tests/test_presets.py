@@ -127,10 +127,10 @@ def test_cpu_smoke_run_of_paper_procgen_uses_impala_and_reward_normalisation(tmp
     from procgen_stock import require_backend
 
     require_backend()  # procgen-mirror or procgen-gym, whichever this stack has
-    from stable_baselines3 import PPO
-
     from plr_gym.cli import main
     from plr_gym.policies import ImpalaCNN, ImpalaCnnPolicy, count_parameters
+    from plr_gym.ppo import LevelReplayPPO
+    from plr_gym.reference import reference_values
     from plr_gym.run import VECNORMALIZE, RunDirectory
 
     out = tmp_path / "run"
@@ -153,10 +153,14 @@ def test_cpu_smoke_run_of_paper_procgen_uses_impala_and_reward_normalisation(tmp
             assert config[key] == value, key
     assert config["batch_size"] == 32 and config["recipe_sources"]["gamma"] == "paper-procgen"
     assert config["test_protocol"] == TEST_PROTOCOLS["paper-procgen"]
-    model = PPO.load(out / "model.zip", device="cpu")
+    for dest, value in reference_values().items():  # level-replay's five behaviours, each with its source
+        assert config[dest] == value and config["recipe_sources"][dest] == "paper-procgen", dest
+    model = LevelReplayPPO.load(out / "model.zip", device="cpu")
+    assert (model.value_loss, model.advantage_normalization) == ("clipped_max", "rollout")
     assert isinstance(model.policy, ImpalaCnnPolicy) and isinstance(
         model.policy.features_extractor, ImpalaCNN
     )
+    assert model.policy.features_extractor.residual_skip == "relu"
     assert count_parameters(model.policy.features_extractor) == 622_144
     assert (model.gamma, model.n_epochs, model.batch_size, model.clip_range(1.0)) == (0.999, 3, 32, 0.2)
     assert (model.vf_coef, model.max_grad_norm) == (0.5, 0.5)

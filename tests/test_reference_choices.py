@@ -33,8 +33,9 @@ def test_commit_reports_running_chunks_after_the_rollouts_completed_episodes() -
     the same level later in the rollout."""
     sampler = LevelSampler(levels=range(10), strategy="value_l1", alpha=1.0)
     scorer = EpisodeScorer(sampler, n_envs=2, strategy="value_l1", partial_episodes="commit")
-    # env 0: one episode on level 5 that runs past the rollout's end (|A| = 1, 3, 2: chunk score 2.0);
-    # env 1: level 5 completes at step 1 (|A| = 4, 6: score 5.0), then level 7 runs on (|A| = 0.5: 0.5).
+    # env 0: one episode on level 5 that runs past the rollout's end: |A| = 1, 3, 2 and level-replay's
+    # extra row |0 - V(s_T)| = 0.5, chunk score 6.5 / 4 = 1.625;
+    # env 1: level 5 completes at step 1 (|A| = 4, 6: score 5.0), then level 7 runs on: (0.5 + 1) / 2 = 0.75.
     starts = np.array([[1, 1], [0, 0], [0, 1]], dtype=bool)
     levels = np.array([[5, 5], [5, 5], [5, 7]])
     adv = np.array([[1.0, 4.0], [-3.0, -6.0], [2.0, 0.5]])
@@ -45,10 +46,33 @@ def test_commit_reports_running_chunks_after_the_rollouts_completed_episodes() -
         rewards=np.zeros((3, 2)),
         values=np.zeros((3, 2)),
         advantages=adv,
+        last_values=np.array([0.5, -1.0]),
     )
-    assert reported == [(5, 5.0), (5, 2.0), (7, 0.5)]
-    assert sampler.scores[5] == 2.0  # the running chunk, committed last
-    assert sampler.scores[7] == 0.5
+    assert reported == [(5, 5.0), (5, 1.625), (7, 0.75)]
+    assert sampler.scores[5] == 1.625  # the running chunk, committed last
+    assert sampler.scores[7] == 0.75
+
+
+def test_commit_adds_level_replays_extra_row_to_value_scores_of_running_chunks_only() -> None:
+    """level-replay scores a running chunk from returns[start:] - value_preds[start:] of its T + 1 rows:
+    value_l1 and gae get the extra pair (0, V(s_T)); a completed episode and other strategies do not."""
+    arrays = dict(
+        levels=np.array([[1], [1], [1]]),
+        episode_starts=np.array([[1], [0], [0]], dtype=bool),
+        dones=np.array([False]),
+        rewards=np.array([[1.0], [0.0], [2.0]]),
+        values=np.zeros((3, 1)),
+        advantages=np.array([[1.0], [-3.0], [2.0]]),
+        last_values=np.array([4.0]),
+    )
+    scores = {}
+    for strategy in ("value_l1", "gae", "positive_value_loss"):
+        scorer = EpisodeScorer(LevelSampler(levels=range(3), strategy=strategy, score_transform="rank"),
+                               n_envs=1, strategy=strategy, partial_episodes="commit")  # fmt: skip
+        scores[strategy] = scorer.process_rollout(**arrays)[0][1]
+    assert scores["value_l1"] == (1 + 3 + 2 + 4) / 4
+    assert scores["gae"] == (1 - 3 + 2 - 4) / 4
+    assert scores["positive_value_loss"] == (1 + 0 + 2) / 3  # not a strategy of level-replay: no extra row
 
 
 def test_commit_skips_a_running_chunk_whose_score_is_zero() -> None:

@@ -700,7 +700,8 @@ def test_commit_partial_episodes_matches_level_replay() -> None:
         rewards=np.zeros((2, 1)), values=np.zeros((2, 1)), levels=np.full((2, 1), 1), dones=np.array([True])
     )
     assert stitched.process_rollout(episode_starts=starts[:3], advantages=adv[:3], **first) == []
-    assert committed.process_rollout(episode_starts=starts[:3], advantages=adv[:3], **first) == [(1, 2.0)]
+    # the running chunk: mean of |1|, |3|, |-2| and level-replay's extra row |0 - V(s_T)| (V(s_T) = 0 here)
+    assert committed.process_rollout(episode_starts=starts[:3], advantages=adv[:3], **first) == [(1, 1.5)]
     assert stitched.process_rollout(episode_starts=starts[3:], advantages=adv[3:], **second) == [
         (1, 10.5 / 5)
     ]

@@ -94,8 +94,15 @@ def test_algorithm_class_and_hyperparameters() -> None:
     assert training.algorithm_class("ppo").__name__ == "PPO"
     with pytest.raises(SetupError, match="unknown algorithm 'dqn'; choose from ppo, a2c, recurrentppo"):
         training.algorithm_class("dqn")
-    # every field reaches PPO: as a keyword, or Adam's epsilon through policy_kwargs
-    assert set(Hyperparameters().for_algorithm("ppo")) == set(Hyperparameters().as_dict()) - {"optimizer_eps"}
+    # every field reaches PPO: as a keyword, Adam's epsilon through policy_kwargs, the update options
+    # through LevelReplayPPO (build_run, when they differ from SB3's)
+    assert set(Hyperparameters().for_algorithm("ppo")) == set(Hyperparameters().as_dict()) - {
+        "optimizer_eps",
+        "value_loss",
+        "advantage_normalization",
+    }
+    with pytest.raises(ValueError, match="value_loss must be one of mse, clipped_max"):
+        Hyperparameters(value_loss="l1")
     assert Hyperparameters(optimizer_eps=1e-7).policy_kwargs("ppo") == {"optimizer_kwargs": {"eps": 1e-7}}
     a2c = Hyperparameters(optimizer_eps=1e-7).for_algorithm("a2c")
     assert "batch_size" not in a2c and "clip_range" not in a2c and a2c["rms_prop_eps"] == 1e-7

@@ -339,6 +339,18 @@ _STEP_FIELDS = (
 )
 #: How :class:`EpisodeScorer` treats an episode still running when a rollout ends.
 PARTIAL_EPISODES = ("stitch", "commit")
+#: Strategies whose score level-replay computes from ``returns[start:] - value_preds[start:]``: for a
+#: rollout's last, running chunk those slices of its ``(T + 1)``-row storage run one row past the
+#: rollout, adding the pair ``(returns[T], value_preds[T]) = (0, V(s_T))`` to the chunk. ``"commit"``
+#: reproduces it (:func:`_with_reference_tail`).
+REFERENCE_TAIL_STRATEGIES = ("value_l1", "gae")
+
+
+def _with_reference_tail(chunk: dict[str, Any], last_value: float) -> dict[str, Any]:
+    """The running chunk as level-replay scores it: one more step with advantage ``0 - V(s_T)``, value
+    ``V(s_T)`` and nothing else (its storage's row ``T`` after ``compute_returns``)."""
+    extra = {"advantages": -last_value, "values": last_value}
+    return {k: np.append(v, extra.get(k, 0.0)) if v.ndim == 1 else v for k, v in chunk.items()}
 
 
 def _check_gamma(gamma: Any) -> float:
@@ -377,8 +389,11 @@ class EpisodeScorer:
       episode, in the next rollout, is then scored as an episode of its own. Here the running chunk is
       scored as if the episode ended at the rollout's end (bootstrapped with ``last_values``) and
       reported; its continuation is scored separately. As in level-replay, the running chunks are
-      reported after all of the rollout's completed episodes, and a chunk whose score is exactly 0 is
-      not reported (level-replay's ``after_update`` commits only non-zero partial scores). ``max_mc``
+      reported after all of the rollout's completed episodes, a chunk whose score is exactly 0 is
+      not reported (level-replay's ``after_update`` commits only non-zero partial scores), and for
+      ``value_l1`` and ``gae`` the running chunk's mean includes one more term, ``0 - V(s_T)`` (level-replay
+      slices ``returns[start:]`` and ``value_preds[start:]`` of its ``T + 1`` rows: see
+      :data:`REFERENCE_TAIL_STRATEGIES`). ``max_mc``
       records best returns from completed episodes only; a chunk uses the best known return (its own
       return if none is known yet). Use it to compare with level-replay or Syllabus runs (``plr-gym
       train --preset paper-procgen`` does); ``"stitch"`` scores each episode once, as the paper defines.
@@ -617,6 +632,8 @@ class EpisodeScorer:
                 if not ends[stop - 1] and self.partial_episodes == "commit":
                     # level-replay: the running chunk's score is committed as if the episode ended here,
                     # unless it is exactly 0 (its after_update skips zero partial scores)
+                    if isinstance(self.strategy, str) and self.strategy in REFERENCE_TAIL_STRATEGIES:
+                        chunk = _with_reference_tail(chunk, float(boot[e]))
                     score = self._score(level, chunk, complete=False)
                     if score != 0.0:
                         chunk_levels.append(level)
