@@ -174,3 +174,56 @@ def test_cpu_smoke_campaign_runs_in_parallel_then_resumes(tmp_path: Path) -> Non
     assert "--resume" in log and "(resumed at step 256)" in log
     curve = [r for r in csv.DictReader(open(out / "curves.csv")) if r["method"] == "paper"]
     assert [int(r["timesteps"]) for r in curve] == [0, 128, 256, 384, 512]
+
+
+def test_checkpoints_follow_the_wall_clock_with_save_seconds(tmp_path: Path) -> None:
+    """A run in 10-minute slices of machine time: with ``save_seconds`` a checkpoint is written at the first
+    rollout boundary after that much wall clock, whatever ``save_freq`` says (the clock is faked)."""
+    from minigrid.wrappers import FlatObsWrapper
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from plr_gym import LevelWrapper, PLRCallback, PrioritizedLevelReplay, RunDirectory
+
+    def learn(save_seconds: float | None, tick: float, out: Path) -> list[int]:
+        """Train 4 rollouts of 64 steps; each rollout takes ``tick`` seconds of the fake clock."""
+        venv = make_vec_env(
+            "MiniGrid-Empty-5x5-v0", n_envs=2, wrapper_class=lambda e: LevelWrapper(FlatObsWrapper(e))
+        )
+        model = PPO("MlpPolicy", PrioritizedLevelReplay(venv, levels=range(4), seed=0), n_steps=32,
+                    batch_size=64, n_epochs=1, seed=0)  # fmt: skip
+        plr = PLRCallback()
+        now = [0.0]
+        saved: list[int] = []
+
+        class Tick(BaseCallback):
+            def _on_rollout_start(self) -> None:
+                now[0] += tick
+
+            def _on_step(self) -> bool:
+                return True
+
+        with RunDirectory(out) as run:
+            saver = run.callback(10**9, plr_callback=plr, save_seconds=save_seconds)
+            saver.clock = lambda: now[0]
+            save_now = saver.save_now
+
+            def record() -> object:
+                saved.append(int(saver.model.num_timesteps))
+                return save_now()
+
+            saver.save_now = record  # type: ignore[method-assign]
+            model.learn(256, callback=[plr, Tick(), saver])
+        return saved
+
+    # 700 s per rollout, checkpoints due after 600 s: one at every rollout boundary
+    assert learn(600.0, 700.0, tmp_path / "every") == [0, 64, 128, 192, 256]
+    # 400 s per rollout: due at every second boundary
+    assert learn(600.0, 400.0, tmp_path / "second") == [0, 64, 192, 256]
+    assert learn(None, 700.0, tmp_path / "steps") == [0, 256]  # steps only (save_freq 10**9): start and end
+    with pytest.raises(ValueError, match="save_seconds must be a finite number > 0 or None"):
+        from plr_gym.callbacks import RunCheckpointCallback
+
+        with RunDirectory(tmp_path / "bad") as run:
+            RunCheckpointCallback(run, save_seconds=0)

@@ -7,7 +7,9 @@ reported to the wrapper's sampler, which then picks the levels of the next episo
 
 from __future__ import annotations
 
+import math
 import os
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -663,6 +665,9 @@ class RunCheckpointCallback(BaseCallback):
     - every ``save_freq`` environment steps, at the first rollout boundary after them (SB3's
       ``on_rollout_start``: the model has trained on every step it counts, the scorer has scored the
       last rollout);
+    - with ``save_seconds``, also at the first rollout boundary once that much wall-clock time has passed
+      since the last checkpoint (or since training started): on machines held for short slices, a run
+      loses at most ``save_seconds`` plus one rollout;
     - at the current step when ``stop`` reports a signal, then stops training (``on_step`` returns
       ``False``);
     - when training ends, unless it just did.
@@ -672,6 +677,7 @@ class RunCheckpointCallback(BaseCallback):
 
     :param run: the run directory (its lock must be held).
     :param save_freq: environment steps between checkpoints.
+    :param save_seconds: wall-clock seconds between checkpoints (``None``: steps only).
     :param plr_callback: the run's :class:`~plr_gym.PLRCallback` (level source + scorer), or ``None``.
     :param files: extra files of each checkpoint, ``{name: fn(path)}``.
     :param replay_buffer: also save an off-policy model's replay buffer.
@@ -707,6 +713,7 @@ class RunCheckpointCallback(BaseCallback):
         files: Mapping[str, Callable[[Path], Any]] | None = None,
         replay_buffer: bool = False,
         stop: StopOnSignals | None = None,
+        save_seconds: float | None = None,
         verbose: int = 0,
     ) -> None:
         super().__init__(verbose)
@@ -716,8 +723,18 @@ class RunCheckpointCallback(BaseCallback):
             raise TypeError(f"run must be a RunDirectory, got {type(run).__name__}")
         if isinstance(save_freq, bool) or not isinstance(save_freq, int) or save_freq < 1:
             raise ValueError(f"save_freq must be a positive int (environment steps), got {save_freq!r}")
+        if save_seconds is not None and (
+            isinstance(save_seconds, bool)
+            or not isinstance(save_seconds, (int, float))
+            or not math.isfinite(save_seconds)
+            or save_seconds <= 0
+        ):
+            raise ValueError(f"save_seconds must be a finite number > 0 or None, got {save_seconds!r}")
         self.run = run
         self.save_freq = save_freq
+        self.save_seconds = None if save_seconds is None else float(save_seconds)
+        self.clock: Callable[[], float] = time.monotonic  # when the last checkpoint was written
+        self._last_time = 0.0
         self.plr_callback = plr_callback
         self.files = dict(files or {})
         self.replay_buffer = bool(replay_buffer)
@@ -746,6 +763,7 @@ class RunCheckpointCallback(BaseCallback):
                 f"{exc.strerror or exc}; {kept}"
             ) from exc
         self._last_step = self.last.timestep
+        self._last_time = self.clock()
         if self.verbose:
             print(f"  checkpoint at step {self.last.timestep}: {self.last.path}", flush=True)
         return self.last
@@ -754,11 +772,15 @@ class RunCheckpointCallback(BaseCallback):
         current = self.run.current()
         self.last = current
         self._last_step = current.timestep if current is not None else -1
+        self._last_time = self.clock()
         if self._last_step != self.num_timesteps:
             self.save_now()
 
     def _on_rollout_start(self) -> None:
-        if self.num_timesteps - self._last_step >= self.save_freq:
+        due_by_time = self.save_seconds is not None and self.clock() - self._last_time >= self.save_seconds
+        if self.num_timesteps != self._last_step and (
+            self.num_timesteps - self._last_step >= self.save_freq or due_by_time
+        ):
             self.save_now()
 
     def _on_step(self) -> bool:

@@ -404,7 +404,7 @@ def _env_kwargs(args: argparse.Namespace, family: str) -> dict[str, Any]:
 #: ``plr-gym train`` options that may differ when a run is resumed (the rest must match its config.json).
 RESUME_MAY_CHANGE: frozenset[str] = frozenset(
     {"timesteps", "out", "resume", "overwrite", "device", "torch_threads", "progress", "quiet", "subproc",
-     "tensorboard", "save_freq", "keep_checkpoints", "recipe_sources"}
+     "tensorboard", "save_freq", "save_minutes", "keep_checkpoints", "recipe_sources"}
 )  # fmt: skip
 
 
@@ -706,6 +706,7 @@ def _learn(
         plr_callback=parts.plr,
         files={"curriculum.npz": parts.curriculum.save},
         stop=stop,
+        save_seconds=None if getattr(args, "save_minutes", None) is None else 60.0 * args.save_minutes,
     )
     try:
         with stop.installed():
@@ -1329,6 +1330,14 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
         metavar="STEPS",
         help="save a checkpoint every STEPS env steps, at the next rollout boundary (default %(default)s); "
         "SIGTERM, SIGINT and SIGUSR1 save at the current step",
+    )
+    o.add_argument(
+        "--save-minutes",
+        type=_positive_float,
+        default=None,
+        metavar="M",
+        help="also save a checkpoint at the first rollout boundary after M minutes of wall clock since the "
+        "last one (runs in short slices of machine time: at most M minutes plus a rollout are lost)",
     )
     o.add_argument(
         "--keep-checkpoints",

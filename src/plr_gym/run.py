@@ -556,12 +556,19 @@ class RunDirectory:
         files: Mapping[str, Callable[[Path], Any]] | None = None,
         replay_buffer: bool = False,
         stop: StopOnSignals | None = None,
+        save_seconds: float | None = None,
     ) -> RunCheckpointCallback:
         """A :class:`~plr_gym.RunCheckpointCallback` saving into this directory (same arguments)."""
         from plr_gym.callbacks import RunCheckpointCallback
 
         return RunCheckpointCallback(
-            self, save_freq, plr_callback=plr_callback, files=files, replay_buffer=replay_buffer, stop=stop
+            self,
+            save_freq,
+            plr_callback=plr_callback,
+            files=files,
+            replay_buffer=replay_buffer,
+            stop=stop,
+            save_seconds=save_seconds,
         )
 
     # ------------------------------------------------------------------ restoring
