@@ -52,6 +52,12 @@ SMOKE_ARGS = [
     "--timesteps", "1024", "--n-envs", "4", "--n-steps", "64", "--eval-levels", "10000:10002",
     "--eval-freq", "512", "--no-eval-train-levels", "--device", "cpu", "--torch-threads", "1",
 ]  # fmt: skip
+#: Every run saves a checkpoint at least this often (wall clock, at a rollout boundary): a machine held
+#: for a slice of time loses at most this much plus one rollout of each run (``--save-minutes``).
+SAVE_MINUTES = 10
+#: The recipe's training speed on a CPU, measured (docs/paper.md, "Budget"): environment steps per CPU
+#: second of one run (IMPALA-CNN PPO, 64 envs x 256 steps, one torch thread), all its processes counted.
+CPU_STEPS_PER_CPU_SECOND = None
 PIDS_FILE = "pids.json"
 #: The launcher's own entry in ``pids.json`` (``--stop`` waits for it to write the report).
 LAUNCHER = "launcher"
@@ -181,7 +187,8 @@ def run_state(path: Path, target: int) -> str:
 
 def train_command(game: str, method: str, seed: int, path: Path, extra: list[str], resume: bool) -> list[str]:
     cmd = [sys.executable, "-m", "plr_gym.cli", "train", f"plr_gym/procgen-{game}-v0", "--preset", PRESET]
-    cmd += ["--seed", str(seed), *method_args(method), *extra, "--no-progress"]
+    cmd += ["--seed", str(seed), "--save-minutes", str(SAVE_MINUTES), *method_args(method), *extra]
+    cmd += ["--no-progress"]
     return cmd + (["--resume", str(path)] if resume else ["--out", str(path)])
 
 
@@ -516,9 +523,50 @@ def prepare() -> int:
     return code
 
 
+def budget(args: argparse.Namespace, extra: list[str]) -> list[str]:
+    """What the campaign costs: runs, steps, and GPU-hours at a measured rate.
+
+    The rate is ``--steps-per-second`` (one run's steps per second while all of them run side by side on
+    one GPU), else the median rate of the campaign's runs so far (from their ``eval.csv``: run one slice,
+    then ask again); without either the GPU figure is not known and only the CPU figure is given.
+    """
+    runs = len(args.seeds) * len(args.methods)
+    target = target_steps(extra)
+    total = runs * target
+    lines = [
+        f"# budget: {runs} runs ({len(args.methods)} methods x {len(args.seeds)} seeds) x {target:,} steps "
+        f"= {total:,} environment steps, all runs side by side on one GPU, a checkpoint every "
+        f"{SAVE_MINUTES} min"
+    ]
+    rate, source = args.steps_per_second, "--steps-per-second"
+    if rate is None:
+        measured = [r["steps_per_s"] for r in collect(Path(args.out), target) if r["steps_per_s"]]
+        if measured:
+            rate, source = sorted(measured)[len(measured) // 2], f"median of {len(measured)} runs so far"
+    if rate is not None:
+        hours = target / rate / 3600
+        slices = math.ceil(hours * 60 / SAVE_MINUTES)
+        lines.append(
+            f"# at {rate:,.0f} steps/s per run ({source}): {hours:,.1f} GPU-hours "
+            f"(= {slices:,} slices of {SAVE_MINUTES} min; each run resumes from its last checkpoint)"
+        )
+    else:
+        lines.append(
+            "# GPU rate not measured yet: run one slice (the campaign command below, ~10 min), then --plan "
+            "again, or give --steps-per-second"
+        )
+    if CPU_STEPS_PER_CPU_SECOND is not None:
+        cpu_hours = total / CPU_STEPS_PER_CPU_SECOND / 3600
+        lines.append(
+            f"# on a CPU, for comparison: {CPU_STEPS_PER_CPU_SECOND:,.0f} steps per CPU-second per run "
+            f"(measured, docs/paper.md): {cpu_hours:,.0f} CPU-hours"
+        )
+    return lines
+
+
 def plan(args: argparse.Namespace, extra: list[str]) -> str:
-    """The device-tool calls of one GPU lease, as text (each call must follow the last within the
-    machine's 30 s warm time, and the lease ends after 30 minutes held)."""
+    """The budget (:func:`budget`), then the calls of one slice of a held GPU machine, as text (each call
+    must follow the last within the machine's 30 s warm time, and a slice ends after 30 minutes held)."""
     out = args.out
     more = f" {' '.join(extra)}" if extra else ""
     campaign = (
@@ -543,6 +591,7 @@ def plan(args: argparse.Namespace, extra: list[str]) -> str:
     status = f"python3 benchmarks/paper_campaign.py --status --out {out}{more}"
     return "\n".join(
         [
+            *budget(args, extra),
             f"# Here, once per checkout: wheels (cp312) and libGL .debs -> {PAYLOAD}/ (git-ignored), ~55 MiB",
             "python benchmarks/paper_campaign.py --prepare",
             "# Here, to continue a campaign brought back earlier: unpack its parts",
@@ -588,6 +637,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--env-threads", type=int, default=None, help="Procgen threads per run (default: cores/runs)"
+    )
+    p.add_argument(
+        "--steps-per-second",
+        type=float,
+        default=None,
+        help="--plan: one run's measured GPU rate, for the GPU-hours (default: the runs' own, once measured)",
     )
     p.add_argument("--poll", type=float, default=5.0, help="seconds between checks of the runs (default 5)")
     p.add_argument("--grace", type=float, default=120.0, help="--stop: seconds to wait (default 120)")

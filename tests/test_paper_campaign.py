@@ -43,6 +43,7 @@ def test_plan_names_every_step_of_a_lease() -> None:
         seeds=[0, 1],
         methods=["uniform", "paper"],
         out="benchmarks/results/paper_campaign/bigfish",
+        steps_per_second=None,
     )
     text = campaign.plan(args, ["--timesteps", "5000000"])
     for piece in (
@@ -62,6 +63,30 @@ def test_plan_names_every_step_of_a_lease() -> None:
         "--unbundle",
     ):
         assert piece in text, piece
+
+
+def test_plan_gives_the_gpu_hours_at_a_measured_rate(tmp_path: Path) -> None:
+    args = argparse.Namespace(
+        game="bigfish",
+        seeds=[0, 1, 2],
+        methods=["uniform", "paper"],
+        out=str(tmp_path),
+        steps_per_second=None,
+    )
+    lines = campaign.budget(args, ["--timesteps", "3600000"])
+    assert "6 runs (2 methods x 3 seeds) x 3,600,000 steps = 21,600,000 environment steps" in lines[0]
+    assert "GPU rate not measured yet" in lines[1]
+    # runs measured so far: 1,000 and 3,000 steps/s (eval.csv); the median is taken
+    fake_run(tmp_path, "uniform-seed0", [(0, 1.0, 0.0), (100_000, 2.0, 100.0)], None)
+    fake_run(tmp_path, "paper-seed0", [(0, 1.0, 0.0), (300_000, 2.0, 100.0)], None)
+    lines = campaign.budget(args, ["--timesteps", "3600000"])
+    assert (
+        "at 3,000 steps/s per run (median of 2 runs so far): 0.3 GPU-hours (= 2 slices of 10 min" in lines[1]
+    )
+    args.steps_per_second = 500.0  # a rate given wins: 3.6M steps / 500 per s = 2 hours = 12 slices
+    assert "2.0 GPU-hours (= 12 slices of 10 min" in campaign.budget(args, ["--timesteps", "3600000"])[1]
+    cmd = campaign.train_command("bigfish", "paper", 0, tmp_path / "r", [], resume=False)
+    assert cmd[cmd.index("--save-minutes") + 1] == "10"
 
 
 def test_methods_flags() -> None:
