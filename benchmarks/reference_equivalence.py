@@ -62,6 +62,8 @@ from _provenance import cpu_model, git_commit, load_average  # noqa: E402
 GAMES = ("bigfish", "leaper")
 SAMPLERS = ("plr", "uniform")
 TOLERANCE = 1e-6
+#: Frames per forward pass outside the update (network outputs on the whole rollout).
+CHUNK = 512
 #: plr_gym's ImpalaCNN / SB3 policy parameter -> level-replay's Policy parameter (same tensors, other names).
 _NAMES = {
     "features_extractor.linear": "base.fc",
@@ -299,9 +301,13 @@ def compare(
     buffer.orders = [(p % N) * T + (p // N) for p in perms]  # SB3 flattens (step, env) as env * T + step
     # ours: logits and values on the rollout, then one update, recording each step's gradients
     frames = torch.as_tensor(obs[:-1].reshape(T * N, *obs.shape[2:]))
-    with torch.no_grad():
-        our_logits = model.policy.get_distribution(frames).distribution.logits.reshape(T, N, -1).numpy()
-        our_values = model.policy.predict_values(frames).reshape(T, N).numpy()
+    logits_parts, values_parts = [], []
+    with torch.no_grad():  # in chunks: a float64 IMPALA-CNN pass over 16,384 frames at once needs ~10 GB
+        for chunk in torch.split(frames, CHUNK):
+            logits_parts.append(model.policy.get_distribution(chunk).distribution.logits)
+            values_parts.append(model.policy.predict_values(chunk))
+    our_logits = torch.cat(logits_parts).reshape(T, N, -1).numpy()
+    our_values = torch.cat(values_parts).reshape(T, N).numpy()
     our_grads: list[dict[str, Any]] = []
     optimizer = model.policy.optimizer
     step_fn = optimizer.step
@@ -347,11 +353,19 @@ def compare(
     hxs = torch.zeros(T * N, policy.recurrent_hidden_state_size, dtype=torch.float64)
     with torch.no_grad():
         flat = storage.obs[:-1].reshape(T * N, *obs.shape[2:])
-        value, features, _ = policy.base(flat, hxs, storage.masks[:-1].reshape(-1, 1))
-        ref_dist = policy.dist(features)
-        storage.value_preds[:-1].copy_(value.reshape(T, N, 1))
-        storage.action_log_dist.copy_(ref_dist.logits.reshape(T, N, -1))
-        storage.action_log_probs.copy_(ref_dist.log_probs(storage.actions.reshape(-1, 1)).reshape(T, N, 1))
+        flat_masks = storage.masks[:-1].reshape(-1, 1)
+        flat_actions = storage.actions.reshape(-1, 1)
+        values, dists, log_probs = [], [], []
+        for start in range(0, T * N, CHUNK):
+            part = slice(start, start + CHUNK)
+            value, features, _ = policy.base(flat[part], hxs[part], flat_masks[part])
+            ref_dist = policy.dist(features)
+            values.append(value)
+            dists.append(ref_dist.logits)
+            log_probs.append(ref_dist.log_probs(flat_actions[part]))
+        storage.value_preds[:-1].copy_(torch.cat(values).reshape(T, N, 1))
+        storage.action_log_dist.copy_(torch.cat(dists).reshape(T, N, -1))
+        storage.action_log_probs.copy_(torch.cat(log_probs).reshape(T, N, 1))
         next_value = policy.get_value(storage.obs[-1], hxs[:N], storage.masks[-1])
     storage.compute_returns(next_value, float(model.gamma), float(model.gae_lambda))
     # the sampler, from plr_gym's state before the scoring

@@ -102,10 +102,12 @@ REFERENCE_CHOICES: tuple[ReferenceChoice, ...] = (
         choices=PARTIAL_EPISODES,
         default="stitch",
         reference="commit",
-        where="`level_replay/level_sampler.py` L176-191 (a rollout's last chunk: partial score), L193-200 "
-        "(`after_update` commits each non-zero partial score)",
-        reference_does="scores the chunk of an episode that crosses a rollout's end as if it ended there, "
-        "commits it after the rollout's completed episodes, and scores the rest of the episode anew",
+        where="`level_replay/level_sampler.py` L176-191 (a rollout's last chunk: partial score from "
+        "`returns[start_t:]`, `value_preds[start_t:]`), L193-200 (`after_update` commits each non-zero "
+        "partial score)",
+        reference_does="scores the chunk of an episode that crosses a rollout's end as if it ended there "
+        "(value_l1 and gae average one more row, (0, V(s_T)): its slices of the T + 1-row storage), commits "
+        "it after the rollout's completed episodes unless it is 0, and scores the rest of the episode anew",
         default_does="scores an episode that crosses a rollout's end once, over all its steps, when it ends "
         "(the paper's definition of an episode's score)",
         implemented_by="EpisodeScorer(partial_episodes=...), PLRCallback(partial_episodes=...)",
