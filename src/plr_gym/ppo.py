@@ -260,7 +260,7 @@ class LevelReplayPPO(PPO):
 
                 # Optimization step
                 self.policy.optimizer.zero_grad()
-                loss.backward()
+                loss.backward()  # type: ignore[no-untyped-call]
                 # Clip grad norm
                 th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
                 self.policy.optimizer.step()
