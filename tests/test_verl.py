@@ -49,12 +49,14 @@ def loader(sampler: PromptCurriculumSampler) -> StatefulDataLoader:
     )
 
 
-def rollout(batch_dict: dict, rng: np.random.Generator) -> DataProto:
-    """What verl's step does to the batch before update(): G completions per prompt, rewarded."""
+def rollout(batch_dict: dict, rng: np.random.Generator, plus_minus: bool = False) -> DataProto:
+    """What verl's step does to the batch before update(): G completions per prompt, rewarded (0/1, or
+    -1/+1 as verl's DAPO math reward)."""
     batch = DataProto.from_single_dict(batch_dict).repeat(repeat_times=G, interleave=True)
     ids = np.asarray(batch.non_tensor_batch["index"], dtype=np.int64)
     scores = torch.zeros(ids.size, 3)
-    scores[:, -1] = torch.as_tensor(rng.random(ids.size) < P[ids], dtype=torch.float32)
+    success = torch.as_tensor(rng.random(ids.size) < P[ids], dtype=torch.float32)
+    scores[:, -1] = 2 * success - 1 if plus_minus else success
     batch.batch["token_level_scores"] = scores
     return batch
 
@@ -77,6 +79,30 @@ def test_training_loop_concentrates_on_the_learnable_third() -> None:
             sampler.update(rollout(batch_dict, rng))
     late = np.concatenate(drawn[50:])
     assert len(drawn) == 150 and ((late >= N // 3) & (late < 2 * N // 3)).mean() >= 0.6  # uniform: 1/3
+
+
+def test_plus_minus_one_rewards_with_range_and_threshold_from_the_yaml_config() -> None:
+    """verl's DAPO math reward is -1/+1; the range and the threshold come from the Hydra/YAML config."""
+    from verl.trainer.main_ppo import create_rl_sampler
+
+    sampler = create_rl_sampler(
+        data_config(reward_range=OmegaConf.create([-1, 1]), success_threshold=0.0), ROWS
+    )
+    assert sampler.curriculum.reward_range == (-1.0, 1.0) and sampler.curriculum.success_threshold == 0.0
+    rng = np.random.default_rng(0)
+    drawn = []
+    for _epoch in range(15):
+        for batch_dict in loader(sampler):
+            drawn.append(np.asarray(batch_dict["index"], dtype=np.int64))
+            sampler.update(rollout(batch_dict, rng, plus_minus=True))
+    cur = sampler.curriculum
+    # the p = 0.5 third scores p(1 - p) on the range's unit scale, the others 0; successes are the +1s
+    mid = cur.seen & (np.arange(N) >= N // 3) & (np.arange(N) < 2 * N // 3)
+    p = cur.success_rate
+    assert np.allclose(cur.scores[mid], p[mid] * (1 - p[mid]), atol=1e-12) and cur.scores[mid].mean() > 0.15
+    assert (cur.scores[cur.seen & ~mid] == 0).all()
+    late = np.concatenate(drawn[50:])
+    assert ((late >= N // 3) & (late < 2 * N // 3)).mean() >= 0.6
 
 
 def test_checkpoint_through_the_stateful_dataloader_resumes_the_same_draws() -> None:
@@ -117,8 +143,8 @@ def test_bad_batches_are_refused_with_the_curriculum_unchanged() -> None:
     with pytest.raises(ValueError, match=r"extra_info\.index"):
         sampler.update(wrong)
     bad = rollout(batch_dict, np.random.default_rng(0))  # a separate copy of the same batch
-    bad.batch["token_level_scores"][0, -1] = 2.0
-    with pytest.raises(ValueError, match=r"rewards must lie in \[0, 1\]"):
+    bad.batch["token_level_scores"][0, -1] = np.nan
+    with pytest.raises(ValueError, match=r"rewards must be finite"):
         sampler.update(bad)
     assert repr(sampler.curriculum.state_dict()) == before
     sampler.update(batch)

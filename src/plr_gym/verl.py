@@ -73,8 +73,9 @@ class PromptCurriculumSampler(AbstractCurriculumSampler):  # type: ignore[misc,u
         options = dict(_get(_get(data_config, "sampler", {}), "plr", {}) or {})
         self.reward_key = str(options.pop("reward_key", "token_level_scores"))
         options.setdefault("seed", _get(data_config, "seed"))
-        if "prior" in options:
-            options["prior"] = tuple(options["prior"])
+        for key in ("prior", "reward_range"):  # YAML lists (omegaconf ListConfig) -> pairs
+            if options.get(key) is not None and not isinstance(options[key], str):
+                options[key] = tuple(options[key])
         try:
             self.curriculum = PromptCurriculum(n, **options)
         except TypeError as exc:
