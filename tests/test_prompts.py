@@ -287,3 +287,36 @@ def test_plus_minus_one_rewards_and_several_reward_functions() -> None:
     two = PromptCurriculum(2)  # accuracy + format: sums of 0..2 are taken
     two.observe([0, 0, 0, 0], [2.0, 1.0, 1.0, 0.0])
     assert two.scores[0] == pytest.approx(0.5, rel=1e-12) and two.success_rate[0] == 0.75
+
+
+def test_real_groups_are_judged_one_by_one_not_pooled_by_prompt() -> None:
+    """A prompt drawn twice in a batch is two GRPO groups: one may be all-equal (dropped by DAPO's rule) while
+    the other is mixed; pooled by prompt id, the all-equal one would be kept."""
+    ids = np.repeat([3, 5, 3], 4)
+    rewards = np.array([0, 0, 0, 0, 1, 0, 1, 0, 1, 1, 0, 1], dtype=float)
+    groups = np.arange(12) // 4
+    cur = PromptCurriculum(8, filter_groups=True, success_rate_alpha=0.5, seed=0)
+    keep = cur.observe(ids, rewards, groups=groups)
+    assert keep.tolist() == [False] * 4 + [True] * 8
+    pooled = PromptCurriculum(8, filter_groups=True, success_rate_alpha=0.5)
+    assert pooled.observe(ids, rewards).tolist() == [True] * 12  # the all-zero group of prompt 3 kept
+    # prompt 3: first group p = 0 (v = 0), then the second (p_g = 3/4) with step max(1/2, 0.5)
+    s, d = 0.5, 0.75 - 0.0
+    assert cur.success_rate[3] == pytest.approx(0.375, rel=1e-12)
+    assert cur.reward_variance[3] == pytest.approx(
+        (1 - s) * 0 + s * 0.75 * 0.25 + s * (1 - s) * d * d, rel=1e-12
+    )
+    assert cur.reward_variance[3] == pytest.approx(0.375 * 0.625, rel=1e-12)  # still p(1 - p)
+    assert cur.stats()["filtered_share"] == pytest.approx(1 / 3)
+    a, b = cur.posterior
+    assert (a[3], b[3]) == (1 + 0 + 3, 1 + 4 + 1)
+    before = repr(cur.state_dict())
+    with pytest.raises(ValueError, match=r"entry 4 \(prompt 5\) shares its group with prompt 3"):
+        cur.observe(ids, rewards, groups=np.arange(12) // 6)
+    with pytest.raises(ValueError, match="groups must have one label per prompt id"):
+        cur.observe(ids, rewards, groups=[0, 1])
+    assert repr(cur.state_dict()) == before
+    uids = np.array(["u1"] * 4 + ["u2"] * 4 + ["u3"] * 4, dtype=object)  # verl's uid strings
+    strings = PromptCurriculum(8, filter_groups=True, success_rate_alpha=0.5, seed=0)
+    assert strings.observe(ids, rewards, groups=uids).tolist() == keep.tolist()
+    assert repr(strings.state_dict()) == repr(cur.state_dict())

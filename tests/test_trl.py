@@ -53,6 +53,19 @@ def test_sampler_keeps_trls_repeat_layout_and_draws_at_fixed_points() -> None:
         restored.replay_first([[0, 1]])
 
 
+def test_sampler_judges_each_real_group_when_a_prompt_is_drawn_twice() -> None:
+    """learnability draws with replacement, so a batch may hold a prompt twice: two GRPO groups (TRL groups
+    blocks of num_generations); DAPO's filter judges each, not the pooled prompt."""
+    cur = PromptCurriculum(3, seed=0, filter_groups=True)
+    sampler = CurriculumRepeatSampler([0, 1, 2], cur, mini_repeat_count=2, batch_size=3, lookahead=0)
+    sampler.replay_first([[1, 0, 1]])  # as a resumed run hands out a batch drawn before
+    per = np.asarray(list(iter(sampler))[:6])
+    assert per.tolist() == [1, 1, 0, 0, 1, 1]
+    keep, _ = sampler.observed(per, np.array([1.0, 1.0, 1.0, 0.0, 0.0, 1.0]))
+    assert keep.tolist() == [False, False, True, True, True, True]  # prompt 1's first group is flat
+    assert cur.state_dict()["num_groups"] == 3 and cur.success_rate[1] == 0.75
+
+
 def test_in_process_run_logs_the_curriculum_filters_groups_and_checkpoints_it(tmp_path: Path) -> None:
     trainer = trl_grpo_run.build_trainer(str(tmp_path), max_steps=3, save_steps=3, filter_groups=True)
     assert trainer.args.ignore_data_skip  # skipping batches on resume would draw from the curriculum

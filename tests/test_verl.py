@@ -8,6 +8,7 @@ pip install torch==2.13.0 "verl==0.7.1" "pyarrow>=17,<20". The dataset tests als
 from __future__ import annotations
 
 import importlib.util
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -164,6 +165,9 @@ def test_bad_batches_are_refused_with_the_curriculum_unchanged() -> None:
     sampler.update(batch)
     with pytest.raises(RuntimeError, match="never handed out"):
         sampler.update(batch)
+    next(it)
+    with pytest.raises(RuntimeError, match="before update\\(\\) of the previous one"):
+        next(it)  # a trainer that fetches again without update (the DAPO recipe's)
     with pytest.raises(ValueError, match="train_batch_size"):
         PromptCurriculumSampler(ROWS, OmegaConf.create({"train_batch_size": 0}))
     with pytest.raises(TypeError, match=r"data\.sampler\.plr"):
@@ -264,10 +268,15 @@ def _create(config: object, files: object):
     return dataset, create_rl_sampler(config, dataset)
 
 
+_UID = itertools.count()
+
+
 def _step(batch_dict: dict, rng: np.random.Generator, plus_minus: bool = True) -> DataProto:
-    """verl's RayPPOTrainer step, as far as the dataset sees it: the batch keeps only the reward keys
+    """verl's RayPPOTrainer step, as far as the dataset sees it: a uid per prompt row (GRPO's group), the
+    batch keeps only the reward keys
     (its _get_gen_batch pops the rest), is repeated G times and rewarded; then on_batch_end(batch)."""
     batch = DataProto.from_single_dict(batch_dict)
+    batch.non_tensor_batch["uid"] = np.array([f"u{next(_UID)}" for _ in range(len(batch))], dtype=object)
     keep = {"data_source", "reward_model", "extra_info", "uid"} & batch.non_tensor_batch.keys()
     batch.pop(batch_keys=[], non_tensor_batch_keys=list(set(batch.non_tensor_batch) - keep))
     batch = batch.repeat(repeat_times=G, interleave=True)

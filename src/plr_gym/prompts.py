@@ -378,11 +378,14 @@ class PromptCurriculum:
         return chosen.astype(np.int64)
 
     # ------------------------------------------------------------------ outcomes
-    def observe(self, prompt_ids: Any, rewards: Any) -> BoolArray:
+    def observe(self, prompt_ids: Any, rewards: Any, groups: Any = None) -> BoolArray:
         """Record one generation batch's outcomes: one ``(prompt id, reward)`` entry per completion.
 
-        Entries with the same prompt id form that prompt's group (in any order). A reward is a ``bool``
-        (a success or a failure, counted as 1 or 0) or a finite number, a success when ``>=
+        Entries with the same prompt id form that prompt's group (in any order); or, with ``groups`` (one
+        label per entry: the group each completion was generated in, as the trainer forms GRPO's groups),
+        a prompt drawn twice in a batch has two groups: each is judged on its own (``filter_groups``) and
+        they update the prompt one after the other, in the order of their first entries. A reward is a
+        ``bool`` (a success or a failure, counted as 1 or 0) or a finite number, a success when ``>=
         success_threshold`` (inside ``reward_range`` if one is set), or judged by ``success_fn``. Every
         input is checked before anything is stored: a refused call (``TypeError``/``ValueError`` naming the
         argument) leaves the curriculum unchanged.
@@ -399,42 +402,85 @@ class PromptCurriculum:
         """
         ids = self._check_ids(prompt_ids)
         values, success = self._outcomes(rewards, ids.shape)
+        inv, prompt_of = self._groups_of(ids, groups)
         if ids.size == 0:
             return np.zeros(0, dtype=bool)
-        uniq, inv = np.unique(ids, return_inverse=True)
-        inv = inv.reshape(-1)
-        n = np.bincount(inv, minlength=uniq.size)
-        s = np.bincount(inv, weights=success.astype(np.float64), minlength=uniq.size)
-        group_mean = np.bincount(inv, weights=values, minlength=uniq.size) / n
+        k = prompt_of.size  # number of groups, in order of their first entry
+        n = np.bincount(inv, minlength=k)
+        s = np.bincount(inv, weights=success.astype(np.float64), minlength=k)
+        group_mean = np.bincount(inv, weights=values, minlength=k) / n
         dev = values - group_mean[inv]
-        low = np.full(uniq.size, np.inf)
-        high = np.full(uniq.size, -np.inf)
+        low = np.full(k, np.inf)
+        high = np.full(k, -np.inf)
         np.minimum.at(low, inv, values)
         np.maximum.at(high, inv, values)
         mixed = high > low
-        with np.errstate(over="ignore", invalid="ignore"):
-            group_var = np.where(mixed, np.bincount(inv, weights=dev * dev, minlength=uniq.size) / n, 0.0)
-            step = np.maximum(1.0 / (self._groups[uniq] + 1), self.success_rate_alpha)
-            delta = group_mean - self._mean[uniq]
-            mean = self._mean[uniq] + step * delta
-            var = (1.0 - step) * self._var[uniq] + step * group_var + step * (1.0 - step) * delta * delta
-        if not (np.isfinite(mean).all() and np.isfinite(var).all()):
-            raise ValueError("rewards are too large: their mean or variance overflows float64")
-        rate = self._rate[uniq] + step * (s / n - self._rate[uniq])
-        self.sampler.update_batch(uniq, self._score_of(var))  # all or nothing; cannot fail after our checks
-        self._groups[uniq] += 1
-        self._mean[uniq] = mean
-        self._var[uniq] = var
-        self._rate[uniq] = rate
+        # a prompt with several groups in the batch takes them one after the other, in order (rounds)
+        order = np.argsort(prompt_of, kind="stable")
+        rank = np.empty(k, dtype=np.int64)
+        first = np.r_[True, prompt_of[order][1:] != prompt_of[order][:-1]]
+        starts = np.maximum.accumulate(np.where(first, np.arange(k), 0))
+        rank[order] = np.arange(k) - starts
+        touched = np.unique(prompt_of)
+        count, mean, var = self._groups.copy(), self._mean.copy(), self._var.copy()
+        rate, a, b = self._rate.copy(), self._a.copy(), self._b.copy()
         d, (a0, b0) = self.posterior_decay, self.prior
-        self._a[uniq] = d * self._a[uniq] + (1.0 - d) * a0 + s
-        self._b[uniq] = d * self._b[uniq] + (1.0 - d) * b0 + (n - s)
-        self._num_groups += int(uniq.size)
+        with np.errstate(over="ignore", invalid="ignore"):
+            group_var = np.where(mixed, np.bincount(inv, weights=dev * dev, minlength=k) / n, 0.0)
+            for r in range(int(rank.max()) + 1):
+                g = np.flatnonzero(rank == r)
+                u = prompt_of[g]
+                count[u] += 1
+                step = np.maximum(1.0 / count[u], self.success_rate_alpha)
+                delta = group_mean[g] - mean[u]
+                var[u] = (1.0 - step) * var[u] + step * group_var[g] + step * (1.0 - step) * delta * delta
+                mean[u] = mean[u] + step * delta
+                rate[u] = rate[u] + step * (s[g] / n[g] - rate[u])
+                a[u] = d * a[u] + (1.0 - d) * a0 + s[g]
+                b[u] = d * b[u] + (1.0 - d) * b0 + (n[g] - s[g])
+        if not (np.isfinite(mean[touched]).all() and np.isfinite(var[touched]).all()):
+            raise ValueError("rewards are too large: their mean or variance overflows float64")
+        self.sampler.update_batch(touched, self._score_of(var[touched]))  # cannot fail after our checks
+        self._groups, self._mean, self._var, self._rate, self._a, self._b = count, mean, var, rate, a, b
+        self._num_groups += k
         self._num_filtered += int((~mixed).sum()) if self.filter_groups else 0
         self._num_completions += int(ids.size)
         if not self.filter_groups:
             return np.ones(ids.size, dtype=bool)
         return np.asarray(mixed[inv], dtype=bool)
+
+    def _groups_of(self, ids: IntArray, groups: Any) -> tuple[IntArray, IntArray]:
+        """Each entry's group (numbered by first entry) and each group's prompt id."""
+        if groups is None:
+            labels: Any = ids
+        else:
+            try:
+                labels = np.asarray(groups)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"groups must be a 1-D array of group labels: {exc}") from exc
+            if labels.shape != ids.shape:
+                raise ValueError(
+                    f"groups must have one label per prompt id, shape {ids.shape}, got {labels.shape}"
+                )
+        if ids.size == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        try:
+            _, first, inv = np.unique(labels, return_index=True, return_inverse=True)
+        except TypeError as exc:
+            raise TypeError(f"groups must be labels that compare with each other: {exc}") from exc
+        inv = inv.reshape(-1)
+        by_first = np.argsort(first, kind="stable")  # renumber groups by their first entry
+        renumber = np.empty_like(by_first)
+        renumber[by_first] = np.arange(by_first.size)
+        inv = renumber[inv].astype(np.int64)
+        prompt_of = ids[np.sort(first)]
+        if not np.array_equal(prompt_of[inv], ids):
+            bad = int(np.flatnonzero(prompt_of[inv] != ids)[0])
+            raise ValueError(
+                f"groups: a group holds one prompt's completions, but entry {bad} (prompt {int(ids[bad])}) "
+                f"shares its group with prompt {int(prompt_of[inv[bad]])}"
+            )
+        return inv, prompt_of.astype(np.int64)
 
     def _score_of(self, var: FloatArray) -> FloatArray:
         """The learnability score of running variances: on ``reward_range``'s unit scale if one is set."""

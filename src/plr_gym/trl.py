@@ -202,7 +202,8 @@ class CurriculumRepeatSampler(Sampler[int]):
     ) -> tuple[np.ndarray[Any, np.dtype[np.bool_]], int]:
         """The outcomes of the oldest handed-out batch: ``completion_ids`` (its prompt id per completion,
         gathered over the processes) and ``outcomes`` (rewards, one per completion; only where ``scored``,
-        if given) go to ``curriculum.observe``; then the next batch is drawn. Returns ``observe``'s keep
+        if given) go to ``curriculum.observe``, each block of ``mini_repeat_count`` completions one group (as
+        TRL groups them for its advantages); then the next batch is drawn. Returns ``observe``'s keep
         mask (True where not scored) and how many batches had been drawn ahead of this one."""
         if not self._out:
             raise RuntimeError(
@@ -216,10 +217,20 @@ class CurriculumRepeatSampler(Sampler[int]):
                 f"(got {sorted(set(got.tolist()))[:8]}, drew {sorted(set(self._out[0].tolist()))[:8]}); "
                 "the trainer's batch layout differs from TRL 1.16's"
             )
+        blocks = got.reshape(-1, self.mini_repeat_count)
+        if not (blocks == blocks[:, :1]).all():
+            raise RuntimeError(
+                "the completions of this generation batch are not in blocks of num_generations per prompt; "
+                "the trainer's batch layout differs from TRL 1.16's"
+            )
+        # TRL's groups: consecutive blocks of num_generations (a prompt drawn twice is two groups)
+        groups = np.arange(got.size) // self.mini_repeat_count
         keep = np.ones(got.size, dtype=bool)
         scored = np.ones(got.size, dtype=bool) if scored is None else np.asarray(scored, dtype=bool)
         # a refused input raises here, before anything is popped
-        keep[scored] = self.curriculum.observe(got[scored], np.asarray(outcomes)[scored])
+        keep[scored] = self.curriculum.observe(
+            got[scored], np.asarray(outcomes)[scored], groups=groups[scored]
+        )
         self._out.popleft()
         ahead = len(self._out) + len(self._ready)
         self._top_up()

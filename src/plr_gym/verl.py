@@ -117,6 +117,13 @@ def _rewards(batch: Any, reward_key: str) -> np.ndarray[Any, Any]:
     return np.asarray((scores.sum(dim=-1) if scores.ndim > 1 else scores).cpu().numpy(), dtype=np.float64)
 
 
+def _uids(batch: Any) -> Any:
+    """verl's GRPO groups: ``non_tensor_batch["uid"]``, one per prompt row before the repeat (a prompt drawn
+    twice is two groups); ``None`` (group by prompt) where the batch has none."""
+    uid = batch.non_tensor_batch.get("uid")
+    return None if uid is None else np.asarray([str(u) for u in uid], dtype=object)
+
+
 def _files(files: Any) -> list[str]:
     """A ``data_files``/``train_files`` value (a path or a list of them) as a list of strings."""
     if files is None:
@@ -229,7 +236,7 @@ class PromptCurriculumDataset(RLHFDataset):  # type: ignore[misc,unused-ignore]
                 "the batch's prompts are not the ones the curriculum drew "
                 f"({sorted(set(ids.tolist()))[:8]} against {sorted(set(drawn.tolist()))[:8]})"
             )
-        self.curriculum.observe(ids, _rewards(batch, self.reward_key))
+        self.curriculum.observe(ids, _rewards(batch, self.reward_key), groups=_uids(batch))
         self._out.popleft()
 
     # torchdata's Stateful protocol: verl's StatefulDataLoader saves this in data.pt
@@ -299,6 +306,12 @@ class PromptCurriculumSampler(_SamplerBase):  # type: ignore[misc,valid-type,unu
 
     def __iter__(self) -> Iterator[int]:
         while self._position < self.num_batches:
+            if self._out:
+                raise RuntimeError(
+                    "verl asked for the next batch before update() of the previous one: this trainer does "
+                    "not call sampler.update after each batch (e.g. the DAPO recipe's, which fetches several "
+                    "batches per step), so the curriculum would learn nothing; use verl's RayPPOTrainer"
+                )
             ids = self.curriculum.next_prompts(self.batch_size)
             self._out.append(ids)
             self._position += 1
@@ -334,7 +347,7 @@ class PromptCurriculumSampler(_SamplerBase):  # type: ignore[misc,valid-type,unu
                 f"curriculum drew (labels {sorted(set(labels.tolist()))[:8]} against "
                 f"{sorted(set(self._labels[drawn].tolist()))[:8]})"
             )
-        self.curriculum.observe(ids, rewards)
+        self.curriculum.observe(ids, rewards, groups=_uids(batch))
         self._out.popleft()
 
     # torchdata's Stateful protocol: verl's StatefulDataLoader saves this in its checkpoints
