@@ -532,7 +532,7 @@ class PromptCurriculum:
             outside = (rf < lo) | (rf > hi)
             if outside.any():
                 raise ValueError(
-                    f"rewards must lie in reward_range=[{lo}, {hi}], got {rf[outside][0]!r}; widen "
+                    f"rewards must lie in reward_range=[{lo}, {hi}], got {float(rf[outside][0])!r}; widen "
                     "reward_range (or leave it None: any finite reward)"
                 )
         return rf, np.asarray(rf >= self.success_threshold)
