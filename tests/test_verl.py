@@ -333,6 +333,8 @@ def test_dataset_on_a_filtered_set_draws_learns_and_resumes_by_position(tmp_path
     ).all()
     late = np.concatenate(drawn[40:])
     assert len(drawn) == 12 * (N // B) and (late % 3 == 1).mean() >= 0.6  # uniform: 1/3
+    state = cur.state_dict()  # every group (one per uid, a prompt drawn twice is two) observed once
+    assert state["num_groups"] == len(drawn) * B and state["num_completions"] == len(drawn) * B * G
     # resume: save the loader mid-pass, continue; a fresh dataset restored from the save draws the same
     it = iter(dl)
     for _ in range(3):
