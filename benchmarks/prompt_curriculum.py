@@ -20,12 +20,17 @@ Arms (same budget of rollouts = completions generated):
   dropped groups' rollouts count against the budget);
 - ``learnability``: :class:`plr_gym.prompts.PromptCurriculum` with its defaults (draws ``∝ p(1 − p)``, a
   uniform floor of 0.1, half the draws on unseen prompts until all are seen);
-- ``thompson``: ``PromptCurriculum(method="thompson")`` (MoPPS, arXiv 2507.04632).
+- ``thompson``: ``PromptCurriculum(method="thompson")`` (MoPPS, arXiv 2507.04632);
+- ``learnability+dapo``: DAPO's dynamic sampling with the curriculum choosing what is drawn (and refilled),
+  observing every generated group, the dropped ones too.
 
 Reported: prompts newly solved (``p ≥ 0.9``, over those not solved at the start) after a quarter, half and
 all of the rollout budget; the share of rollouts in informative groups; optimizer steps taken (one per
-batch of ``B`` groups) and the informative groups each step trains on. Mean ± standard deviation over
-seeds.
+batch of ``B`` groups) and the informative groups each step trains on; the rollouts and optimizer steps until
+the mean accuracy over all prompts is ``TARGET_GAIN`` (0.05) above its start; over the last tenth of the
+steps, the mean reward of each step's generated completions (what a trainer logs as its training reward)
+beside the mean accuracy over all prompts (what a held-out evaluation measures). Mean ± standard deviation
+over seeds.
 
 Usage::
 
@@ -49,8 +54,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _provenance import cpu_model, git_commit, load_average
 from plr_gym.prompts import PromptCurriculum
 
-ARMS = ("uniform", "dapo", "learnability", "thompson")
+ARMS = ("uniform", "dapo", "learnability", "thompson", "learnability+dapo")
 SOLVED = 0.9
+#: "to target": rollouts and optimizer steps until the mean accuracy over all prompts is this much above
+#: its start
+TARGET_GAIN = 0.05
 
 
 def difficulties(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -101,35 +109,51 @@ def run_arm(arm: str, *, n: int, g: int, b: int, budget: int, seed: int) -> dict
     outcome_rng = np.random.default_rng([seed, 1])
     stream = UniformStream(n, np.random.default_rng([seed, 2]))
     cur = None
-    if arm in ("learnability", "thompson"):
-        cur = PromptCurriculum(n, method=arm, seed=seed)
+    if arm in ("learnability", "thompson", "learnability+dapo"):
+        cur = PromptCurriculum(n, method=arm.split("+")[0], seed=seed)
     marks = [budget // 4, budget // 2, budget]
     solved_at: list[float] = []
     rollouts = informative = steps = 0
+    target = float(learner.p().mean()) + TARGET_GAIN
+    to_target = [float("nan"), float("nan")]  # rollouts, optimizer steps
+    logged: list[
+        tuple[float, float]
+    ] = []  # per step: mean reward of its generated completions, true accuracy
     while len(solved_at) < len(marks):
-        if arm == "dapo":
+        if arm in ("dapo", "learnability+dapo"):
+            # over-sample, drop all-equal groups, refill: from the uniform stream or from the curriculum,
+            # which observes every generated group (the dropped ones too)
             kept: list[np.ndarray] = []
+            generated: list[np.ndarray] = []
             count = 0
             while count < b and rollouts < budget:
-                ids = stream.take(b)
+                ids = stream.take(b) if cur is None else cur.next_prompts(b)
                 out = learner.generate(ids, g, outcome_rng)
                 rollouts += ids.size * g
+                if cur is not None:
+                    cur.observe(np.repeat(ids, g), out.reshape(-1), groups=np.repeat(np.arange(ids.size), g))
+                generated.append(out.reshape(-1))
                 k = out.sum(axis=1)
                 mixed = ids[(k > 0) & (k < g)][: b - count]
                 kept.append(mixed)
                 count += mixed.size
             train = np.concatenate(kept)
+            reward = float(np.concatenate(generated).mean())
         else:
             ids = stream.take(b) if cur is None else cur.next_prompts(b)
             out = learner.generate(ids, g, outcome_rng)
             rollouts += ids.size * g
             if cur is not None:
-                cur.observe(np.repeat(ids, g), out.reshape(-1))
+                cur.observe(np.repeat(ids, g), out.reshape(-1), groups=np.repeat(np.arange(ids.size), g))
             k = out.sum(axis=1)
             train = ids[(k > 0) & (k < g)]
+            reward = float(out.mean())
+        logged.append((reward, float(learner.p().mean())))
         informative += train.size * g
         learner.learn(train)
         steps += 1
+        if np.isnan(to_target[0]) and learner.p().mean() >= target:
+            to_target = [float(rollouts), float(steps)]
         while len(solved_at) < len(marks) and rollouts >= marks[len(solved_at)]:
             solved_at.append(float(((learner.p() >= SOLVED) & ~solved0).sum()))
     return {
@@ -137,6 +161,10 @@ def run_arm(arm: str, *, n: int, g: int, b: int, budget: int, seed: int) -> dict
         "informative": [informative / rollouts],
         "steps": [float(steps)],
         "unsolved_at_start": [float((~solved0).sum())],
+        "to_target": to_target,
+        # the last tenth of the steps: what a trainer logs as its reward, and the accuracy over all prompts
+        "logged_reward": [float(np.mean([r for r, _ in logged[-max(1, len(logged) // 10) :]]))],
+        "accuracy": [float(np.mean([a for _, a in logged[-max(1, len(logged) // 10) :]]))],
     }
 
 
@@ -145,6 +173,15 @@ def fmt(values: list[float], digits: int = 0) -> str:
     if arr.size == 1:
         return f"{arr[0]:.{digits}f}"
     return f"{arr.mean():.{digits}f} ± {arr.std(ddof=1):.{digits}f}"
+
+
+def fmt_reached(values: list[float]) -> str:
+    """Mean ± sd over the seeds that reached the target, and how many did not."""
+    reached = [v for v in values if not np.isnan(v)]
+    if not reached:
+        return "not reached"
+    missed = len(values) - len(reached)
+    return fmt(reached) + (f" ({missed} seeds not reached)" if missed else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,8 +212,9 @@ def main(argv: list[str] | None = None) -> int:
         "mechanism, not LLM gains (those are the papers').",
         "",
         "| arm | newly solved @ 25% budget | @ 50% | @ 100% | informative rollouts | optimizer steps "
-        "| informative groups per step |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        f"| informative groups per step | rollouts to +{TARGET_GAIN} mean accuracy | optimizer steps to it "
+        "| logged training reward (last 10% of steps) | accuracy over all prompts (same steps) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     t0 = time.perf_counter()
     unsolved: list[float] = []
@@ -187,7 +225,10 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(
             f"| {arm} | {fmt(solved[0])} | {fmt(solved[1])} | {fmt(solved[2])} | "
             f"{fmt([r['informative'][0] * 100 for r in res])}% | {fmt([r['steps'][0] for r in res])} | "
-            f"{fmt([r['informative'][0] * budget / g / r['steps'][0] for r in res], 1)} |"
+            f"{fmt([r['informative'][0] * budget / g / r['steps'][0] for r in res], 1)} | "
+            f"{fmt_reached([r['to_target'][0] for r in res])} | "
+            f"{fmt_reached([r['to_target'][1] for r in res])} | "
+            f"{fmt([r['logged_reward'][0] for r in res], 3)} | {fmt([r['accuracy'][0] for r in res], 3)} |"
         )
     lines += [
         "",

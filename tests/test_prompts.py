@@ -111,7 +111,8 @@ def test_state_round_trip_is_exact_in_memory_and_on_disk(method: str, tmp_path) 
         assert np.array_equal(sa["posterior_a"], sb["posterior_a"]) and np.array_equal(
             sa["draws"], sb["draws"]
         )
-        assert np.array_equal(sa["sampler"]["success_rate"], sb["sampler"]["success_rate"])
+        for key in ("success_rate", "reward_mean", "reward_variance", "groups"):
+            assert np.array_equal(sa[key], sb[key]), key
         assert sa["sampler"]["rng"] == sb["sampler"]["rng"]
 
 
@@ -121,7 +122,7 @@ def _snapshot(cur: PromptCurriculum) -> str:
 
 
 def test_bad_input_is_refused_with_the_state_unchanged() -> None:
-    cur = PromptCurriculum(10, seed=0)
+    cur = PromptCurriculum(10, seed=0, reward_range=(0.0, 1.0))
     cur.observe(np.repeat(cur.next_prompts(4), 2), [1, 0] * 4)
     before = _snapshot(cur)
     cases = [
@@ -131,7 +132,7 @@ def test_bad_input_is_refused_with_the_state_unchanged() -> None:
         ([0.0, 1.0], [1.0, 0.0], TypeError, "prompt_ids must be ints"),
         ([[0, 1]], [[1.0, 0.0]], ValueError, "prompt_ids must be 1-D"),
         ([0, 1], [1.0, np.nan], ValueError, "rewards must be finite"),
-        ([0, 1], [1.0, 1.5], ValueError, r"rewards must lie in \[0, 1\].*success_fn"),
+        ([0, 1], [1.0, 1.5], ValueError, r"rewards must lie in reward_range=\[0\.0, 1\.0\], got 1\.5"),
         ([0, 1], ["a", "b"], TypeError, "rewards must be bools or real numbers"),
     ]
     for ids, rewards, exc, match in cases:
@@ -148,7 +149,10 @@ def test_bad_input_is_refused_with_the_state_unchanged() -> None:
     for kwargs, match in [
         ({"method": "ucb"}, "method='ucb' is not supported; choose one of learnability, thompson"),
         ({"uniform_mass": 1.5}, r"uniform_mass must lie in \[0, 1\]"),
-        ({"success_threshold": 0.0}, r"success_threshold must lie in \(0, 1\]"),
+        ({"success_threshold": 0.0, "reward_range": (0, 1)}, r"success_threshold must lie in reward_range"),
+        ({"reward_range": (1.0, 1.0)}, "low < high"),
+        ({"spread": "mad"}, "spread='mad' is not supported; choose one of variance, std"),
+        ({"success_fn": bool, "reward_range": (0, 1)}, "pass one or the other"),
         ({"target": 1.0}, r"target must lie in \(0, 1\)"),
         ({"prior": (0.0, 1.0)}, "prior must be a pair"),
         ({"staleness_coef": 1.0}, "staleness_coef must be < 1"),
@@ -160,7 +164,7 @@ def test_bad_input_is_refused_with_the_state_unchanged() -> None:
     with pytest.raises(TypeError, match="filter_groups must be a bool"):
         PromptCurriculum(4, filter_groups=1)  # type: ignore[arg-type]
     # states: another configuration, a corrupt member, a corrupt sampler member: refused, nothing changed
-    other = PromptCurriculum(10, uniform_mass=0.3).state_dict()
+    other = PromptCurriculum(10, uniform_mass=0.3, reward_range=(0.0, 1.0)).state_dict()
     with pytest.raises(ValueError, match=r"uniform_mass: state has 0\.3"):
         cur.load_state_dict(other)
     good = cur.state_dict()
@@ -169,7 +173,7 @@ def test_bad_input_is_refused_with_the_state_unchanged() -> None:
             cur.load_state_dict({**good, key: value})
         assert _snapshot(cur) == before
     broken_sampler = {**good["sampler"], "scores": good["sampler"]["scores"] + 1.0}
-    with pytest.raises(ValueError, match="success_rate"):
+    with pytest.raises(ValueError, match="scores do not match 'reward_variance'"):
         cur.load_state_dict({**good, "sampler": broken_sampler})
     assert _snapshot(cur) == before
 
@@ -216,3 +220,103 @@ def test_options_of_the_other_method_are_refused_not_ignored() -> None:
         PromptCurriculum(4, target=0.3)
     PromptCurriculum(4, method="thompson", target=0.3, prior=(2.0, 2.0), posterior_decay=0.9)
     PromptCurriculum(4, staleness_coef=0.3, replay_prob=0.9, prior=(2.0, 2.0))  # the posterior is kept
+
+
+def test_binary_rewards_score_p_times_one_minus_p_exactly() -> None:
+    """The reward variance of 0/1 rewards is p(1 - p) of the running success rate, group after group."""
+    cur = PromptCurriculum(3, seed=0, success_rate_alpha=0.3)
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        per = np.repeat([0, 1, 2], 8)
+        cur.observe(per, rng.random(per.size) < np.array([0.2, 0.5, 0.9])[per])
+    p = cur.success_rate
+    assert cur.reward_variance == pytest.approx(p * (1 - p), abs=1e-15)
+    assert cur.reward_mean == pytest.approx(p, abs=1e-15)
+    assert cur.sampler.scores == pytest.approx(p * (1 - p), abs=1e-15)
+
+
+def test_partial_credit_scores_the_reward_variance_by_the_documented_rule() -> None:
+    """Rewards 0.1 to 0.45 (all below the success threshold) have spread: the score is their variance."""
+    cur = PromptCurriculum(4, seed=0)
+    g1 = np.array([0.1, 0.2, 0.45, 0.25])
+    cur.observe([1, 1, 1, 1], g1)
+    assert cur.success_rate[1] == 0.0  # no success at the 0.5 threshold ...
+    v1 = float(np.mean((g1 - g1.mean()) ** 2))
+    assert cur.scores[1] == pytest.approx(v1, rel=1e-12) and v1 > 0.01  # ... but a non-zero score
+    assert cur.sampler.scores[1] == cur.scores[1]
+    g2 = np.array([0.3, 0.3])
+    cur.observe([1, 1], g2)  # second group, step max(1/2, 0.5) = 0.5
+    s, d = 0.5, g2.mean() - g1.mean()
+    assert cur.reward_mean[1] == pytest.approx(g1.mean() + s * d, rel=1e-12)
+    assert cur.reward_variance[1] == pytest.approx((1 - s) * v1 + s * 0.0 + s * (1 - s) * d * d, rel=1e-12)
+    # the pooled variance of the two groups, weighted 1/2 and 1/2 (what the rule computes)
+    pooled = 0.5 * np.mean(g1**2) + 0.5 * np.mean(g2**2) - (0.5 * g1.mean() + 0.5 * g2.mean()) ** 2
+    assert cur.reward_variance[1] == pytest.approx(pooled, rel=1e-12)
+    std = PromptCurriculum(4, spread="std", reward_range=(0.0, 2.0))
+    std.observe([1, 1, 1, 1], g1)
+    assert std.scores[1] == pytest.approx(np.sqrt(v1) / 2.0, rel=1e-12)
+    assert std.sampler.scores[1] == std.scores[1]
+    flat = PromptCurriculum(2, filter_groups=True)
+    keep = flat.observe([0, 0, 0, 1, 1], [0.1, 0.1, 0.1, 0.1, 0.2])
+    assert flat.scores[0] == 0.0 and flat.scores[1] > 0  # equal rewards: zero GRPO advantage, score 0
+    assert keep.tolist() == [False, False, False, True, True]  # DAPO drops the flat group
+
+
+def test_plus_minus_one_rewards_and_several_reward_functions() -> None:
+    """verl's DAPO reward is -1/+1; TRL sums weighted reward functions (e.g. accuracy + format, 0 to 2)."""
+    pm = PromptCurriculum(3, reward_range=(-1.0, 1.0))  # success_threshold: the middle, 0
+    assert pm.success_threshold == 0.0
+    pm.observe([0, 0, 0, 0, 1, 1], [1.0, -1.0, -1.0, -1.0, -1.0, -1.0])
+    assert pm.success_rate[:2].tolist() == [0.25, 0.0]
+    # variance on the unit scale of the range: (+1/-1 with p = 1/4) -> 4 p (1 - p) / 4 = p (1 - p)
+    assert pm.scores[0] == pytest.approx(0.25 * 0.75, rel=1e-12) and pm.scores[1] == 0.0
+    with pytest.raises(ValueError, match=r"reward_range=\[-1\.0, 1\.0\], got 2\.0"):
+        pm.observe([2], [2.0])
+    # no range: any finite reward is taken; the draws are the same as on the unit scale
+    raw = PromptCurriculum(30, seed=5)
+    unit = PromptCurriculum(30, seed=5, reward_range=(-1.0, 1.0))
+    rng = np.random.default_rng(2)
+    for _ in range(30):
+        ids = raw.next_prompts(6)
+        assert np.array_equal(ids, unit.next_prompts(6))
+        per = np.repeat(ids, 4)
+        r = np.where(rng.random(per.size) < (per % 3) / 2, 1.0, -1.0)
+        raw.observe(per, r)
+        unit.observe(per, r)
+    assert raw.scores == pytest.approx(4 * unit.scores, rel=1e-12)
+    two = PromptCurriculum(2)  # accuracy + format: sums of 0..2 are taken
+    two.observe([0, 0, 0, 0], [2.0, 1.0, 1.0, 0.0])
+    assert two.scores[0] == pytest.approx(0.5, rel=1e-12) and two.success_rate[0] == 0.75
+
+
+def test_real_groups_are_judged_one_by_one_not_pooled_by_prompt() -> None:
+    """A prompt drawn twice in a batch is two GRPO groups: one may be all-equal (dropped by DAPO's rule) while
+    the other is mixed; pooled by prompt id, the all-equal one would be kept."""
+    ids = np.repeat([3, 5, 3], 4)
+    rewards = np.array([0, 0, 0, 0, 1, 0, 1, 0, 1, 1, 0, 1], dtype=float)
+    groups = np.arange(12) // 4
+    cur = PromptCurriculum(8, filter_groups=True, success_rate_alpha=0.5, seed=0)
+    keep = cur.observe(ids, rewards, groups=groups)
+    assert keep.tolist() == [False] * 4 + [True] * 8
+    pooled = PromptCurriculum(8, filter_groups=True, success_rate_alpha=0.5)
+    assert pooled.observe(ids, rewards).tolist() == [True] * 12  # the all-zero group of prompt 3 kept
+    # prompt 3: first group p = 0 (v = 0), then the second (p_g = 3/4) with step max(1/2, 0.5)
+    s, d = 0.5, 0.75 - 0.0
+    assert cur.success_rate[3] == pytest.approx(0.375, rel=1e-12)
+    assert cur.reward_variance[3] == pytest.approx(
+        (1 - s) * 0 + s * 0.75 * 0.25 + s * (1 - s) * d * d, rel=1e-12
+    )
+    assert cur.reward_variance[3] == pytest.approx(0.375 * 0.625, rel=1e-12)  # still p(1 - p)
+    assert cur.stats()["filtered_share"] == pytest.approx(1 / 3)
+    a, b = cur.posterior
+    assert (a[3], b[3]) == (1 + 0 + 3, 1 + 4 + 1)
+    before = repr(cur.state_dict())
+    with pytest.raises(ValueError, match=r"entry 4 \(prompt 5\) shares its group with prompt 3"):
+        cur.observe(ids, rewards, groups=np.arange(12) // 6)
+    with pytest.raises(ValueError, match="groups must have one label per prompt id"):
+        cur.observe(ids, rewards, groups=[0, 1])
+    assert repr(cur.state_dict()) == before
+    uids = np.array(["u1"] * 4 + ["u2"] * 4 + ["u3"] * 4, dtype=object)  # verl's uid strings
+    strings = PromptCurriculum(8, filter_groups=True, success_rate_alpha=0.5, seed=0)
+    assert strings.observe(ids, rewards, groups=uids).tolist() == keep.tolist()
+    assert repr(strings.state_dict()) == repr(cur.state_dict())

@@ -27,7 +27,7 @@ import trl_grpo_run  # noqa: E402
 
 
 def test_sampler_keeps_trls_repeat_layout_and_draws_at_fixed_points() -> None:
-    cur = PromptCurriculum(6, seed=0)
+    cur = PromptCurriculum(6, seed=0, reward_range=(0.0, 1.0))
     sampler = CurriculumRepeatSampler(list(range(6)), cur, mini_repeat_count=2, batch_size=3, repeat_count=2)
     assert len(sampler) == 2 * 3 * 2 * 2
     it = iter(sampler)
@@ -53,6 +53,19 @@ def test_sampler_keeps_trls_repeat_layout_and_draws_at_fixed_points() -> None:
         restored.replay_first([[0, 1]])
 
 
+def test_sampler_judges_each_real_group_when_a_prompt_is_drawn_twice() -> None:
+    """learnability draws with replacement, so a batch may hold a prompt twice: two GRPO groups (TRL groups
+    blocks of num_generations); DAPO's filter judges each, not the pooled prompt."""
+    cur = PromptCurriculum(3, seed=0, filter_groups=True)
+    sampler = CurriculumRepeatSampler([0, 1, 2], cur, mini_repeat_count=2, batch_size=3, lookahead=0)
+    sampler.replay_first([[1, 0, 1]])  # as a resumed run hands out a batch drawn before
+    per = np.asarray(list(iter(sampler))[:6])
+    assert per.tolist() == [1, 1, 0, 0, 1, 1]
+    keep, _ = sampler.observed(per, np.array([1.0, 1.0, 1.0, 0.0, 0.0, 1.0]))
+    assert keep.tolist() == [False, False, True, True, True, True]  # prompt 1's first group is flat
+    assert cur.state_dict()["num_groups"] == 3 and cur.success_rate[1] == 0.75
+
+
 def test_in_process_run_logs_the_curriculum_filters_groups_and_checkpoints_it(tmp_path: Path) -> None:
     trainer = trl_grpo_run.build_trainer(str(tmp_path), max_steps=3, save_steps=3, filter_groups=True)
     assert trainer.args.ignore_data_skip  # skipping batches on resume would draw from the curriculum
@@ -71,6 +84,65 @@ def test_in_process_run_logs_the_curriculum_filters_groups_and_checkpoints_it(tm
     (tmp_path / "bare").mkdir()
     with pytest.raises(FileNotFoundError, match="not written by a curriculum trainer"):
         trainer.load_curriculum(tmp_path / "bare")
+
+
+@pytest.mark.parametrize(
+    ("rewards", "options", "threshold"),
+    [
+        ("plus_minus", {"curriculum_reward_range": [-1.0, 1.0]}, 0.0),  # DAPO's -1/+1 math reward
+        ("two", {}, 0.5),  # accuracy + partial-credit format, summed: 0.1 to 1.45, no option needed
+        ("two", {"curriculum_reward_range": [0.0, 2.0], "curriculum_success_threshold": 1.0}, 1.0),
+    ],
+)
+def test_any_reward_reaches_the_curriculum_as_grpo_sums_it(
+    tmp_path: Path, rewards: str, options: dict, threshold: float
+) -> None:
+    """-1/+1 rewards, partial credit and several reward functions: every group is observed once, with the
+    weighted sum TRL's advantages use, by a curriculum built from the config's options."""
+    record: list = []
+    trainer = trl_grpo_run.build_trainer(
+        str(tmp_path), max_steps=3, save_steps=100, rewards=rewards, config_options=options, record=record
+    )
+    trainer.train()
+    cur = trainer.curriculum
+    assert cur.success_threshold == threshold and cur.seed == 0
+    assert cur.reward_range == (
+        None if "curriculum_reward_range" not in options else tuple(options["curriculum_reward_range"])
+    )
+    # replay what the reward functions returned into a fresh curriculum: the same state
+    replay = PromptCurriculum(trl_grpo_run.NUM_PROMPTS, seed=0, **{k[11:]: v for k, v in options.items()})
+    for ids, values in record:
+        values = np.asarray(values, dtype=np.float32) * (2 if rewards == "plus_minus" else 1)
+        values = values - 1 if rewards == "plus_minus" else values  # 2r - 1 in float32, as TRL holds it
+        replay.observe(np.asarray(ids), values.astype(np.float64))
+    assert len(record) == cur.num_batches - 2  # lookahead 1: two drawn first, then one per outcome
+    assert cur.state_dict()["num_groups"] == replay.state_dict()["num_groups"] > 0
+    np.testing.assert_allclose(cur.reward_variance, replay.reward_variance, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(cur.success_rate, replay.success_rate)
+    if rewards == "two":  # partial credit: every group has spread
+        assert (cur.scores[cur.seen] > 0).all()
+
+
+def test_a_config_with_curriculum_options_and_a_curriculum_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="curriculum_uniform_mass but a curriculum was passed"):
+        trl_grpo_run.build_trainer(str(tmp_path), max_steps=1)  # warm: the plain path builds
+        from plr_gym.trl import CurriculumGRPOConfig, CurriculumGRPOTrainer
+
+        trainer = trl_grpo_run.build_trainer(str(tmp_path), max_steps=1)
+        CurriculumGRPOTrainer(
+            model=trainer.model,
+            reward_funcs=trainer.reward_funcs,
+            args=CurriculumGRPOConfig(
+                output_dir=str(tmp_path), use_cpu=True, report_to="none", curriculum_uniform_mass=0.3
+            ),
+            train_dataset=trainer.train_dataset,
+            processing_class=trainer.processing_class,
+            curriculum=PromptCurriculum(trl_grpo_run.NUM_PROMPTS),
+        )
+    with pytest.raises(ValueError, match=r"curriculum_\* options: rewards|reward_range must be a pair"):
+        trl_grpo_run.build_trainer(
+            str(tmp_path), max_steps=1, config_options={"curriculum_reward_range": [1.0, 0.0]}
+        )
 
 
 def _launch(out: Path, steps: int, resume: Path | None = None) -> list[dict]:

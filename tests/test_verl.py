@@ -1,10 +1,15 @@
-"""plr_gym.verl: the curriculum as verl's AbstractCurriculumSampler, against real verl (CPU).
+"""plr_gym.verl against real verl on CPU: the dataset class (verl 0.7 and 0.9) and the sampler (verl <= 0.7).
 
-Skipped where verl is not installed. It needs verl 0.5 to 0.7 (0.8 removed the interface), in its own
-environment: pip install torch==2.13.0 "verl==0.7.1" "pyarrow>=17,<20" (verl 0.7.1 needs numpy < 2).
+Skipped where verl is not installed. CI runs it with verl 0.7.1 (Python 3.11, numpy 1.26: the .venv stack):
+pip install torch==2.13.0 "verl==0.7.1" "pyarrow>=17,<20". The dataset tests also run against verl 0.9.1
+(numpy 2; docs/prompts.md has the environment), where the sampler tests skip (verl 0.8 removed the interface).
 """
 
 from __future__ import annotations
+
+import importlib.util
+import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,10 +22,14 @@ import torch
 from omegaconf import OmegaConf
 from torchdata.stateful_dataloader import StatefulDataLoader
 from verl import DataProto
-from verl.experimental.dataset.sampler import AbstractCurriculumSampler
 from verl.utils.dataset.rl_dataset import collate_fn
 
-from plr_gym.verl import PromptCurriculumSampler
+from plr_gym.verl import HAS_CURRICULUM_SAMPLER, PromptCurriculumDataset, PromptCurriculumSampler
+
+needs_sampler = pytest.mark.skipif(
+    not HAS_CURRICULUM_SAMPLER,
+    reason="verl >= 0.8 has no AbstractCurriculumSampler (the sampler's interface)",
+)
 
 N, B, G = 60, 6, 8
 P = np.repeat([0.0, 0.5, 1.0], N // 3)
@@ -49,17 +58,21 @@ def loader(sampler: PromptCurriculumSampler) -> StatefulDataLoader:
     )
 
 
-def rollout(batch_dict: dict, rng: np.random.Generator) -> DataProto:
-    """What verl's step does to the batch before update(): G completions per prompt, rewarded."""
+def rollout(batch_dict: dict, rng: np.random.Generator, plus_minus: bool = False) -> DataProto:
+    """What verl's step does to the batch before update(): G completions per prompt, rewarded (0/1, or
+    -1/+1 as verl's DAPO math reward)."""
     batch = DataProto.from_single_dict(batch_dict).repeat(repeat_times=G, interleave=True)
     ids = np.asarray(batch.non_tensor_batch["index"], dtype=np.int64)
     scores = torch.zeros(ids.size, 3)
-    scores[:, -1] = torch.as_tensor(rng.random(ids.size) < P[ids], dtype=torch.float32)
+    success = torch.as_tensor(rng.random(ids.size) < P[ids], dtype=torch.float32)
+    scores[:, -1] = 2 * success - 1 if plus_minus else success
     batch.batch["token_level_scores"] = scores
     return batch
 
 
+@needs_sampler
 def test_verl_builds_the_sampler_from_its_config() -> None:
+    from verl.experimental.dataset.sampler import AbstractCurriculumSampler
     from verl.trainer.main_ppo import create_rl_sampler
 
     sampler = create_rl_sampler(data_config(uniform_mass=0.2), ROWS)
@@ -67,6 +80,7 @@ def test_verl_builds_the_sampler_from_its_config() -> None:
     assert sampler.curriculum.uniform_mass == 0.2 and sampler.curriculum.seed == 0 and len(sampler) == N
 
 
+@needs_sampler
 def test_training_loop_concentrates_on_the_learnable_third() -> None:
     sampler = PromptCurriculumSampler(ROWS, data_config())
     rng = np.random.default_rng(0)
@@ -79,6 +93,32 @@ def test_training_loop_concentrates_on_the_learnable_third() -> None:
     assert len(drawn) == 150 and ((late >= N // 3) & (late < 2 * N // 3)).mean() >= 0.6  # uniform: 1/3
 
 
+@needs_sampler
+def test_plus_minus_one_rewards_with_range_and_threshold_from_the_yaml_config() -> None:
+    """verl's DAPO math reward is -1/+1; the range and the threshold come from the Hydra/YAML config."""
+    from verl.trainer.main_ppo import create_rl_sampler
+
+    sampler = create_rl_sampler(
+        data_config(reward_range=OmegaConf.create([-1, 1]), success_threshold=0.0), ROWS
+    )
+    assert sampler.curriculum.reward_range == (-1.0, 1.0) and sampler.curriculum.success_threshold == 0.0
+    rng = np.random.default_rng(0)
+    drawn = []
+    for _epoch in range(15):
+        for batch_dict in loader(sampler):
+            drawn.append(np.asarray(batch_dict["index"], dtype=np.int64))
+            sampler.update(rollout(batch_dict, rng, plus_minus=True))
+    cur = sampler.curriculum
+    # the p = 0.5 third scores p(1 - p) on the range's unit scale, the others 0; successes are the +1s
+    mid = cur.seen & (np.arange(N) >= N // 3) & (np.arange(N) < 2 * N // 3)
+    p = cur.success_rate
+    assert np.allclose(cur.scores[mid], p[mid] * (1 - p[mid]), atol=1e-12) and cur.scores[mid].mean() > 0.15
+    assert (cur.scores[cur.seen & ~mid] == 0).all()
+    late = np.concatenate(drawn[50:])
+    assert ((late >= N // 3) & (late < 2 * N // 3)).mean() >= 0.6
+
+
+@needs_sampler
 def test_checkpoint_through_the_stateful_dataloader_resumes_the_same_draws() -> None:
     sampler = PromptCurriculumSampler(ROWS, data_config(method="thompson"))
     dl, rng = loader(sampler), np.random.default_rng(1)
@@ -106,6 +146,7 @@ def test_checkpoint_through_the_stateful_dataloader_resumes_the_same_draws() -> 
     assert repr(resumed.curriculum.state_dict()) == repr(sampler.curriculum.state_dict())
 
 
+@needs_sampler
 def test_bad_batches_are_refused_with_the_curriculum_unchanged() -> None:
     sampler = PromptCurriculumSampler(ROWS, data_config())
     it = iter(loader(sampler))
@@ -114,17 +155,225 @@ def test_bad_batches_are_refused_with_the_curriculum_unchanged() -> None:
     before = repr(sampler.curriculum.state_dict())
     wrong = batch.select(deepcopy=True)
     wrong.non_tensor_batch["index"] = (np.asarray(wrong.non_tensor_batch["index"]) + 1) % N
-    with pytest.raises(ValueError, match=r"extra_info\.index"):
+    with pytest.raises(ValueError, match=r"not the rows the curriculum drew"):
         sampler.update(wrong)
     bad = rollout(batch_dict, np.random.default_rng(0))  # a separate copy of the same batch
-    bad.batch["token_level_scores"][0, -1] = 2.0
-    with pytest.raises(ValueError, match=r"rewards must lie in \[0, 1\]"):
+    bad.batch["token_level_scores"][0, -1] = np.nan
+    with pytest.raises(ValueError, match=r"rewards must be finite"):
         sampler.update(bad)
     assert repr(sampler.curriculum.state_dict()) == before
     sampler.update(batch)
     with pytest.raises(RuntimeError, match="never handed out"):
         sampler.update(batch)
+    next(it)
+    with pytest.raises(RuntimeError, match="before update\\(\\) of the previous one"):
+        next(it)  # a trainer that fetches again without update (the DAPO recipe's)
     with pytest.raises(ValueError, match="train_batch_size"):
         PromptCurriculumSampler(ROWS, OmegaConf.create({"train_batch_size": 0}))
     with pytest.raises(TypeError, match=r"data\.sampler\.plr"):
         PromptCurriculumSampler(ROWS, data_config(nope=1))
+
+
+@needs_sampler
+def test_sampler_maps_labels_to_positions_and_refuses_duplicate_labels() -> None:
+    """A filtered dataset (verl's filter_overlong_prompts): positions 0-4 carry the labels 0, 2, 4, 5, 6."""
+    labels = [i for i in range(2 * N) if i % 4 in (0, 2) or i % 8 == 5][:N]
+    rows = [{"input_ids": torch.tensor([lab, lab]), "index": lab} for lab in labels]
+    sampler = PromptCurriculumSampler(rows, data_config())
+    assert sampler.positions(labels).tolist() == list(range(N))
+    rng = np.random.default_rng(0)
+    for _epoch in range(3):
+        for batch_dict in StatefulDataLoader(
+            rows, batch_size=B, sampler=sampler, num_workers=0, drop_last=True, collate_fn=collate_fn
+        ):
+            batch = DataProto.from_single_dict(batch_dict).repeat(repeat_times=G, interleave=True)
+            positions = sampler.positions(batch.non_tensor_batch["index"])
+            scores = torch.zeros(positions.size, 2)
+            scores[:, -1] = torch.as_tensor(rng.random(positions.size) < P[positions], dtype=torch.float32)
+            batch.batch["token_level_scores"] = scores
+            sampler.update(batch)
+    cur = sampler.curriculum  # each row's outcomes landed on its position: p = 0 and p = 1 thirds exact
+    assert (cur.success_rate[cur.seen & (P == 0)] == 0).all() and (
+        cur.success_rate[cur.seen & (P == 1)] == 1
+    ).all()
+    twice = [
+        {"input_ids": torch.tensor([0, 0]), "index": i % (N // 2)} for i in range(N)
+    ]  # 2 files, each from 0
+    with pytest.raises(ValueError, match=r"must be unique\. Use plr_gym\.verl\.PromptCurriculumDataset"):
+        PromptCurriculumSampler(twice, data_config())
+
+
+# ---------------------------------------------------------------------- the dataset class (verl 0.7 and 0.9)
+WORDS = ["[PAD]", "[UNK]", "solve", "x"]
+
+
+def _tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    out = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]")
+    out.chat_template = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
+    return out
+
+
+def _parquet(path: Path, labels: range) -> str:
+    """Rows labelled ``extra_info.index = label``; label ``i``'s prompt has ``1 + i % 4`` words, so a
+    ``max_prompt_length`` of 3 filters a quarter of them out (positions then differ from labels)."""
+    import datasets
+
+    rows = [
+        {
+            "data_source": "toy",
+            "prompt": [{"role": "user", "content": " ".join(["solve"] + ["x"] * (i % 4))}],
+            "reward_model": {"ground_truth": str(i)},
+            "extra_info": {"index": i},
+        }
+        for i in labels
+    ]
+    datasets.Dataset.from_list(rows).to_parquet(str(path))
+    return str(path)
+
+
+def _verl_data_config(tmp_path: Path, train: list[str], **plr: object) -> object:
+    return OmegaConf.create(
+        {
+            "train_files": train,
+            "val_files": [_parquet(tmp_path / "val.parquet", range(8))],
+            "prompt_key": "prompt",
+            "max_prompt_length": 3,
+            "filter_overlong_prompts": True,
+            "filter_overlong_prompts_workers": 1,
+            "truncation": "error",
+            "train_batch_size": B,
+            "dataloader_num_workers": 0,
+            "shuffle": True,
+            "seed": 0,
+            "cache_dir": str(tmp_path / "cache"),
+            "custom_cls": {"path": "pkg://plr_gym.verl", "name": "PromptCurriculumDataset"},
+            "sampler": {"class_path": None, "class_name": None},  # verl 0.7 reads it: its RandomSampler
+            "plr": plr,
+        }
+    )
+
+
+def _create(config: object, files: object):
+    """verl's own builders: create_rl_dataset (which reads data.custom_cls) and create_rl_sampler."""
+    try:
+        from verl.trainer.ppo.utils import create_rl_dataset, create_rl_sampler
+    except ImportError:  # verl 0.7
+        from verl.trainer.main_ppo import create_rl_dataset, create_rl_sampler
+    dataset = create_rl_dataset(files, config, _tokenizer(), None)
+    return dataset, create_rl_sampler(config, dataset)
+
+
+_UID = itertools.count()
+
+
+def _step(batch_dict: dict, rng: np.random.Generator, plus_minus: bool = True) -> DataProto:
+    """verl's RayPPOTrainer step, as far as the dataset sees it: a uid per prompt row (GRPO's group), the
+    batch keeps only the reward keys
+    (its _get_gen_batch pops the rest), is repeated G times and rewarded; then on_batch_end(batch)."""
+    batch = DataProto.from_single_dict(batch_dict)
+    batch.non_tensor_batch["uid"] = np.array([f"u{next(_UID)}" for _ in range(len(batch))], dtype=object)
+    keep = {"data_source", "reward_model", "extra_info", "uid"} & batch.non_tensor_batch.keys()
+    batch.pop(batch_keys=[], non_tensor_batch_keys=list(set(batch.non_tensor_batch) - keep))
+    batch = batch.repeat(repeat_times=G, interleave=True)
+    labels = np.asarray([e["index"] for e in batch.non_tensor_batch["extra_info"]])  # the truth, by label
+    p = np.array([0.0, 0.5, 1.0])[labels % 3]
+    success = rng.random(labels.size) < p
+    scores = torch.zeros(labels.size, 2)
+    scores[:, -1] = torch.as_tensor(np.where(success, 1.0, -1.0 if plus_minus else 0.0), dtype=torch.float32)
+    batch.batch["token_level_scores"] = scores
+    return batch
+
+
+def _loader(dataset, sampler) -> StatefulDataLoader:  # as verl's trainer builds it
+    return StatefulDataLoader(
+        dataset, batch_size=B, sampler=sampler, num_workers=0, drop_last=True, collate_fn=collate_fn
+    )
+
+
+def test_verl_calls_on_batch_end_on_its_training_dataset() -> None:
+    """The hook the dataset relies on, in the installed verl's trainer source (not imported: it needs GPUs'
+    packages): RayPPOTrainer.fit calls self.train_dataset.on_batch_end(batch=batch) after each step."""
+    spec = importlib.util.find_spec("verl.trainer.ppo.ray_trainer")
+    assert spec is not None and spec.origin is not None
+    assert "self.train_dataset.on_batch_end(batch=batch)" in Path(spec.origin).read_text()
+
+
+def test_dataset_on_a_filtered_set_draws_learns_and_resumes_by_position(tmp_path: Path) -> None:
+    """A real verl dataset, filtered by filter_overlong_prompts (positions != extra_info.index), -1/+1
+    rewards with reward_range from the YAML config: outcomes land on the right rows, draws concentrate on the
+    p = 0.5 third, a StatefulDataLoader checkpoint resumes the same draws."""
+    train = [_parquet(tmp_path / "train.parquet", range(4 * N // 3))]
+    config = _verl_data_config(tmp_path, train, reward_range=OmegaConf.create([-1, 1]))
+    dataset, sampler = _create(config, train)
+    val, _ = _create(config, config.val_files)
+    assert isinstance(dataset, PromptCurriculumDataset) and dataset.curriculum is not None
+    assert val.curriculum is None and len(val) == 6  # validation: verl's plain dataset (8 rows, 2 too long)
+    labels = np.asarray([e["index"] for e in dataset.dataframe["extra_info"]])
+    assert len(dataset) == N and labels[:5].tolist() == [0, 1, 2, 4, 5]  # filtered: 3, 7, 11, ... are gone
+    cur = dataset.curriculum
+    assert cur.reward_range == (-1.0, 1.0) and cur.success_threshold == 0.0 and cur.seed == 0
+    rng = np.random.default_rng(0)
+    drawn = []
+    dl = _loader(dataset, sampler)
+    for _epoch in range(12):
+        for batch_dict in dl:
+            positions = [e["plr_prompt_id"] for e in batch_dict["extra_info"]]
+            drawn.append(labels[positions])
+            assert [e["index"] for e in batch_dict["extra_info"]] == labels[positions].tolist()
+            dataset.on_batch_end(batch=_step(batch_dict, rng))
+    p_true = np.array([0.0, 0.5, 1.0])[labels % 3]
+    seen = cur.seen
+    assert (cur.success_rate[seen & (p_true == 0)] == 0).all() and (
+        cur.success_rate[seen & (p_true == 1)] == 1
+    ).all()
+    late = np.concatenate(drawn[40:])
+    assert len(drawn) == 12 * (N // B) and (late % 3 == 1).mean() >= 0.6  # uniform: 1/3
+    state = cur.state_dict()  # every group (one per uid, a prompt drawn twice is two) observed once
+    assert state["num_groups"] == len(drawn) * B and state["num_completions"] == len(drawn) * B * G
+    # resume: save the loader mid-pass, continue; a fresh dataset restored from the save draws the same
+    it = iter(dl)
+    for _ in range(3):
+        dataset.on_batch_end(batch=_step(next(it), rng))
+    saved, rng_state = dl.state_dict(), rng.bit_generator.state
+    expected = []
+    for batch_dict in it:
+        expected.append([e["plr_prompt_id"] for e in batch_dict["extra_info"]])
+        dataset.on_batch_end(batch=_step(batch_dict, rng))
+    dataset2, sampler2 = _create(config, train)
+    dl2 = _loader(dataset2, sampler2)
+    dl2.load_state_dict(saved)
+    rng.bit_generator.state = rng_state
+    got = []
+    for batch_dict in dl2:
+        got.append([e["plr_prompt_id"] for e in batch_dict["extra_info"]])
+        dataset2.on_batch_end(batch=_step(batch_dict, rng))
+    assert got == expected and len(got) == N // B - 3
+    assert repr(dataset2.curriculum.state_dict()) == repr(cur.state_dict())
+
+
+def test_dataset_refuses_what_would_break_the_curriculum(tmp_path: Path) -> None:
+    train = [_parquet(tmp_path / "train.parquet", range(4 * N // 3))]
+    config = _verl_data_config(tmp_path, train)
+    dataset, sampler = _create(config, train)
+    it = iter(_loader(dataset, sampler))
+    batch_dict = next(it)
+    with pytest.raises(RuntimeError, match=r"does not call it .*trainer\.use_v1=false"):
+        next(it)  # a second batch before the first one's on_batch_end: verl 0.9's V1 trainer
+    wrong = _step(batch_dict, np.random.default_rng(0))
+    for e in wrong.non_tensor_batch["extra_info"]:
+        e["plr_prompt_id"] = (e["plr_prompt_id"] + 1) % N
+    before = repr(dataset.curriculum.state_dict())
+    with pytest.raises(ValueError, match="not the ones the curriculum drew"):
+        dataset.on_batch_end(batch=wrong)
+    assert repr(dataset.curriculum.state_dict()) == before
+    with pytest.raises(ValueError, match=r"dataloader_num_workers=8.*set data\.dataloader_num_workers=0"):
+        _create(OmegaConf.merge(config, {"dataloader_num_workers": 8}), train)
+    with pytest.raises(ValueError, match="point val_files at a copy"):
+        _create(OmegaConf.merge(config, {"val_files": train}), train)
+    with pytest.raises(TypeError, match=r"data\.plr: .*nope"):
+        _create(OmegaConf.merge(config, {"plr": {"nope": 1}}), train)

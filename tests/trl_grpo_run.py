@@ -14,8 +14,22 @@ NUM_PROMPTS = 12
 P = [0.0] * 4 + [0.5] * 4 + [1.0] * 4  # prompt i's success probability
 
 
-def build_trainer(out_dir: str, max_steps: int, save_steps: int = 4, **curriculum_kwargs: object):
-    """The tiny GRPO trainer with a PromptCurriculum (seed 0) over NUM_PROMPTS prompts."""
+def build_trainer(
+    out_dir: str,
+    max_steps: int,
+    save_steps: int = 4,
+    rewards: str = "binary",
+    config_options: dict | None = None,
+    record: list | None = None,
+    **curriculum_kwargs: object,
+):
+    """The tiny GRPO trainer with a PromptCurriculum (seed 0) over NUM_PROMPTS prompts.
+
+    ``rewards``: ``"binary"`` (0/1 with probability P), ``"plus_minus"`` (the same as -1/+1, DAPO's math
+    reward) or ``"two"`` (the 0/1 reward plus a partial-credit "format" reward in [0.1, 0.45]: sums in
+    [0.1, 1.45]). ``config_options``: build no curriculum, pass these ``curriculum_*`` options in a
+    CurriculumGRPOConfig instead. ``record``: each reward call appends ``(prompt ids, rewards per function)``.
+    """
     import os
 
     import numpy as np
@@ -26,7 +40,7 @@ def build_trainer(out_dir: str, max_steps: int, save_steps: int = 4, **curriculu
     from trl import GRPOConfig
 
     from plr_gym.prompts import PromptCurriculum
-    from plr_gym.trl import CurriculumGRPOTrainer
+    from plr_gym.trl import CurriculumGRPOConfig, CurriculumGRPOTrainer
 
     rank = int(os.environ.get("RANK", "0"))
     torch.manual_seed(0)
@@ -59,9 +73,29 @@ def build_trainer(out_dir: str, max_steps: int, save_steps: int = 4, **curriculu
         for j, pid in enumerate(plr_prompt_id):
             u = np.random.default_rng([pid, trainer_state.global_step, rank, j]).random()
             out.append(float(u < P[pid]))
+        if record is not None:
+            record.append((list(plr_prompt_id), out))
         return out
 
-    args = GRPOConfig(
+    def plus_minus_reward(prompts, completions, plr_prompt_id, trainer_state, **kwargs):
+        return [2.0 * r - 1.0 for r in known_p_reward(prompts, completions, plr_prompt_id, trainer_state)]
+
+    def format_reward(prompts, completions, plr_prompt_id, trainer_state, **kwargs):
+        out = [
+            0.1 + 0.35 * np.random.default_rng([pid, trainer_state.global_step, rank, j, 7]).random()
+            for j, pid in enumerate(plr_prompt_id)
+        ]
+        if record is not None:
+            record[-1] = (record[-1][0], [a + b for a, b in zip(record[-1][1], out)])
+        return out
+
+    reward_funcs = {
+        "binary": [known_p_reward],
+        "plus_minus": [plus_minus_reward],
+        "two": [known_p_reward, format_reward],
+    }[rewards]
+    config_cls = GRPOConfig if config_options is None else CurriculumGRPOConfig
+    args = config_cls(
         output_dir=out_dir,
         per_device_train_batch_size=8,
         num_generations=4,
@@ -75,14 +109,17 @@ def build_trainer(out_dir: str, max_steps: int, save_steps: int = 4, **curriculu
         seed=0,
         disable_tqdm=True,
         save_only_model=False,
+        **(config_options or {}),
     )
     return CurriculumGRPOTrainer(
         model=model,
-        reward_funcs=[known_p_reward],
+        reward_funcs=reward_funcs,
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
-        curriculum=PromptCurriculum(NUM_PROMPTS, seed=0, **curriculum_kwargs),  # type: ignore[arg-type]
+        curriculum=None
+        if config_options is not None
+        else PromptCurriculum(NUM_PROMPTS, seed=0, **curriculum_kwargs),  # type: ignore[arg-type]
     )
 
 

@@ -10,7 +10,10 @@ Two selection rules, each from its paper:
 
 ``method="learnability"`` (default)
     Score each prompt by ``p·(1 − p)``, ``p`` its success rate: the variance of a Bernoulli outcome, maximal
-    at ``p = 1/2`` and zero for prompts always or never solved. "Learning to Reason at the Frontier of
+    at ``p = 1/2`` and zero for prompts always or never solved. For rewards that are not 0/1 (-1/+1,
+    partial credit, a sum of reward functions) the score is the variance of the prompt's rewards, which is
+    ``p·(1 − p)`` for 0/1 rewards and, like GRPO's advantage, zero exactly when a group's rewards are all
+    equal (``spread="std"``: its square root). "Learning to Reason at the Frontier of
     Learnability" (Foster & Foerster 2025, arXiv 2502.12272) selects prompts by this score (they take it
     from "No Regrets", Rutherford et al. 2024, which used it for environment levels). Here prompts are drawn
     with probability ``(1 − λ)·p(1 − p)/Σ p(1 − p) + λ/N_seen`` (``λ`` = ``uniform_mass``), plus an
@@ -56,12 +59,15 @@ import numpy.typing as npt
 from plr_gym.checkpoint import load_npz, save_npz
 from plr_gym.sampler import LevelSampler, _check_real, _check_unit, _state_rng
 
-__all__ = ["METHODS", "P_HISTOGRAM_BINS", "PromptCurriculum"]
+__all__ = ["METHODS", "P_HISTOGRAM_BINS", "SPREADS", "PromptCurriculum"]
 
 #: Prompt selection rules of :class:`PromptCurriculum`.
 METHODS: tuple[str, ...] = ("learnability", "thompson")
+#: Learnability scores of a prompt's reward spread: its variance (``p·(1 − p)`` for 0/1 rewards) or its std.
+SPREADS: tuple[str, ...] = ("variance", "std")
 
-_STATE_VERSION = 1
+_STATE_VERSION = 2
+_ARRAYS = ("posterior_a", "posterior_b", "draws", "groups", "reward_mean", "reward_variance", "success_rate")
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
@@ -75,14 +81,49 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+def _check_range(reward_range: Any) -> tuple[float, float] | None:
+    if reward_range is None:
+        return None
+    if (
+        isinstance(reward_range, (str, bytes))
+        or not hasattr(reward_range, "__len__")
+        or len(reward_range) != 2
+    ):
+        raise TypeError(f"reward_range must be a pair (low, high) of numbers or None, got {reward_range!r}")
+    lo, hi = (_check_real("reward_range", v) for v in reward_range)
+    if not lo < hi:
+        raise ValueError(f"reward_range must be a pair (low, high) with low < high, got {reward_range!r}")
+    return (lo, hi)
+
+
+def _check_threshold(threshold: Any, reward_range: tuple[float, float] | None) -> float:
+    if threshold is None:  # the middle of the range: 0.5 for 0/1 rewards, 0 for -1/+1 rewards
+        return 0.5 if reward_range is None else (reward_range[0] + reward_range[1]) / 2.0
+    out = _check_real("success_threshold", threshold)
+    if reward_range is not None and not reward_range[0] < out <= reward_range[1]:
+        raise ValueError(
+            f"success_threshold must lie in reward_range's ({reward_range[0]}, {reward_range[1]}], "
+            f"got {threshold!r}"
+        )
+    return out
+
+
+def _reward_spread(episode: Any) -> float:
+    """The strategy of a :class:`PromptCurriculum`'s sampler: its scores are the reward spreads that
+    :meth:`PromptCurriculum.observe` computes from whole groups, not scores of single episodes."""
+    raise TypeError(
+        "a PromptCurriculum's sampler is fed by PromptCurriculum.observe, not by an episode scorer"
+    )
+
+
 class PromptCurriculum:
     """Choose the prompts of each generation batch by how learnable they are; numpy only.
 
     The loop: ``ids = cur.next_prompts(k)`` gives the ``k`` prompt indices (into your dataset) of the next
     generation batch; each is answered ``G`` times; ``cur.observe(per_completion_ids, rewards)`` takes one
-    entry per completion. The success rate ``p`` of a prompt is estimated from each group (the share of its
-    completions that succeeded) and averaged over groups: ``p ← p + max(1/n, success_rate_alpha)·(p_group
-    − p)`` after its ``n``-th group (the first group's rate is taken as is).
+    entry per completion. A prompt's reward mean, reward variance and success rate ``p`` are estimated
+    from each group and averaged over groups with the step ``max(1/n, success_rate_alpha)`` after its
+    ``n``-th group (the first group is taken as is; see :meth:`observe`).
 
     :param num_prompts: number of prompts in the dataset; prompt ids are ``0 .. num_prompts − 1``.
     :param method: ``"learnability"`` (draws ``∝ p(1 − p)``, arXiv 2502.12272) or ``"thompson"`` (MoPPS,
@@ -102,10 +143,21 @@ class PromptCurriculum:
         (prompts not drawn for long come back; see :class:`~plr_gym.LevelSampler`). Default 0.
     :param success_rate_alpha: smallest step of the running average of ``p`` over groups, in ``(0, 1]``.
         Default 0.5 (each new group counts half).
-    :param success_threshold: a numeric reward ``r`` in ``[0, 1]`` counts as a success when
-        ``r >= success_threshold`` (in ``(0, 1]``; binary 0/1 rewards are unaffected). Default 0.5.
+    :param spread: ``learnability``'s score of a prompt's rewards: ``"variance"`` (default; ``p·(1 − p)``
+        for 0/1 rewards, the paper's score) or ``"std"`` (its square root). Both are computed from the
+        rewards themselves, so partial credit (rewards 0.1 to 0.45 in a group) scores above 0 and a group
+        whose rewards are all equal (zero GRPO advantage) adds 0, whatever the reward's scale.
+    :param reward_range: ``(low, high)``: the rewards' range. Rewards outside it are refused
+        (``ValueError``) and the scores are on its unit scale (variance divided by ``(high − low)²``).
+        ``None`` (default): any finite reward is taken (the draws do not depend on the reward's scale: they
+        are proportional to the scores, and every score scales alike).
+    :param success_threshold: a reward ``r`` counts as a success when ``r >= success_threshold`` (inside
+        ``reward_range``'s ``(low, high]`` if one is set). Successes make the success rate ``p`` (stats,
+        the Beta posterior of ``thompson``), not the ``learnability`` score. ``None`` (default): the middle
+        of ``reward_range`` (0 for -1/+1 rewards), else 0.5.
     :param success_fn: instead of the threshold, a function ``rewards (float array) -> bool array`` of the
-        same shape; rewards may then be any finite numbers (e.g. a sum of weighted reward functions).
+        same shape; every statistic, the score included, is then of these 0/1 outcomes. Not with
+        ``reward_range`` or ``success_threshold``.
     :param filter_groups: if True, :meth:`observe` marks the completions of groups whose outcomes are all
         equal (all failures or all successes) as not to keep, as DAPO's dynamic sampling drops them
         (arXiv 2503.14476). If False (default) it keeps every completion. The curriculum learns from every
@@ -142,7 +194,9 @@ class PromptCurriculum:
         replay_prob: float = 0.5,
         staleness_coef: float = 0.0,
         success_rate_alpha: float = 0.5,
-        success_threshold: float = 0.5,
+        spread: str = "variance",
+        reward_range: tuple[float, float] | None = None,
+        success_threshold: float | None = None,
         success_fn: Callable[[FloatArray], Any] | None = None,
         filter_groups: bool = False,
         target: float = 0.5,
@@ -161,10 +215,19 @@ class PromptCurriculum:
         if self.staleness_coef == 1.0:
             raise ValueError("staleness_coef must be < 1 (at 1 the success rates would play no part)")
         self.success_rate_alpha = _check_unit("success_rate_alpha", success_rate_alpha, open_low=True)
-        self.success_threshold = _check_unit("success_threshold", success_threshold, open_low=True)
+        if not isinstance(spread, str) or spread not in SPREADS:
+            raise ValueError(f"spread={spread!r} is not supported; choose one of {', '.join(SPREADS)}")
+        self.spread = spread
         if success_fn is not None and not callable(success_fn):
             raise TypeError(f"success_fn must be a callable or None, got {type(success_fn).__name__}")
         self.success_fn = success_fn
+        self.reward_range = _check_range(reward_range)
+        if success_fn is not None and (reward_range is not None or success_threshold is not None):
+            raise ValueError(
+                "success_fn judges each reward itself: reward_range and success_threshold would be ignored "
+                "with it; pass one or the other"
+            )
+        self.success_threshold = _check_threshold(success_threshold, self.reward_range)
         if not isinstance(filter_groups, (bool, np.bool_)):
             raise TypeError(f"filter_groups must be a bool, got {type(filter_groups).__name__}")
         self.filter_groups = bool(filter_groups)
@@ -194,9 +257,10 @@ class PromptCurriculum:
         if seed is not None and int(seed) < 0:
             raise ValueError(f"seed must be non-negative, got {seed!r}")
         self.seed = None if seed is None else int(seed)
+        # the sampler stores the spread that observe() computes (alpha = 1: each update replaces the score)
         self.sampler = LevelSampler(
             levels=range(self.num_prompts),
-            strategy="learnability",
+            strategy=_reward_spread,
             score_transform="power",
             temperature=1.0,
             staleness_coef=self.staleness_coef,
@@ -204,9 +268,14 @@ class PromptCurriculum:
             replay_prob=self.replay_prob,
             min_seen_ratio=0.0,
             uniform_mass=self.uniform_mass,
-            success_rate_alpha=self.success_rate_alpha,
+            alpha=1.0,
             seed=self.seed,
         )
+        n = self.num_prompts
+        self._groups = np.zeros(n, dtype=np.int64)  # groups observed per prompt
+        self._mean = np.zeros(n)  # running mean reward (reward units)
+        self._var = np.zeros(n)  # running reward variance (reward units squared)
+        self._rate = np.zeros(n)  # running success rate p
         # Thompson sampling's own generator (a separate stream, so that both methods' draws are reproducible)
         self._rng = np.random.default_rng(None if self.seed is None else [self.seed, 1])
         self._a = np.full(self.num_prompts, a0)
@@ -221,7 +290,23 @@ class PromptCurriculum:
     @property
     def success_rate(self) -> FloatArray:
         """Each prompt's running success rate ``p`` (0 for prompts never measured); a copy."""
-        return self.sampler.success_rate
+        return self._rate.copy()
+
+    @property
+    def reward_mean(self) -> FloatArray:
+        """Each prompt's running mean reward, in reward units (0 for prompts never measured); a copy."""
+        return self._mean.copy()
+
+    @property
+    def reward_variance(self) -> FloatArray:
+        """Each prompt's running reward variance, in reward units squared (0 if never measured); a copy.
+        With 0/1 rewards it equals ``p·(1 − p)``."""
+        return self._var.copy()
+
+    @property
+    def scores(self) -> FloatArray:
+        """The learnability score of each prompt (see ``spread``); a copy. 0 for prompts never measured."""
+        return self._score_of(self._var)
 
     @property
     def seen(self) -> BoolArray:
@@ -293,36 +378,116 @@ class PromptCurriculum:
         return chosen.astype(np.int64)
 
     # ------------------------------------------------------------------ outcomes
-    def observe(self, prompt_ids: Any, rewards: Any) -> BoolArray:
+    def observe(self, prompt_ids: Any, rewards: Any, groups: Any = None) -> BoolArray:
         """Record one generation batch's outcomes: one ``(prompt id, reward)`` entry per completion.
 
-        Entries with the same prompt id form that prompt's group (in any order). A reward is a success
-        (``bool``), or a number: in ``[0, 1]``, a success when ``>= success_threshold``; or anything finite,
-        judged by ``success_fn``. Every input is checked before anything is stored: a refused call
-        (``TypeError``/``ValueError`` naming the argument) leaves the curriculum unchanged.
+        Entries with the same prompt id form that prompt's group (in any order); or, with ``groups`` (one
+        label per entry: the group each completion was generated in, as the trainer forms GRPO's groups),
+        a prompt drawn twice in a batch has two groups: each is judged on its own (``filter_groups``) and
+        they update the prompt one after the other, in the order of their first entries. A reward is a
+        ``bool`` (a success or a failure, counted as 1 or 0) or a finite number, a success when ``>=
+        success_threshold`` (inside ``reward_range`` if one is set), or judged by ``success_fn``. Every
+        input is checked before anything is stored: a refused call (``TypeError``/``ValueError`` naming the
+        argument) leaves the curriculum unchanged.
+
+        Per group: its mean reward ``m_g``, its reward variance ``v_g = mean((r − m_g)²)`` (0 when all its
+        rewards are equal) and its success share ``p_g``. Per prompt, after its ``n``-th group, with ``s =
+        max(1/n, success_rate_alpha)`` and ``d = m_g − m``: ``m ← m + s·d``, ``v ← (1 − s)·v + s·v_g +
+        s·(1 − s)·d²``, ``p ← p + s·(p_g − p)``; ``v`` is then the variance of the rewards pooled with
+        weights ``s`` (for 0/1 rewards ``v = p·(1 − p)`` exactly).
 
         :return: a boolean mask over the entries: the completions to train on. All True unless
-            ``filter_groups=True``, which marks False the completions of groups with all-equal outcomes.
+            ``filter_groups=True``, which marks False the completions of groups whose rewards are all
+            equal (zero GRPO advantage).
         """
         ids = self._check_ids(prompt_ids)
-        success = self._successes(rewards, ids.shape)
+        values, success = self._outcomes(rewards, ids.shape)
+        inv, prompt_of = self._groups_of(ids, groups)
         if ids.size == 0:
             return np.zeros(0, dtype=bool)
-        uniq, inv = np.unique(ids, return_inverse=True)
-        inv = inv.reshape(-1)
-        n = np.bincount(inv, minlength=uniq.size)
-        s = np.bincount(inv, weights=success.astype(np.float64), minlength=uniq.size)
-        self.sampler.update_batch(uniq, s / n)  # all or nothing; its own checks cannot fail after ours
+        k = prompt_of.size  # number of groups, in order of their first entry
+        n = np.bincount(inv, minlength=k)
+        s = np.bincount(inv, weights=success.astype(np.float64), minlength=k)
+        group_mean = np.bincount(inv, weights=values, minlength=k) / n
+        dev = values - group_mean[inv]
+        low = np.full(k, np.inf)
+        high = np.full(k, -np.inf)
+        np.minimum.at(low, inv, values)
+        np.maximum.at(high, inv, values)
+        mixed = high > low
+        # a prompt with several groups in the batch takes them one after the other, in order (rounds)
+        order = np.argsort(prompt_of, kind="stable")
+        rank = np.empty(k, dtype=np.int64)
+        first = np.r_[True, prompt_of[order][1:] != prompt_of[order][:-1]]
+        starts = np.maximum.accumulate(np.where(first, np.arange(k), 0))
+        rank[order] = np.arange(k) - starts
+        touched = np.unique(prompt_of)
+        count, mean, var = self._groups.copy(), self._mean.copy(), self._var.copy()
+        rate, a, b = self._rate.copy(), self._a.copy(), self._b.copy()
         d, (a0, b0) = self.posterior_decay, self.prior
-        self._a[uniq] = d * self._a[uniq] + (1.0 - d) * a0 + s
-        self._b[uniq] = d * self._b[uniq] + (1.0 - d) * b0 + (n - s)
-        mixed = (s > 0) & (s < n)
-        self._num_groups += int(uniq.size)
+        with np.errstate(over="ignore", invalid="ignore"):
+            group_var = np.where(mixed, np.bincount(inv, weights=dev * dev, minlength=k) / n, 0.0)
+            for r in range(int(rank.max()) + 1):
+                g = np.flatnonzero(rank == r)
+                u = prompt_of[g]
+                count[u] += 1
+                step = np.maximum(1.0 / count[u], self.success_rate_alpha)
+                delta = group_mean[g] - mean[u]
+                var[u] = (1.0 - step) * var[u] + step * group_var[g] + step * (1.0 - step) * delta * delta
+                mean[u] = mean[u] + step * delta
+                rate[u] = rate[u] + step * (s[g] / n[g] - rate[u])
+                a[u] = d * a[u] + (1.0 - d) * a0 + s[g]
+                b[u] = d * b[u] + (1.0 - d) * b0 + (n[g] - s[g])
+        if not (np.isfinite(mean[touched]).all() and np.isfinite(var[touched]).all()):
+            raise ValueError("rewards are too large: their mean or variance overflows float64")
+        self.sampler.update_batch(touched, self._score_of(var[touched]))  # cannot fail after our checks
+        self._groups, self._mean, self._var, self._rate, self._a, self._b = count, mean, var, rate, a, b
+        self._num_groups += k
         self._num_filtered += int((~mixed).sum()) if self.filter_groups else 0
         self._num_completions += int(ids.size)
         if not self.filter_groups:
             return np.ones(ids.size, dtype=bool)
         return np.asarray(mixed[inv], dtype=bool)
+
+    def _groups_of(self, ids: IntArray, groups: Any) -> tuple[IntArray, IntArray]:
+        """Each entry's group (numbered by first entry) and each group's prompt id."""
+        if groups is None:
+            labels: Any = ids
+        else:
+            try:
+                labels = np.asarray(groups)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"groups must be a 1-D array of group labels: {exc}") from exc
+            if labels.shape != ids.shape:
+                raise ValueError(
+                    f"groups must have one label per prompt id, shape {ids.shape}, got {labels.shape}"
+                )
+        if ids.size == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        try:
+            _, first, inv = np.unique(labels, return_index=True, return_inverse=True)
+        except TypeError as exc:
+            raise TypeError(f"groups must be labels that compare with each other: {exc}") from exc
+        inv = inv.reshape(-1)
+        by_first = np.argsort(first, kind="stable")  # renumber groups by their first entry
+        renumber = np.empty_like(by_first)
+        renumber[by_first] = np.arange(by_first.size)
+        inv = renumber[inv].astype(np.int64)
+        prompt_of = ids[np.sort(first)]
+        if not np.array_equal(prompt_of[inv], ids):
+            bad = int(np.flatnonzero(prompt_of[inv] != ids)[0])
+            raise ValueError(
+                f"groups: a group holds one prompt's completions, but entry {bad} (prompt {int(ids[bad])}) "
+                f"shares its group with prompt {int(prompt_of[inv[bad]])}"
+            )
+        return inv, prompt_of.astype(np.int64)
+
+    def _score_of(self, var: FloatArray) -> FloatArray:
+        """The learnability score of running variances: on ``reward_range``'s unit scale if one is set."""
+        scale = 1.0 if self.reward_range is None else self.reward_range[1] - self.reward_range[0]
+        if self.spread == "std":
+            return np.asarray(np.sqrt(var) / scale)
+        return np.asarray(var / (scale * scale))
 
     def _check_ids(self, prompt_ids: Any) -> IntArray:
         try:
@@ -338,7 +503,8 @@ class PromptCurriculum:
             raise ValueError(f"prompt_ids must lie in [0, {self.num_prompts}), got {bad}")
         return ids.astype(np.int64)
 
-    def _successes(self, rewards: Any, shape: tuple[int, ...]) -> BoolArray:
+    def _outcomes(self, rewards: Any, shape: tuple[int, ...]) -> tuple[FloatArray, BoolArray]:
+        """The rewards as floats (the outcomes of ``success_fn``, as 0/1, if given) and the successes."""
         try:
             r = np.asarray(rewards)
         except (TypeError, ValueError) as exc:
@@ -346,9 +512,9 @@ class PromptCurriculum:
         if r.shape != shape:
             raise ValueError(f"rewards must have one entry per prompt id, shape {shape}, got {r.shape}")
         if r.size == 0:
-            return np.zeros(0, dtype=bool)
+            return np.zeros(0), np.zeros(0, dtype=bool)
         if r.dtype == np.bool_:
-            return r.copy()
+            return r.astype(np.float64), r.copy()
         if not (np.issubdtype(r.dtype, np.floating) or np.issubdtype(r.dtype, np.integer)):
             raise TypeError(f"rewards must be bools or real numbers, got dtype {r.dtype}")
         rf = r.astype(np.float64)
@@ -360,14 +526,16 @@ class PromptCurriculum:
                 raise TypeError(
                     f"success_fn must return a bool array of shape {shape}, got {out.dtype} {out.shape}"
                 )
-            return out
-        if (rf < 0).any() or (rf > 1).any():
-            bad = rf[(rf < 0) | (rf > 1)][0]
-            raise ValueError(
-                f"rewards must lie in [0, 1] (a success when >= success_threshold={self.success_threshold}), "
-                f"got {bad!r}; pass success_fn= to judge other rewards"
-            )
-        return np.asarray(rf >= self.success_threshold)
+            return out.astype(np.float64), out
+        if self.reward_range is not None:
+            lo, hi = self.reward_range
+            outside = (rf < lo) | (rf > hi)
+            if outside.any():
+                raise ValueError(
+                    f"rewards must lie in reward_range=[{lo}, {hi}], got {float(rf[outside][0])!r}; widen "
+                    "reward_range (or leave it None: any finite reward)"
+                )
+        return rf, np.asarray(rf >= self.success_threshold)
 
     # ------------------------------------------------------------------ monitoring
     def sample_weights(self) -> FloatArray:
@@ -428,6 +596,8 @@ class PromptCurriculum:
             "replay_prob": self.replay_prob,
             "staleness_coef": self.staleness_coef,
             "success_rate_alpha": self.success_rate_alpha,
+            "spread": self.spread,
+            "reward_range": None if self.reward_range is None else list(self.reward_range),
             "success_threshold": self.success_threshold,
             "success_fn": None
             if self.success_fn is None
@@ -449,6 +619,10 @@ class PromptCurriculum:
             "posterior_a": self._a.copy(),
             "posterior_b": self._b.copy(),
             "draws": self._draws.copy(),
+            "groups": self._groups.copy(),
+            "reward_mean": self._mean.copy(),
+            "reward_variance": self._var.copy(),
+            "success_rate": self._rate.copy(),
             "num_batches": self._num_batches,
             "num_groups": self._num_groups,
             "num_filtered": self._num_filtered,
@@ -474,18 +648,22 @@ class PromptCurriculum:
             details = ", ".join(f"{k}: state has {theirs.get(k)!r}, curriculum has {mine[k]!r}" for k in diff)
             raise ValueError(f"state was saved with a different configuration ({details})")
         n = self.num_prompts
-        arrays = {}
-        for key, dtype in (("posterior_a", np.float64), ("posterior_b", np.float64), ("draws", np.int64)):
+        arrays: dict[str, Any] = {}
+        for key in _ARRAYS:
+            dtype = np.int64 if key in ("draws", "groups") else np.float64
             arr = np.asarray(state[key])
             if arr.shape != (n,) or not (np.issubdtype(arr.dtype, np.number) and arr.dtype != np.bool_):
                 raise ValueError(f"state '{key}' must be {n} numbers, got {arr.dtype} {arr.shape}")
+            if not np.isfinite(arr).all():
+                raise ValueError(f"state '{key}' must be finite")
             arrays[key] = arr.astype(dtype)
-        if not (np.isfinite(arrays["posterior_a"]).all() and np.isfinite(arrays["posterior_b"]).all()) or (
-            (arrays["posterior_a"] <= 0).any() or (arrays["posterior_b"] <= 0).any()
-        ):
+        if (arrays["posterior_a"] <= 0).any() or (arrays["posterior_b"] <= 0).any():
             raise ValueError("state 'posterior_a'/'posterior_b' must be finite and positive")
-        if (arrays["draws"] < 0).any():
-            raise ValueError("state 'draws' must be non-negative")
+        for key in ("draws", "groups", "reward_variance"):
+            if (arrays[key] < 0).any():
+                raise ValueError(f"state '{key}' must be non-negative")
+        if ((arrays["success_rate"] < 0) | (arrays["success_rate"] > 1)).any():
+            raise ValueError("state 'success_rate' must lie in [0, 1]")
         counters = {}
         for key in ("num_batches", "num_groups", "num_filtered", "num_completions"):
             if not _is_int(state[key]) or int(state[key]) < 0:
@@ -497,11 +675,22 @@ class PromptCurriculum:
         seed = theirs.get("seed")
         if seed is not None and (not _is_int(seed) or int(seed) < 0):
             raise ValueError(f"state config 'seed' must be a non-negative int or None, got {seed!r}")
-        self.sampler.load_state_dict(state["sampler"])  # checks everything before it assigns anything
+        sampler_state = state["sampler"]
+        measured = arrays["groups"] > 0
+        scores = np.asarray(sampler_state.get("scores") if isinstance(sampler_state, dict) else None)
+        if scores.shape != (n,) or not np.array_equal(
+            scores[measured], self._score_of(arrays["reward_variance"])[measured]
+        ):
+            raise ValueError("state 'sampler' scores do not match 'reward_variance': the state is corrupt")
+        self.sampler.load_state_dict(sampler_state)  # checks everything before it assigns anything
         self.seed = None if seed is None else int(seed)
-        self._a = arrays["posterior_a"].astype(np.float64)
-        self._b = arrays["posterior_b"].astype(np.float64)
-        self._draws = arrays["draws"].astype(np.int64)
+        self._a = arrays["posterior_a"]
+        self._b = arrays["posterior_b"]
+        self._draws = arrays["draws"]
+        self._groups = arrays["groups"]
+        self._mean = arrays["reward_mean"]
+        self._var = arrays["reward_variance"]
+        self._rate = arrays["success_rate"]
         self._num_batches = counters["num_batches"]
         self._num_groups = counters["num_groups"]
         self._num_filtered = counters["num_filtered"]
@@ -516,7 +705,7 @@ class PromptCurriculum:
         """
         state = self.state_dict()
         sampler = state.pop("sampler")
-        arrays = {k: state.pop(k) for k in ("posterior_a", "posterior_b", "draws")}
+        arrays = {k: state.pop(k) for k in _ARRAYS}
         sampler_arrays = {
             f"sampler.{k}": sampler.pop(k) for k in list(sampler) if isinstance(sampler[k], np.ndarray)
         }
@@ -534,7 +723,7 @@ class PromptCurriculum:
             meta = json.loads(str(npz["meta"]))
             state = dict(meta["state"])
             sampler = dict(meta["sampler"])
-            for k in ("posterior_a", "posterior_b", "draws"):
+            for k in _ARRAYS:
                 state[k] = npz[k]
             for k in npz:
                 if k.startswith("sampler."):

@@ -61,12 +61,14 @@ import logging
 import os
 from collections import deque
 from collections.abc import Iterator, Sized
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, Sampler
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from trl import GRPOConfig
 from trl.trainer.grpo_trainer import GRPOTrainer
 
 from plr_gym.prompts import PromptCurriculum
@@ -74,6 +76,7 @@ from plr_gym.prompts import PromptCurriculum
 __all__ = [
     "CURRICULUM_FILE",
     "PROMPT_ID_KEY",
+    "CurriculumGRPOConfig",
     "CurriculumGRPOTrainer",
     "CurriculumRepeatSampler",
     "PromptCurriculumMixin",
@@ -199,7 +202,8 @@ class CurriculumRepeatSampler(Sampler[int]):
     ) -> tuple[np.ndarray[Any, np.dtype[np.bool_]], int]:
         """The outcomes of the oldest handed-out batch: ``completion_ids`` (its prompt id per completion,
         gathered over the processes) and ``outcomes`` (rewards, one per completion; only where ``scored``,
-        if given) go to ``curriculum.observe``; then the next batch is drawn. Returns ``observe``'s keep
+        if given) go to ``curriculum.observe``, each block of ``mini_repeat_count`` completions one group (as
+        TRL groups them for its advantages); then the next batch is drawn. Returns ``observe``'s keep
         mask (True where not scored) and how many batches had been drawn ahead of this one."""
         if not self._out:
             raise RuntimeError(
@@ -213,24 +217,99 @@ class CurriculumRepeatSampler(Sampler[int]):
                 f"(got {sorted(set(got.tolist()))[:8]}, drew {sorted(set(self._out[0].tolist()))[:8]}); "
                 "the trainer's batch layout differs from TRL 1.16's"
             )
+        blocks = got.reshape(-1, self.mini_repeat_count)
+        if not (blocks == blocks[:, :1]).all():
+            raise RuntimeError(
+                "the completions of this generation batch are not in blocks of num_generations per prompt; "
+                "the trainer's batch layout differs from TRL 1.16's"
+            )
+        # TRL's groups: consecutive blocks of num_generations (a prompt drawn twice is two groups)
+        groups = np.arange(got.size) // self.mini_repeat_count
         keep = np.ones(got.size, dtype=bool)
         scored = np.ones(got.size, dtype=bool) if scored is None else np.asarray(scored, dtype=bool)
         # a refused input raises here, before anything is popped
-        keep[scored] = self.curriculum.observe(got[scored], np.asarray(outcomes)[scored])
+        keep[scored] = self.curriculum.observe(
+            got[scored], np.asarray(outcomes)[scored], groups=groups[scored]
+        )
         self._out.popleft()
         ahead = len(self._out) + len(self._ready)
         self._top_up()
         return keep, ahead
 
 
+@dataclass
+class CurriculumGRPOConfig(GRPOConfig):  # type: ignore[misc,unused-ignore]
+    """TRL's ``GRPOConfig`` with the options of the curriculum that the trainer builds when it is given none.
+
+    Being fields of the config, they come from TRL's command line and YAML files like the others
+    (``TrlParser``), e.g. ``curriculum_reward_range: [-1, 1]``. Each maps to the
+    :class:`~plr_gym.prompts.PromptCurriculum` argument of the same name without ``curriculum_``
+    (``seed`` is the config's ``seed``); ``curriculum_reward`` is the trainer's argument (which reward
+    function is judged: a name or a position; default the weighted sum GRPO uses). A trainer given its own
+    ``curriculum=`` refuses a config whose ``curriculum_*`` options are not at their defaults.
+
+    Example:
+        >>> cfg = CurriculumGRPOConfig(
+        ...     output_dir="out", use_cpu=True, report_to="none", curriculum_reward_range=[-1.0, 1.0]
+        ... )
+        >>> cfg.curriculum_options()["reward_range"]
+        (-1.0, 1.0)
+    """
+
+    curriculum_method: str = field(default="learnability", metadata={"help": "learnability or thompson"})
+    curriculum_spread: str = field(
+        default="variance", metadata={"help": "learnability score: variance or std"}
+    )
+    curriculum_reward_range: list[float] | None = field(
+        default=None, metadata={"help": "the judged reward's range [low, high]; default: any finite reward"}
+    )
+    curriculum_success_threshold: float | None = field(
+        default=None,
+        metadata={"help": "a reward >= this is a success; default: the middle of the range, or 0.5"},
+    )
+    curriculum_uniform_mass: float = field(default=0.1, metadata={"help": "uniform floor of the draws"})
+    curriculum_filter_groups: bool = field(
+        default=False, metadata={"help": "drop groups whose rewards are all equal from the loss"}
+    )
+    curriculum_reward: str | None = field(
+        default=None, metadata={"help": "judge this reward function (name or position), not the weighted sum"}
+    )
+
+    def curriculum_options(self) -> dict[str, Any]:
+        """The :class:`~plr_gym.prompts.PromptCurriculum` keyword arguments of these fields (not ``seed``)."""
+        rr = self.curriculum_reward_range
+        return {
+            "method": self.curriculum_method,
+            "spread": self.curriculum_spread,
+            "reward_range": None if rr is None else tuple(rr),
+            "success_threshold": self.curriculum_success_threshold,
+            "uniform_mass": self.curriculum_uniform_mass,
+            "filter_groups": self.curriculum_filter_groups,
+        }
+
+
+def _curriculum_fields_changed(args: Any) -> list[str]:
+    if not isinstance(args, CurriculumGRPOConfig):
+        return []
+    return [
+        f.name
+        for f in fields(CurriculumGRPOConfig)
+        if f.name.startswith("curriculum_") and getattr(args, f.name) != f.default
+    ]
+
+
 class PromptCurriculumMixin:
     """Adds a :class:`~plr_gym.prompts.PromptCurriculum` to a TRL ``GRPOTrainer`` (put it first in the bases).
 
     :param curriculum: the curriculum; ``None`` builds ``PromptCurriculum(len(train_dataset),
-        seed=args.seed)``. Its ``num_prompts`` must be the training set's length (prompt id = row index).
-    :param curriculum_reward: which reward is judged for success: ``None`` (default) the weighted sum of the
-        reward functions that GRPO uses, or one reward function, by position or name (e.g. an accuracy
-        reward next to a format reward). The curriculum's ``success_threshold``/``success_fn`` judge it.
+        seed=args.seed)``, with the options of a :class:`CurriculumGRPOConfig` if ``args`` is one. Its
+        ``num_prompts`` must be the training set's length (prompt id = row index).
+    :param curriculum_reward: which reward is judged: ``None`` (default) the weighted sum of the reward
+        functions, which GRPO's advantages are computed from, or one reward function, by position or name
+        (e.g. an accuracy reward next to a format reward). The default curriculum takes any finite reward
+        (its score is the reward's spread, whatever its scale), so a sum of several functions needs no
+        option; give ``reward_range`` (``CurriculumGRPOConfig.curriculum_reward_range``) to have rewards
+        outside it refused, and ``success_threshold`` for the success rate that the stats report.
     :param curriculum_lookahead: how many generation batches are drawn ahead of the outcomes (default 1,
         TRL's prefetch; see the module's note on the delay).
     :param args, kwargs: those of the trainer.
@@ -255,8 +334,28 @@ class PromptCurriculumMixin:
                 "a prompt curriculum needs a map-style train_dataset (indexable, with a length), got "
                 f"{type(dataset).__name__}"
             )
-        if curriculum is None:
-            curriculum = PromptCurriculum(len(dataset), seed=trainer.args.seed)
+        config = trainer.args
+        if curriculum is None and isinstance(config, CurriculumGRPOConfig):
+            try:
+                curriculum = PromptCurriculum(len(dataset), seed=config.seed, **config.curriculum_options())
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"CurriculumGRPOConfig's curriculum_* options: {exc}") from exc
+        elif curriculum is None:
+            curriculum = PromptCurriculum(len(dataset), seed=config.seed)
+        elif _curriculum_fields_changed(config):
+            changed = [n for n in _curriculum_fields_changed(config) if n != "curriculum_reward"]
+            if changed:
+                raise ValueError(
+                    f"the config sets {', '.join(changed)} but a curriculum was passed, which would ignore "
+                    "them: set them on the PromptCurriculum, or pass curriculum=None"
+                )
+        config_reward = getattr(config, "curriculum_reward", None)
+        if config_reward is not None:
+            if curriculum_reward is not None and curriculum_reward != config_reward:
+                raise ValueError(
+                    f"curriculum_reward={curriculum_reward!r} differs from the config's {config_reward!r}"
+                )
+            curriculum_reward = int(config_reward) if config_reward.isdigit() else config_reward
         if not isinstance(curriculum, PromptCurriculum):
             raise TypeError(f"curriculum must be a PromptCurriculum, got {type(curriculum).__name__}")
         if curriculum.num_prompts != len(dataset):
