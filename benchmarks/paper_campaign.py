@@ -57,7 +57,7 @@ SMOKE_ARGS = [
 SAVE_MINUTES = 10
 #: The recipe's training speed on a CPU, measured (docs/paper.md, "Budget"): environment steps per CPU
 #: second of one run (IMPALA-CNN PPO, 64 envs x 256 steps, one torch thread), all its processes counted.
-CPU_STEPS_PER_CPU_SECOND = None
+CPU_STEPS_PER_CPU_SECOND: float | None = 37.0  # benchmarks/results/paper_recipe_cpu_rate.md (b27fcb9)
 PIDS_FILE = "pids.json"
 #: The launcher's own entry in ``pids.json`` (``--stop`` waits for it to write the report).
 LAUNCHER = "launcher"
