@@ -15,6 +15,7 @@ import ray  # `make test` installs the distributed extra on both stacks: a missi
 from conftest import run_benchmark
 from plr_gym import LevelBuffer, LevelSampler
 from plr_gym.checkpoint import checkpoint_files, write_checkpoint_dir
+from plr_gym import distributed
 from plr_gym.distributed import (
     REMOTE_FILE,
     LevelSourceActor,
@@ -52,7 +53,7 @@ def test_prefetch_serves_the_local_sequence_and_weights(local_ray: None) -> None
     sampler that draws when the actor drew (the client's queue) and gets the same scores when the actor
     got them (score pushes, each followed by the draw of the levels that ride on it) holds the same replay
     distribution and state."""
-    client = RemoteLevelSource(host_level_source(sampler()), prefetch=1, push_every=2)
+    client = RemoteLevelSource(host_level_source(sampler()), prefetch=1, prefetch_seconds=0, push_every=2)
     local = sampler()
     queue: list[int] = []  # the local mirror of the client's queue
     unpushed: list[tuple[np.ndarray, np.ndarray]] = []
@@ -103,7 +104,7 @@ def test_a_push_that_failed_is_raised_once_and_the_queue_keeps_serving(
     levels for the queue: the error reaches the client once, and the queue refills afterwards."""
     ck = tmp_path / "ck"
     actor = host_level_source(sampler(n=12), checkpoint_dir=ck, checkpoint_every=1, checkpoint_interval=0.0)
-    client = RemoteLevelSource(actor, prefetch=4, push_every=1)
+    client = RemoteLevelSource(actor, prefetch=4, prefetch_seconds=0, push_every=1)
     levels = client.next_levels(np.arange(2))
     for _ in range(3):
         client.next_levels(np.arange(2))  # drain the queue: the next push also draws
@@ -119,6 +120,47 @@ def test_a_push_that_failed_is_raised_once_and_the_queue_keeps_serving(
     client.flush()  # raised once
     for _ in range(12):
         assert client.next_levels(np.arange(2)).shape == (2,)
+
+
+def test_levels_are_drawn_in_blocks_sized_to_the_reset_rate(
+    local_ray: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """prefetch_seconds (the default): one env resetting 25 times a (client-clock) second keeps ~25 × 4
+    levels ready, so a refill call brings ~50 levels; the scores ride on those calls (no calls of their
+    own), every score is absorbed once, and the levels served are still exactly the hosted sampler's
+    draws in order. prefetch_seconds=0 is the old behaviour: prefetch per env, one call per reset here."""
+    now = [0.0]
+    monkeypatch.setattr(distributed, "_clock", lambda: now[0])
+    client = RemoteLevelSource(host_level_source(sampler(n=60)), prefetch=2, prefetch_seconds=4.0)
+    old = RemoteLevelSource(host_level_source(sampler(n=60)), prefetch=2, prefetch_seconds=0, push_every=8)
+    local = sampler(n=60)
+    served = []
+    calls = []  # the client's calls to the actor after each reset
+    for k in range(400):
+        level = client.next_levels(np.arange(1))
+        served.append(int(level[0]))
+        if k >= 60:  # no score yet in the first 60 episodes: the actor draws what a local sampler does
+            client.update_batch(level, [0.25])
+        calls.append(client.draw_calls + client.pushes)
+        old.update_batch(old.next_levels(np.arange(1)), [0.25])
+        now[0] += 0.04
+    assert served[:60] == local.sample(60).tolist()
+    late = calls[-1] - calls[199]  # the last 200 resets, at a measured rate of 25/s: ~50 levels per call
+    assert 3 <= late <= 6, calls
+    assert 200 / late >= 30 and client.levels_requested - len(served) <= 100 + 2
+    assert old.draw_calls + old.pushes >= 200  # a call per reset (prefetch 2, one env) plus the pushes
+    # a score waits at most prefetch_seconds while the client is in use, then goes (with a refill)
+    pushes = client.pushes
+    client.update_batch([served[-1]], [0.5])
+    client.next_levels(np.arange(1))
+    assert client.pushes == pushes
+    now[0] += 4.0
+    client.next_levels(np.arange(1))
+    assert client.pushes == pushes + 1
+    client.flush()
+    old.flush()
+    assert client.actor_stats()["scores_absorbed"] == 341 and old.actor_stats()["scores_absorbed"] == 400
+    assert client.actor_stats()["levels_served"] == client.levels_requested
 
 
 def test_prefetch_zero_is_exact(local_ray: None) -> None:
@@ -313,6 +355,8 @@ def test_constructor_arguments_are_checked(local_ray: None) -> None:
         RemoteLevelSource("x", prefetch=-1)
     with pytest.raises(ValueError, match="push_every must be an int >= 1"):
         RemoteLevelSource("x", push_every=0)
+    with pytest.raises(ValueError, match="prefetch_seconds must be a number of seconds >= 0"):
+        RemoteLevelSource("x", prefetch_seconds=-1.0)
     with pytest.raises(ValueError, match="no checkpoint_dir"):
         RemoteLevelSource(host_level_source(sampler())).checkpoint()
 
