@@ -554,6 +554,28 @@ def test_actor_joins_parts_from_several_clients_once_and_checkpoints_the_pending
     assert "no partial aggregates" in str(error) and outcomes.stats()["parts_received"] == 0
 
 
+def test_an_episode_joined_again_after_a_restart_is_applied_but_reported_once(tmp_path: Path) -> None:
+    """A push whose reply reported an episode, resent to an actor restored from an older checkpoint with
+    ``reported``: the episode is scored into the source again (it lost it) but not reported again, also when
+    another client's resent part completes it, and also across a second restart (the checkpoint keeps the
+    note)."""
+    adv = np.array([0.5, -1.5, 2.0, 1.0])
+    p0, p1 = _value_l1_parts("ep", 4, adv, [2])
+    actor = LevelSourceActor(sampler(strategy="value_l1"), checkpoint_dir=str(tmp_path), checkpoint_interval=0)
+    actor.checkpoint()  # before the episode
+    assert actor.push("learner-0", 1, [], 0, [p0])["parts"]["joined"] == []
+    assert [e for _, _, e in actor.push("learner-1", 1, [], 0, [p1])["parts"]["joined"]] == ["ep"]
+    # restart: both learners resend (learner-1 was told "ep" was scored); learner-0's part completes it
+    again = LevelSourceActor(sampler(strategy="value_l1"), checkpoint_dir=str(tmp_path))
+    assert again.push("learner-1", 1, [], 0, [p1], ["ep"])["parts"]["joined"] == []
+    again.checkpoint()  # holds p1 and the note, not yet the episode
+    third = LevelSourceActor(sampler(strategy="value_l1"), checkpoint_dir=str(tmp_path))
+    assert third.push("learner-0", 1, [], 0, [p0])["parts"]["joined"] == []  # completes "ep": not reported
+    assert third.stats()["episodes_joined"] == 1 and third.stats()["scores_absorbed"] == 1
+    assert third.source.scores[4] == pytest.approx(np.abs(adv).mean())  # applied: the source lost it
+    assert third._reported == set()
+
+
 def test_remote_parts_survive_an_actor_restart_exactly_once(local_ray: None, tmp_path: Path) -> None:
     """Learner A's part is checkpointed, learner B's is not when the actor is killed: B's client resends it
     to the restarted actor, A's last part completes the episode, scored exactly once."""
@@ -568,9 +590,9 @@ def test_remote_parts_survive_an_actor_restart_exactly_once(local_ray: None, tmp
     a.update_parts([p0])
     assert a.take_joined() == ([], 0)
     a.checkpoint()
-    b.update_parts([p1])
-    assert b.take_joined() == ([], 0)  # applied, in no checkpoint: b keeps it to resend
-    assert sorted(b._log_parts) == [1]
+    b.update_parts([p1, *_value_l1_parts("whole", 5, adv[:4], [])])
+    joined, _ = b.take_joined()  # applied, in no checkpoint: b keeps it to resend
+    assert [(level, episode) for level, _, episode in joined] == [(5, "whole")] and sorted(b._log_parts) == [1]
     ray.kill(actor, no_restart=False)
     deadline = time.monotonic() + 300  # ray.kill does not wait: a call may still reach the old actor
     while a.actor_stats()["restores"] < 1:
@@ -579,12 +601,13 @@ def test_remote_parts_survive_an_actor_restart_exactly_once(local_ray: None, tmp
     a.update_parts([p2])
     assert a.take_joined() == ([], 0)  # the restarted actor holds p0 (its checkpoint) and p2
     b.update_parts(_value_l1_parts("next", 3, adv[:2], []))  # b's next push meets the new actor...
-    joined, unscored = b.take_joined()  # ... so b resends p1, which completes the episode
-    stats = a.actor_stats()
+    joined, unscored = b.take_joined()  # ... so b resends p1, which completes the episode, and "whole",
+    stats = a.actor_stats()  # scored again by the restarted actor but reported once (plr/episodes_scored)
     assert stats["restores"] == 1 and unscored == 0
     assert sorted((level, episode) for level, _, episode in joined) == [(3, "next"), (7, "ep")]
+    assert a.call("scores")[5] == pytest.approx(np.abs(adv[:4]).mean()) and stats["scores_absorbed"] == 3
     assert dict((e, score) for _, score, e in joined)["ep"] == pytest.approx(np.abs(adv).mean())
-    assert stats["episodes_joined"] == 2 and stats["parts_pending"] == 0
+    assert stats["episodes_joined"] == 3 and stats["parts_pending"] == 0
     assert a.call("scores")[7] == pytest.approx(np.abs(adv).mean())
     with pytest.raises(TypeError, match="EpisodePart"):
         a.update_parts([("ep", 0, 3)])
