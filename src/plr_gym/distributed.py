@@ -163,7 +163,9 @@ class LevelSourceActor:
     :param checkpoint_interval: ... but at most one every this many seconds (a checkpoint is ``fsync``-ed
         files: tens of milliseconds).
     :param part_timeout: seconds an episode scored in parts (:meth:`push` with ``parts``) waits for its
-        next part before it is given up unscored (counted in ``parts_unscored``).
+        next part before it is given up unscored (counted in ``parts_unscored``): wall-clock seconds,
+        which run on while training is paused, so a pause longer than this gives up the episodes whose
+        first parts arrived before it (see :func:`host_level_source`).
 
     Example:
         >>> import numpy as np
@@ -660,7 +662,9 @@ def host_level_source(
     :param detached: the actor outlives the process that created it (a restarted learner finds it by
         ``name``, which is then required); end it with ``ray.kill(handle)``.
     :param part_timeout: seconds an episode scored in parts (RLlib with several learners) waits for its
-        next part before the actor gives it up unscored.
+        next part before the actor gives it up unscored (``parts_unscored``, RLlib's
+        ``plr/chunks_unscored``). These are wall-clock seconds, which run on while training is paused: a pause longer than this (a debugger, a long evaluation, a paused Tune trial, a slow restore of the learners) gives up every episode that was live in the env runners and had a chunk scored before it: set it above your longest pause (the default,
+        600, is ten minutes).
     :return: the actor handle (picklable; pass it to :class:`RemoteLevelSource`).
 
     Example:
