@@ -13,9 +13,8 @@ import pytest
 import ray  # `make test` installs the distributed extra on both stacks: a missing Ray is an error, not a skip
 
 from conftest import run_benchmark
-from plr_gym import LevelBuffer, LevelSampler
+from plr_gym import LevelBuffer, LevelSampler, distributed
 from plr_gym.checkpoint import checkpoint_files, write_checkpoint_dir
-from plr_gym import distributed
 from plr_gym.distributed import (
     REMOTE_FILE,
     LevelSourceActor,
@@ -561,7 +560,9 @@ def test_an_episode_joined_again_after_a_restart_is_applied_but_reported_once(tm
     note)."""
     adv = np.array([0.5, -1.5, 2.0, 1.0])
     p0, p1 = _value_l1_parts("ep", 4, adv, [2])
-    actor = LevelSourceActor(sampler(strategy="value_l1"), checkpoint_dir=str(tmp_path), checkpoint_interval=0)
+    actor = LevelSourceActor(
+        sampler(strategy="value_l1"), checkpoint_dir=str(tmp_path), checkpoint_interval=0
+    )
     actor.checkpoint()  # before the episode
     assert actor.push("learner-0", 1, [], 0, [p0])["parts"]["joined"] == []
     assert [e for _, _, e in actor.push("learner-1", 1, [], 0, [p1])["parts"]["joined"]] == ["ep"]
@@ -592,7 +593,8 @@ def test_remote_parts_survive_an_actor_restart_exactly_once(local_ray: None, tmp
     a.checkpoint()
     b.update_parts([p1, *_value_l1_parts("whole", 5, adv[:4], [])])
     joined, _ = b.take_joined()  # applied, in no checkpoint: b keeps it to resend
-    assert [(level, episode) for level, _, episode in joined] == [(5, "whole")] and sorted(b._log_parts) == [1]
+    assert [(level, episode) for level, _, episode in joined] == [(5, "whole")]
+    assert sorted(b._log_parts) == [1]
     ray.kill(actor, no_restart=False)
     deadline = time.monotonic() + 300  # ray.kill does not wait: a call may still reach the old actor
     while a.actor_stats()["restores"] < 1:

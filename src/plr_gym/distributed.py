@@ -399,7 +399,8 @@ class LevelSourceActor:
             again = [j for j in joined if str(j[2]) in self._reported]
             self._reported.difference_update(str(j[2]) for j in again)
             joined = [j for j in joined if j not in again]
-            return len(joined) + len(again), {"joined": joined, "unscored": result.unscored, "errors": refused}
+            report = {"joined": joined, "unscored": result.unscored, "errors": refused}
+            return len(joined) + len(again), report
         return len(joined), {"joined": joined, "unscored": result.unscored, "errors": refused}
 
     def _apply_joined(self, batches: list[tuple[Any, Any]]) -> int | None:
@@ -663,8 +664,10 @@ def host_level_source(
         ``name``, which is then required); end it with ``ray.kill(handle)``.
     :param part_timeout: seconds an episode scored in parts (RLlib with several learners) waits for its
         next part before the actor gives it up unscored (``parts_unscored``, RLlib's
-        ``plr/chunks_unscored``). These are wall-clock seconds, which run on while training is paused: a pause longer than this (a debugger, a long evaluation, a paused Tune trial, a slow restore of the learners) gives up every episode that was live in the env runners and had a chunk scored before it: set it above your longest pause (the default,
-        600, is ten minutes).
+        ``plr/chunks_unscored``). These are wall-clock seconds, which run on while training is paused:
+        a pause longer than this (a debugger, a long evaluation, a paused Tune trial, a slow restore of
+        the learners) gives up every episode that was live in the env runners and had a chunk scored
+        before it. Set it above your longest pause (the default, 600, is ten minutes).
     :return: the actor handle (picklable; pass it to :class:`RemoteLevelSource`).
 
     Example:

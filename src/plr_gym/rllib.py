@@ -390,8 +390,10 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
     :param strategy: the scoring strategy (name or callable); ``None``: the source's.
     :param part_timeout: when the parts are joined here, seconds an unfinished episode waits for its next
         part (the actor of a :class:`~plr_gym.distributed.RemoteLevelSource` has its own:
-        ``host_level_source(part_timeout=...)``). These are wall-clock seconds, which run on while training is paused: a pause longer than this (a debugger, a long evaluation, a paused Tune trial, a slow restore of the learners) gives up every episode that was live in the env runners and had a chunk scored before it (counted in
-        ``plr/chunks_unscored``): set it above your longest pause.
+        ``host_level_source(part_timeout=...)``). These are wall-clock seconds, which run on while
+        training is paused: a pause longer than this (a debugger, a long evaluation, a paused Tune trial,
+        a slow restore of the learners) gives up every episode that was live in the env runners and had a
+        chunk scored before it (counted in ``plr/chunks_unscored``). Set it above your longest pause.
     :param join_here: join the parts in this piece and send the source one score per episode, also for a
         :class:`~plr_gym.distributed.RemoteLevelSource` (right when this is the only learner: it then holds
         every part, and the actor gets one score per episode instead of one part per chunk); always so
