@@ -57,7 +57,8 @@ def make_bigfish(env_config: Any) -> Any:
 
     import plr_gym.envs  # noqa: F401  (registers plr_gym/procgen-*)
 
-    return gym.make("plr_gym/procgen-bigfish-v0", distribution_mode="easy")
+    env = gym.make("plr_gym/procgen-bigfish-v0", distribution_mode="easy")
+    return gym.wrappers.DtypeObservation(env, np.float32)  # RLlib's CNN takes float images
 
 
 def build_runners(num_envs: int, prefetch: int, env: str = "doorkey") -> dict[str, Any]:
