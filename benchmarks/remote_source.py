@@ -551,7 +551,7 @@ class LoadRunners:
                 self._score()
                 next_iteration += self.iteration
             t, r, j = heap[0]
-            if t >= until:
+            if t >= until or now >= until:  # a process behind its schedule stops at the deadline too
                 break
             if t > now:
                 time.sleep(min(t, next_iteration) - now)
