@@ -638,6 +638,7 @@ def run_load(
         "processes": len(hosts),
         "offered": offered,
         "resets_per_s": resets / wall,
+        "drawn_per_s": (after["levels_served"] - before["levels_served"]) / wall,
         "calls_per_s": calls / wall,
         "levels_per_call": (after["levels_served"] - before["levels_served"]) / max(calls, 1),
         "actor_us_per_reset": 1e6 * cpu / max(resets, 1),
@@ -704,18 +705,19 @@ def main_load(args: argparse.Namespace) -> None:
             )
     print()
     print(
-        "| prefetch_seconds | env runners | offered resets/s | served resets/s | actor calls/s | levels per "
+        "| prefetch_seconds | env runners | offered resets/s | served resets/s | levels drawn/s | actor calls/s "
+        "| levels per "
         "call | actor CPU µs per reset | ... less its idle CPU | actor idle CPU ms/s | actor CPU µs per call "
         "| actor CPU busy | client CPU µs per reset | "
         "runners behind (max s) | exactly once (scores absorbed / sent, levels drawn / asked) | "
         "load (1 min) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         sent = f"{r['episodes'] if outcome else r['scored']:,}"
         print(
             f"| {r['prefetch_seconds']:g} | {r['runners']} | {r['offered']:,.0f} | "
-            f"{r['resets_per_s']:,.0f} | {r['calls_per_s']:,.1f} | {r['levels_per_call']:.1f} | "
+            f"{r['resets_per_s']:,.0f} | {r['drawn_per_s']:,.0f} | {r['calls_per_s']:,.1f} | {r['levels_per_call']:.1f} | "
             f"{r['actor_us_per_reset']:.1f} | {r['actor_us_per_reset_net']:.1f} | "
             f"{r['actor_idle_ms_per_s']:.1f} | "
             f"{r['actor_us_per_call']:.0f} | {r['actor_busy']:.2f} | {r['client_us_per_reset']:.1f} | "

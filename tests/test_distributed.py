@@ -125,7 +125,8 @@ def test_levels_are_drawn_in_blocks_sized_to_the_reset_rate(
     local_ray: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """prefetch_seconds (the default): one env resetting 25 times a (client-clock) second keeps ~25 × 4
-    levels ready, so a refill call brings ~50 levels; the scores ride on those calls (no calls of their
+    levels ready, refilled when a quarter is left, so a refill call brings ~75 levels; the scores ride on
+    those calls (no calls of their
     own), every score is absorbed once, and the levels served are still exactly the hosted sampler's
     draws in order. prefetch_seconds=0 is the old behaviour: prefetch per env, one call per reset here."""
     now = [0.0]
@@ -144,9 +145,9 @@ def test_levels_are_drawn_in_blocks_sized_to_the_reset_rate(
         old.update_batch(old.next_levels(np.arange(1)), [0.25])
         now[0] += 0.04
     assert served[:60] == local.sample(60).tolist()
-    late = calls[-1] - calls[199]  # the last 200 resets, at a measured rate of 25/s: ~50 levels per call
-    assert 3 <= late <= 6, calls
-    assert 200 / late >= 30 and client.levels_requested - len(served) <= 100 + 2
+    late = calls[-1] - calls[199]  # the last 200 resets, at a measured rate of 25/s: ~75 levels per call
+    assert 2 <= late <= 4, calls
+    assert client.levels_requested - len(served) <= 100 + 2
     assert old.draw_calls + old.pushes >= 200  # a call per reset (prefetch 2, one env) plus the pushes
     # a score waits at most prefetch_seconds while the client is in use, then goes (with a refill)
     pushes = client.pushes

@@ -11,8 +11,9 @@ The client never makes one blocking round-trip per reset, and makes few calls of
 - **Levels** are drawn ahead, in blocks. The client keeps ready, in a FIFO queue, ``prefetch`` levels per
   env it serves, or as many levels as its envs take in ``prefetch_seconds`` (default 20 s; the rate is
   measured by the client) if that is more, and refills the queue with one non-blocking call
-  (``actor.draw.remote(n)``, checked with ``ray.wait(timeout=0)``) when it is half empty: one call per
-  about ``prefetch_seconds / 2`` seconds however often the envs reset, so the actor's fixed cost per call
+  (``actor.draw.remote(n)``, checked with ``ray.wait(timeout=0)``) when a quarter is left (half, for the
+  ``prefetch`` levels per env): one call per about ``0.75 × prefetch_seconds`` seconds however often the
+  envs reset, so the actor's fixed cost per call
   (≈ 0.6 ms of CPU) is shared by all the levels of a block. It blocks only when the queue cannot serve a
   request (the first one).
 - **Scores** are buffered and pushed with the client's next refill (one call for both), at the latest once
@@ -729,9 +730,10 @@ class RemoteLevelSource:
         per :meth:`next_levels`, exact). Ignored for sources that plan rollouts (their levels are fixed per
         rollout and fetched once per rollout).
     :param prefetch_seconds: also keep ready as many levels as this client's envs take in this many
-        seconds (measured; at most 4,096), so that a refill call comes about every ``prefetch_seconds / 2``
-        seconds whatever the reset rate. A level is then drawn up to about this many seconds before it is
-        played (see the module's note on the lag). ``0``: ``prefetch`` per env only (the old behaviour).
+        seconds (measured; at most 4,096), refilled when a quarter is left, so that a refill call comes
+        about every ``0.75 × prefetch_seconds`` seconds whatever the reset rate. A level is then drawn up
+        to about this many seconds before it is played (see the module's note on the lag). ``0``:
+        ``prefetch`` per env only (the old behaviour).
     :param push_every: push the buffered scores every this many :meth:`update_batch` calls; ``None``
         (default): with the next refill, or once the oldest is ``prefetch_seconds`` old. Always at
         :meth:`end_rollout` and :meth:`flush`.
@@ -1011,7 +1013,7 @@ class RemoteLevelSource:
             self.blocking_calls += waited
         out = [pool.popleft() for _ in range(n)]
         missing = self._missing()
-        if missing >= max(1, target // 2):
+        if missing >= self._refill_at(target):
             if self._pending:
                 self._push(top_up=True)  # the buffered scores ride along: one round trip for both
             else:
@@ -1042,6 +1044,14 @@ class RemoteLevelSource:
         if not self.prefetch or self._rate is None:
             return base
         return max(base, min(_MAX_AHEAD, math.ceil(self._rate * self.prefetch_seconds)))
+
+    def _refill_at(self, target: int) -> int:
+        """Refill when the queue lacks this many levels: half of ``prefetch`` per env, or, for a target set
+        by the reset rate, three quarters of it (the quarter left lasts ``prefetch_seconds / 4``, enough
+        for the call's round trip, and each call brings three quarters of the target)."""
+        if target > self.prefetch * self._n_envs:
+            return max(1, (3 * target) // 4)
+        return max(1, target // 2)
 
     def _missing(self) -> int:
         """Levels the queue (with the refills in flight) lacks to hold its target (:meth:`_target`)."""

@@ -741,7 +741,7 @@ def plr_ppo_config(
     :param prefetch: levels each env runner keeps ready per env, at least
         (:class:`~plr_gym.distributed.RemoteLevelSource`).
     :param prefetch_seconds: each env runner also keeps ready the levels its envs take in this many seconds
-        (measured), so that it calls the source's actor about once every ``prefetch_seconds / 2`` seconds
+        (measured), so that it calls the source's actor about once every ``0.75 × prefetch_seconds`` s
         whatever its reset rate; a level is drawn up to about this long before it is played
         (:class:`~plr_gym.distributed.RemoteLevelSource`; ``0``: ``prefetch`` per env only).
     :param sampler_kwargs: :class:`~plr_gym.LevelSampler` arguments, at least ``levels=``.
