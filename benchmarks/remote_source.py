@@ -705,9 +705,8 @@ def main_load(args: argparse.Namespace) -> None:
             )
     print()
     print(
-        "| prefetch_seconds | env runners | offered resets/s | served resets/s | levels drawn/s | actor calls/s "
-        "| levels per "
-        "call | actor CPU µs per reset | ... less its idle CPU | actor idle CPU ms/s | actor CPU µs per call "
+        "| prefetch_seconds | env runners | offered resets/s | served resets/s | levels drawn/s "
+        "| actor calls/s | levels per call | actor CPU µs per reset | ... less its idle CPU | actor idle CPU ms/s | actor CPU µs per call "
         "| actor CPU busy | client CPU µs per reset | "
         "runners behind (max s) | exactly once (scores absorbed / sent, levels drawn / asked) | "
         "load (1 min) |"
@@ -717,7 +716,8 @@ def main_load(args: argparse.Namespace) -> None:
         sent = f"{r['episodes'] if outcome else r['scored']:,}"
         print(
             f"| {r['prefetch_seconds']:g} | {r['runners']} | {r['offered']:,.0f} | "
-            f"{r['resets_per_s']:,.0f} | {r['drawn_per_s']:,.0f} | {r['calls_per_s']:,.1f} | {r['levels_per_call']:.1f} | "
+            f"{r['resets_per_s']:,.0f} | {r['drawn_per_s']:,.0f} | {r['calls_per_s']:,.1f} | "
+            f"{r['levels_per_call']:.1f} | "
             f"{r['actor_us_per_reset']:.1f} | {r['actor_us_per_reset_net']:.1f} | "
             f"{r['actor_idle_ms_per_s']:.1f} | "
             f"{r['actor_us_per_call']:.0f} | {r['actor_busy']:.2f} | {r['client_us_per_reset']:.1f} | "
