@@ -706,8 +706,8 @@ def main_load(args: argparse.Namespace) -> None:
     print()
     print(
         "| prefetch_seconds | env runners | offered resets/s | served resets/s | levels drawn/s "
-        "| actor calls/s | levels per call | actor CPU µs per reset | ... less its idle CPU | actor idle CPU ms/s | actor CPU µs per call "
-        "| actor CPU busy | client CPU µs per reset | "
+        "| actor calls/s | levels per call | actor CPU µs per reset | ... less its idle CPU "
+        "| actor idle CPU ms/s | actor CPU µs per call | actor CPU busy | client CPU µs per reset | "
         "runners behind (max s) | exactly once (scores absorbed / sent, levels drawn / asked) | "
         "load (1 min) |"
     )
