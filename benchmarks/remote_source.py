@@ -473,10 +473,12 @@ class LoadRunners:
     :class:`~plr_gym.rllib.PLREnv` (``reset`` draws the level from the client's queue, an outcome strategy
     reports from ``step``); the env steps themselves are not run: an episode of ``L`` steps ends
     ``L × envs / steps_per_s`` seconds after it began (the runner steps its envs in lockstep). A learner
-    stand-in (:class:`~plr_gym.rllib.PLRGeneralAdvantageEstimation`, one learner: it joins the episodes
-    itself and sends the source one score per episode, as in a real run) scores every ``iteration``
-    seconds the episodes that ended, one chunk each, and closes the source's rollout as the learner does
-    (``end_rollout``, ``rollout_stats``, ``begin_rollout``)."""
+    stand-in (:class:`~plr_gym.rllib.PLRGeneralAdvantageEstimation` with ``join_here``, as with one
+    learner: it joins the episodes itself and sends the source one score per episode) scores every
+    ``iteration`` seconds the episodes of this process's runners that ended, one chunk each, and pushes
+    them (one push per process and iteration, where one real learner makes one push in all: a little more
+    traffic than a real run); the stand-in of the process holding env runner 1 also closes the source's
+    rollout as the first learner does (``end_rollout``, ``rollout_stats``, ``begin_rollout``)."""
 
     def __init__(self) -> None:
         from plr_gym import rllib  # the imports a runner pays once (Ray's RLlib, torch)
@@ -516,6 +518,7 @@ class LoadRunners:
         self.episodes = 0  # episodes that ended
         self.scored = 0  # episodes the learner scored
         self.iterations_done = 0
+        self.rank0 = first == 1  # the process holding env runner 1 stands in for the first learner
         self.heap: list[tuple[float, int, int]] = []
 
     def begin(self, start: float) -> None:
@@ -531,7 +534,8 @@ class LoadRunners:
         """Calls made so far: the runners' draws and pushes, the learner's pushes and rollout calls."""
         clients = [*self.clients, self.learner.source]
         return {
-            "calls": sum(c.draw_calls + c.pushes for c in clients) + 3 * self.iterations_done,
+            "calls": sum(c.draw_calls + c.pushes for c in clients)
+            + (3 if self.rank0 else 0) * self.iterations_done,
             "levels": sum(c.levels_requested for c in self.clients),
             "blocking": sum(c.blocking_calls for c in self.clients),
         }
@@ -587,7 +591,10 @@ class LoadRunners:
             values = self.rng.random(total)
             self.learner._score(marks, values, self.rng.normal(size=total))
             self.scored += len(self.learner.last_scored)
-        self.learner._log(_MetricsStub(), [])  # end_rollout, rollout_stats, begin_rollout
+        if self.rank0:  # one learner closes the source's rollout (RLlib: the first learner)
+            self.learner._log(_MetricsStub(), [])  # end_rollout (push), rollout_stats, begin_rollout
+        else:
+            self.learner.source.flush()  # pushes its scores (and waits, as a learner does)
 
     def finish(self) -> dict[str, Any]:
         """Score what ended and push everything: afterwards the actor holds every score sent."""
