@@ -737,7 +737,7 @@ def main_load(args: argparse.Namespace) -> None:
     bad = [(r["prefetch_seconds"], r["runners"]) for r in rows if not r["check"]]
     if bad:
         print(f"- CHECK FAILED: scores or levels not exactly once at (prefetch_seconds, runners) = {bad}")
-    print(f"- total wall time: {time.time() - t_start:.0f} s")
+    print(f"- load test wall time: {time.time() - t_start:.0f} s")
     if bad:
         sys.exit(1)
 
