@@ -412,6 +412,22 @@ def test_plr_env_plays_the_sources_levels_and_reports_outcomes() -> None:
     assert sampler.has_scores  # the outcome reached the source from the env side
 
 
+def test_plr_env_sends_the_outcomes_its_client_buffered_when_it_closes(local_ray) -> None:
+    """A RemoteLevelSource buffers outcomes (pushed with its next refill, or after prefetch_seconds): an
+    env runner that stops closes its envs, and PLREnv.close pushes them, so they are not lost."""
+    client = RemoteLevelSource(host_level_source(LevelSampler(range(5), strategy="learnability", seed=0)))
+    env = PLREnv(make_doorkey({}), client, env_index=0)
+    env.reset()
+    done = False
+    while not done:
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        done = terminated or truncated
+    stats = client.actor.stats  # straight to the actor: client.actor_stats() would push first
+    assert ray.get(stats.remote())["scores_absorbed"] == 0  # buffered in the client
+    env.close()
+    assert ray.get(stats.remote())["scores_absorbed"] == 1  # Ray runs one caller's calls in order
+
+
 def test_bad_input_names_the_argument() -> None:
     sampler = LevelSampler(range(5), seed=0)
     with pytest.raises(ValueError, match="env_index"):

@@ -1336,6 +1336,12 @@ class RemoteLevelSource:
         kind = type(first) if isinstance(first, (ValueError, TypeError, KeyError)) else RuntimeError
         raise kind(msg) from first
 
+    def push(self) -> None:
+        """Send the buffered scores now, without waiting (a refusal is raised at a later
+        :meth:`update_batch`, :meth:`end_rollout` or :meth:`flush`). :class:`plr_gym.rllib.PLREnv` calls it
+        when its env runner closes the env, so that the outcomes it buffered are not lost."""
+        self._push()
+
     def flush(self) -> None:
         """Push the buffered scores and wait until the actor has applied every push of this client.
 

@@ -189,6 +189,14 @@ class PLREnv(gym.Wrapper[Any, Any, Any, Any]):
         info["plr_env"] = self.env_index
         return obs, info
 
+    def close(self) -> None:
+        """Close the env; a source client that buffers scores (outcome strategies report from here) sends
+        them first, without waiting (:meth:`plr_gym.distributed.RemoteLevelSource.push`)."""
+        push = getattr(self.source, "push", None)
+        if self._outcome and callable(push):
+            push()
+        super().close()
+
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the env; an outcome strategy reports the outcome of an episode that ends here."""
         obs, reward, terminated, truncated, info = self.env.step(action)
