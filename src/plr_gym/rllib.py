@@ -195,7 +195,7 @@ class PLREnv(gym.Wrapper[Any, Any, Any, Any]):
         push = getattr(self.source, "push", None)
         if self._outcome and callable(push):
             push()
-        super().close()
+        super().close()  # type: ignore[no-untyped-call]
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the env; an outcome strategy reports the outcome of an episode that ends here."""
