@@ -430,9 +430,343 @@ def shard_difference(n_levels: int, draws: int) -> list[str]:
     return lines
 
 
+# --------------------------------------------------------------------------------------------------
+# load test: emulated RLlib env runners at plr_ppo_config's defaults
+# --------------------------------------------------------------------------------------------------
+class _MetricsStub:
+    """What ``PLRGeneralAdvantageEstimation._log`` needs of RLlib's metrics logger (values dropped)."""
+
+    def log_value(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def _stand_in_env(env_config: Any) -> Any:
+    """An env whose whole episode is one ``step()``: ``reset(seed=level)`` draws the episode's length (in
+    the env steps it stands for) from ``env_config["lengths"]`` and puts it in ``info["steps"]``."""
+    import gymnasium as gym
+
+    class StandIn(gym.Env[Any, Any]):
+        observation_space = gym.spaces.Discrete(1)
+        action_space = gym.spaces.Discrete(1)
+
+        def __init__(self, lengths: tuple[int, int], seed: int) -> None:
+            self.lengths = lengths
+            self.rng = np.random.default_rng(seed)
+
+        def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict[str, Any]]:
+            super().reset(seed=seed)
+            self.steps = int(self.rng.integers(self.lengths[0], self.lengths[1] + 1))
+            return 0, {"steps": self.steps}
+
+        def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+            return 0, float(self.rng.random() < 0.5), True, False, {"steps": self.steps}
+
+    seed = 1000 * int(env_config.worker_index) + int(env_config.vector_index)
+    return StandIn(tuple(env_config["lengths"]), seed)
+
+
+@ray.remote(num_cpus=0)
+class LoadRunners:
+    """One process emulating ``k`` RLlib env runners, each as RLlib makes it: :class:`PLREnvCreator` pickled
+    into the runner (so the runner has its own ``RemoteLevelSource`` client, with the source's settings)
+    and called once per sub-env with an ``EnvContext``. Each env plays its episodes through
+    :class:`~plr_gym.rllib.PLREnv` (``reset`` draws the level from the client's queue, an outcome strategy
+    reports from ``step``); the env steps themselves are not run: an episode of ``L`` steps ends
+    ``L × envs / steps_per_s`` seconds after it began (the runner steps its envs in lockstep). A learner
+    stand-in (:class:`~plr_gym.rllib.PLRGeneralAdvantageEstimation` with ``join_here``, as with one
+    learner: it joins the episodes itself and sends the source one score per episode) scores every
+    ``iteration`` seconds the episodes of this process's runners that ended, one chunk each, and pushes
+    them (one push per process and iteration, where one real learner makes one push in all: a little more
+    traffic than a real run); the stand-in of the process holding env runner 1 also closes the source's
+    rollout as the first learner does (``end_rollout``, ``rollout_stats``, ``begin_rollout``)."""
+
+    def __init__(self) -> None:
+        from plr_gym import rllib  # the imports a runner pays once (Ray's RLlib, torch)
+
+        self.rllib = rllib
+
+    def setup(
+        self,
+        first: int,
+        k: int,
+        envs: int,
+        source: Any,
+        steps_per_s: float,
+        lengths: tuple[int, int],
+        iteration: float,
+    ) -> None:
+        """Env runners ``first`` ... ``first + k - 1`` over ``source`` (each its own client of it)."""
+        from ray import cloudpickle  # what Ray ships the env creator to its env runners with
+        from ray.rllib.env.env_context import EnvContext
+
+        creator = self.rllib.PLREnvCreator(_stand_in_env, source, envs)
+        self.envs: list[list[Any]] = []
+        self.clients: list[Any] = []
+        for w in range(first, first + k):
+            mine = cloudpickle.loads(cloudpickle.dumps(creator))  # as RLlib ships it to env runner w
+            config = {"lengths": list(lengths)}
+            self.envs.append([mine(EnvContext(config, worker_index=w, vector_index=j)) for j in range(envs)])
+            self.clients.append(mine.source)
+        self.learner = self.rllib.PLRGeneralAdvantageEstimation(
+            gamma=0.99, lambda_=0.95, source=cloudpickle.loads(cloudpickle.dumps(source)), join_here=True
+        )
+        self.outcome = self.learner.strategy_info.outcome
+        self.seconds_per_step = envs / steps_per_s
+        self.iteration = iteration
+        self.rng = np.random.default_rng(first)
+        self.ended: list[tuple[Any, int]] = []  # (level, steps) of the episodes not scored yet
+        self.episodes = 0  # episodes that ended
+        self.scored = 0  # episodes the learner scored
+        self.iterations_done = 0
+        self.rank0 = first == 1  # the process holding env runner 1 stands in for the first learner
+        self.heap: list[tuple[float, int, int]] = []
+
+    def begin(self, start: float) -> None:
+        """First resets (the blocking first draw of every runner), then episodes from ``start`` on."""
+        import heapq
+
+        for r, envs in enumerate(self.envs):
+            for j, env in enumerate(envs):
+                _, info = env.reset()
+                heapq.heappush(self.heap, (start + info["steps"] * self.seconds_per_step, r, j))
+
+    def counters(self) -> dict[str, Any]:
+        """Calls made so far: the runners' draws and pushes, the learner's pushes and rollout calls."""
+        clients = [*self.clients, self.learner.source]
+        return {
+            "calls": sum(c.draw_calls + c.pushes for c in clients)
+            + (3 if self.rank0 else 0) * self.iterations_done,
+            "levels": sum(c.levels_requested for c in self.clients),
+            "blocking": sum(c.blocking_calls for c in self.clients),
+        }
+
+    def play(self, until: float) -> dict[str, Any]:
+        """Play episodes (end, reset on the next level) until ``until``; score every ``iteration`` s."""
+        import heapq
+
+        heap, envs, per_step = self.heap, self.envs, self.seconds_per_step
+        resets = 0
+        behind = 0.0  # the largest delay of an episode's end behind its schedule (the process too slow)
+        next_iteration = time.time() + self.iteration
+        cpu = time.process_time()
+        while True:
+            now = time.time()
+            if now >= next_iteration:
+                self._score()
+                next_iteration += self.iteration
+            t, r, j = heap[0]
+            if t >= until or now >= until:  # a process behind its schedule stops at the deadline too
+                break
+            if t > now:
+                time.sleep(min(t, next_iteration) - now)
+                continue
+            behind = max(behind, now - t)
+            env = envs[r][j]
+            _, _, _, _, info = env.step(0)
+            self.ended.append((env.level, info["steps"]))
+            self.episodes += 1
+            _, info = env.reset()
+            resets += 1
+            heapq.heapreplace(heap, (t + info["steps"] * per_step, r, j))
+        return {"resets": resets, "behind": behind, "cpu": time.process_time() - cpu}
+
+    def _score(self) -> None:
+        """The learner's step: score the episodes that ended (one chunk each), then close the rollout."""
+        self.iterations_done += 1
+        ended, self.ended = self.ended, []
+        if ended and not self.outcome:
+            marks = [
+                {
+                    "id": f"{id(self)}-{self.scored + i}",
+                    "t_started": 0,
+                    "len": steps,
+                    "terminated": True,
+                    "done": True,
+                    "level": level,
+                    "rewards": np.zeros(steps),
+                }
+                for i, (level, steps) in enumerate(ended)
+            ]
+            total = sum(steps + 1 for _, steps in ended)
+            values = self.rng.random(total)
+            self.learner._score(marks, values, self.rng.normal(size=total))
+            self.scored += len(self.learner.last_scored)
+        if self.rank0:  # one learner closes the source's rollout (RLlib: the first learner)
+            self.learner._log(_MetricsStub(), [])  # end_rollout (push), rollout_stats, begin_rollout
+        else:
+            self.learner.source.flush()  # pushes its scores (and waits, as a learner does)
+
+    def finish(self) -> dict[str, Any]:
+        """Score what ended and push everything: afterwards the actor holds every score sent."""
+        self._score()
+        for client in self.clients:
+            client.flush()
+        self.learner.source.flush()
+        out = {"scored": self.scored, "episodes": self.episodes, **self.counters()}
+        del self.envs, self.clients, self.learner
+        return out
+
+
+def run_load(
+    source: Any, n_runners: int, hosts: list[Any], args: argparse.Namespace, probe: Any
+) -> dict[str, Any]:
+    """``n_runners`` emulated env runners over the ``hosts`` processes; one measurement window."""
+    lengths = (args.episode_steps[0], args.episode_steps[1])
+    m = len(hosts)
+    split = [n_runners // m + (i < n_runners % m) for i in range(m)]
+    hosts = [h for h, k in zip(hosts, split) if k]
+    split = [k for k in split if k]
+    firsts = np.cumsum([1, *split[:-1]]).tolist()
+    ray.get(
+        [
+            h.setup.remote(f, k, args.runner_envs, source, args.steps_per_s, lengths, args.iteration)
+            for h, f, k in zip(hosts, firsts, split)
+        ]
+    )
+    idle = probe.actor_stats()["cpu_seconds"]  # the actor's own background CPU (Ray's threads), idle
+    time.sleep(args.idle)
+    idle = (probe.actor_stats()["cpu_seconds"] - idle) / args.idle
+    start = time.time() + 0.5
+    ray.get([h.begin.remote(start) for h in hosts])
+    ray.get([h.play.remote(start + args.warmup) for h in hosts])  # blocks sized to the measured rates
+    before, counters0 = probe.actor_stats(), ray.get([h.counters.remote() for h in hosts])
+    t0 = time.time()
+    out = ray.get([h.play.remote(t0 + args.seconds) for h in hosts])
+    wall = time.time() - t0
+    after, counters1 = probe.actor_stats(), ray.get([h.counters.remote() for h in hosts])
+    done = ray.get([h.finish.remote() for h in hosts])
+    final = probe.actor_stats()
+    resets = sum(o["resets"] for o in out)
+    calls = sum(c1["calls"] - c0["calls"] for c0, c1 in zip(counters0, counters1))
+    cpu = after["cpu_seconds"] - before["cpu_seconds"]
+    offered = n_runners * args.steps_per_s / (0.5 * (lengths[0] + lengths[1]))
+    return {
+        "runners": n_runners,
+        "processes": len(hosts),
+        "offered": offered,
+        "resets_per_s": resets / wall,
+        "drawn_per_s": (after["levels_served"] - before["levels_served"]) / wall,
+        "calls_per_s": calls / wall,
+        "levels_per_call": (after["levels_served"] - before["levels_served"]) / max(calls, 1),
+        "actor_us_per_reset": 1e6 * cpu / max(resets, 1),
+        "actor_idle_ms_per_s": 1e3 * idle,
+        "actor_us_per_reset_net": 1e6 * max(0.0, cpu - idle * wall) / max(resets, 1),
+        "actor_us_per_call": 1e6 * cpu / max(calls, 1),
+        "actor_busy": cpu / wall,
+        "client_us_per_reset": 1e6 * sum(o["cpu"] for o in out) / max(resets, 1),
+        "behind_s": max(o["behind"] for o in out),
+        "blocking": sum(c1["blocking"] - c0["blocking"] for c0, c1 in zip(counters0, counters1)),
+        "scored": sum(d["scored"] for d in done),
+        "episodes": sum(d["episodes"] for d in done),
+        "absorbed": final["scores_absorbed"],
+        "levels_requested": sum(d["levels"] for d in done),
+        "levels_served": final["levels_served"],
+        "refused": final["batches_refused"],
+        "load": os.getloadavg()[0],
+    }
+
+
+def main_load(args: argparse.Namespace) -> None:
+    """The load test (``--load``): emulated env runners at ``plr_ppo_config``'s defaults, scaled up."""
+    from plr_gym.scoring import strategy_spec
+
+    counts = [int(x) for x in args.runners.split(",")]
+    settings = [float(x) for x in args.prefetch_seconds.split(",")]
+    t_start = time.time()
+    print(
+        f"- load test setup: {args.levels} levels, strategy {args.strategy}; each env runner: "
+        f"{args.runner_envs} env(s) stepping {args.steps_per_s:g} env steps/s in all, episodes of "
+        f"{args.episode_steps[0]}–{args.episode_steps[1]} steps (uniform), a learner step every "
+        f"{args.iteration:g} s; runners spread over {args.processes} client processes; {args.warmup:g} s "
+        f"warm-up, then {args.seconds:g} s measured; client: prefetch 2 per env, push_every None, "
+        f"prefetch_seconds as in each row"
+    )
+    print()
+    outcome = strategy_spec(args.strategy).outcome
+    n_hosts = min(args.processes, max(counts))
+    hosts = [LoadRunners.remote() for _ in range(n_hosts)]  # type: ignore[attr-defined]
+    rows = []
+    for seconds in settings:
+        for n in counts:
+            sampler = LevelSampler(range(args.levels), strategy=args.strategy, seed=0)
+            actor = host_level_source(sampler)
+            source = RemoteLevelSource(actor, prefetch=2, prefetch_seconds=seconds)
+            probe = RemoteLevelSource(actor, prefetch=0)
+            assert probe.num_levels == args.levels  # the actor is up
+            row = run_load(source, n, hosts, args, probe)
+            row["prefetch_seconds"] = seconds
+            # exactly once: every score the learners (or the runners, for outcomes) sent was applied once;
+            # every level the runners' clients asked for was drawn once
+            sent = row["episodes"] if outcome else row["scored"]
+            row["check"] = (
+                row["refused"] == 0
+                and row["levels_requested"] == row["levels_served"]
+                and row["absorbed"] == sent
+                and (outcome or row["scored"] == row["episodes"])
+            )
+            rows.append(row)
+            ray.kill(actor)
+            print(
+                f"<!-- prefetch_seconds {seconds:g}, {n} runners done at {time.time() - t_start:.0f} s -->",
+                flush=True,
+            )
+    print()
+    print(
+        "| prefetch_seconds | env runners | offered resets/s | served resets/s | levels drawn/s "
+        "| actor calls/s | levels per call | actor CPU µs per reset | ... less its idle CPU "
+        "| actor idle CPU ms/s | actor CPU µs per call | actor CPU busy | client CPU µs per reset | "
+        "runners behind (max s) | exactly once (scores absorbed / sent, levels drawn / asked) | "
+        "load (1 min) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        sent = f"{r['episodes'] if outcome else r['scored']:,}"
+        print(
+            f"| {r['prefetch_seconds']:g} | {r['runners']} | {r['offered']:,.0f} | "
+            f"{r['resets_per_s']:,.0f} | {r['drawn_per_s']:,.0f} | {r['calls_per_s']:,.1f} | "
+            f"{r['levels_per_call']:.1f} | "
+            f"{r['actor_us_per_reset']:.1f} | {r['actor_us_per_reset_net']:.1f} | "
+            f"{r['actor_idle_ms_per_s']:.1f} | "
+            f"{r['actor_us_per_call']:.0f} | {r['actor_busy']:.2f} | {r['client_us_per_reset']:.1f} | "
+            f"{r['behind_s']:.2f} | {'yes' if r['check'] else 'NO'} ({r['absorbed']:,} / {sent}, "
+            f"{r['levels_served']:,} / {r['levels_requested']:,}) | {r['load']:.1f} |"
+        )
+    print()
+    for h in hosts:
+        ray.kill(h)
+    bad = [(r["prefetch_seconds"], r["runners"]) for r in rows if not r["check"]]
+    if bad:
+        print(f"- CHECK FAILED: scores or levels not exactly once at (prefetch_seconds, runners) = {bad}")
+    print(f"- load test wall time: {time.time() - t_start:.0f} s")
+    if bad:
+        sys.exit(1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="C = 1, 2, prefetch 16 only, 0.5 s per run")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the suite's smoke run: C = 1, prefetch 16 only, 0.5 s per run; then a load test of 4 runners",
+    )
+    load = parser.add_argument_group("load test (--load): emulated RLlib env runners at the defaults")
+    load.add_argument("--load", action="store_true", help="run the load test instead of the comparison")
+    load.add_argument("--runners", default="16,64,256", help="env runner counts, one row each")
+    load.add_argument("--processes", type=int, default=4, help="client processes the runners share")
+    load.add_argument("--runner-envs", type=int, default=1, help="envs per runner (plr_ppo_config: 1)")
+    load.add_argument("--steps-per-s", type=float, default=700.0, help="env steps/s of one runner")
+    load.add_argument(
+        "--episode-steps", type=int, nargs=2, default=(10, 30), metavar=("MIN", "MAX"), help="episode length"
+    )
+    load.add_argument("--iteration", type=float, default=4.0, help="seconds per learner step")
+    load.add_argument("--warmup", type=float, default=12.0, help="seconds before the measured window")
+    load.add_argument("--idle", type=float, default=3.0, help="seconds the actor's idle CPU is measured")
+    load.add_argument(
+        "--prefetch-seconds", default="20", help="RemoteLevelSource prefetch_seconds values, rows each"
+    )
+    load.add_argument(
+        "--strategy", default="value_l1", help="the sampler's strategy (learnability: outcomes)"
+    )
     parser.add_argument(
         "--clients",
         default=None,
@@ -459,7 +793,15 @@ def main() -> None:
         help="skip client counts whose estimated memory exceeds this (default: 80%% of the machine's)",
     )
     args = parser.parse_args()
-    counts: list[tuple[int, int]] = [(1, 1), (2, 1)] if args.quick else [(1, 1), (8, 1), (32, 1), (128, 1)]
+    if args.load:
+        if args.seconds is None:
+            args.seconds = 30.0
+        _init_ray()
+        _print_provenance("# Level source load test: emulated RLlib env runners", None)
+        main_load(args)
+        ray.shutdown()
+        return
+    counts: list[tuple[int, int]] = [(1, 1)] if args.quick else [(1, 1), (8, 1), (32, 1), (128, 1)]
     prefetches = [int(x) for x in args.prefetch.split(",")]
     if args.quick and args.prefetch == parser.get_default("prefetch"):
         prefetches = prefetches[-1:]
@@ -470,8 +812,6 @@ def main() -> None:
             counts.append((int(processes), int(threads or 1)))
     if args.seconds is None:
         args.seconds = 0.5 if args.quick else 4.0
-    command = "python " + shlex.join(["benchmarks/remote_source.py", *sys.argv[1:]])
-
     syllabus_note = None
     if not args.no_syllabus:
         try:
@@ -488,26 +828,11 @@ def main() -> None:
         syllabus_note = "Syllabus not run: --no-syllabus"
 
     t_start = time.time()
-    # the workers import this checkout's plr_gym too
-    path = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p)
-    ray.init(
-        num_cpus=max(2, os.cpu_count() or 2),
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": path}},
+    _init_ray()
+    _print_provenance(
+        "# Remote level source: plr_gym vs Syllabus over Ray",
+        syllabus_version if syllabus_note is None else "(not run)",
     )
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    print("# Remote level source: plr_gym vs Syllabus over Ray")
-    print()
-    print(f"- command: `{command}`")
-    print(f"- commit: {git_commit()}")
-    print(f"- date: {now}")
-    print(f"- machine: {cpu_model()}, {os.cpu_count()} logical cores, {platform.platform()}")
-    print(
-        f"- software: Python {platform.python_version()}, ray {ray.__version__}, numpy {np.__version__}, "
-        f"syllabus-rl {syllabus_version if syllabus_note is None else '(not run)'}"
-    )
-    print(f"- load average at start: {load_average()}")
     print(
         f"- setup: {args.levels} levels (all scored: every draw replays), {args.envs} envs per client, "
         f"{args.seconds:g} s per run; plr_gym push_every={args.push_every}"
@@ -604,10 +929,40 @@ def main() -> None:
         for line in shard_difference(args.levels, 2_000 if args.quick else 20_000):
             print(line)
         print()
+    if args.quick:  # the load test's code path: 4 runners in one process, 2 s
+        args.runners, args.processes, args.warmup, args.seconds, args.idle = "4", 1, 1.0, 2.0, 0.5
+        args.iteration = 1.0
+        print()
+        main_load(args)
     print(f"- total wall time: {time.time() - t_start:.0f} s")
     ray.shutdown()
     if bad:
         sys.exit(1)
+
+
+def _init_ray() -> None:
+    # the workers import this checkout's plr_gym too
+    path = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p)
+    ray.init(
+        num_cpus=max(2, os.cpu_count() or 2),
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}},
+    )
+
+
+def _print_provenance(title: str, syllabus: str | None) -> None:
+    command = "python " + shlex.join(["benchmarks/remote_source.py", *sys.argv[1:]])
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    print(title)
+    print()
+    print(f"- command: `{command}`")
+    print(f"- commit: {git_commit()}")
+    print(f"- date: {now}")
+    print(f"- machine: {cpu_model()}, {os.cpu_count()} logical cores, {platform.platform()}")
+    software = f"Python {platform.python_version()}, ray {ray.__version__}, numpy {np.__version__}"
+    print(f"- software: {software}" + (f", syllabus-rl {syllabus}" if syllabus else ""))
+    print(f"- load average at start: {load_average()}")
 
 
 if __name__ == "__main__":

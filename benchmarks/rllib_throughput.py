@@ -1,7 +1,8 @@
 """RLlib env-runner throughput with and without PLR (plr_gym.rllib). Not a test.
 
 One ``SingleAgentEnvRunner`` (in this process, PPO's default RLModule acting, ``--num-envs`` sub-envs of
-MiniGrid DoorKey-5x5 with flat float observations) samples ``--steps`` env steps per round:
+MiniGrid DoorKey-5x5 with flat float observations, or with ``--env bigfish`` Procgen BigFish (easy, 64×64
+RGB: RLlib's default RLModule is then its CNN) samples ``--steps`` env steps per round:
 
 - **plain**: the env as RLlib makes it (``reset`` with RLlib's seeds);
 - **PLR**: the same env under :func:`plr_gym.rllib.add_plr`: each reset draws its level from a
@@ -14,10 +15,13 @@ identical runners differ here (module weights, episodes, the machine's other job
 order of the runners (the machine may be shared: compare the ratios, measured under the same load).
 Prints a Markdown table: env steps per second of the median round, and the median (and quartiles) of the
 per-round ratios of steps per second to plain, by wall-clock and by process CPU time (steps counted as
-sampled: a runner may overshoot ``--steps``). The learner side (scoring in the GAE connector) is not timed.
+sampled: a runner may overshoot ``--steps``), the steps per CPU-second (what the runner does on a core of
+its own, whatever the machine's load) and the episodes that ended per 1,000 steps (with the steps/s: how
+often a runner resets). The learner side (scoring in the GAE connector) is not timed.
 
     python benchmarks/rllib_throughput.py            # 8 rounds of 4000 steps, 4 envs
     python benchmarks/rllib_throughput.py --quick    # a smoke run
+    python benchmarks/rllib_throughput.py --num-envs 1 --env bigfish   # plr_ppo_config's 1 env, a CNN
 """
 
 from __future__ import annotations
@@ -48,7 +52,16 @@ def make_env(env_config: Any) -> Any:
     return gym.wrappers.DtypeObservation(env, np.float32)
 
 
-def build_runners(num_envs: int, prefetch: int) -> dict[str, Any]:
+def make_bigfish(env_config: Any) -> Any:
+    import gymnasium as gym
+
+    import plr_gym.envs  # noqa: F401  (registers plr_gym/procgen-*)
+
+    env = gym.make("plr_gym/procgen-bigfish-v0", distribution_mode="easy")
+    return gym.wrappers.DtypeObservation(env, np.float32)  # RLlib's CNN takes float images
+
+
+def build_runners(num_envs: int, prefetch: int, env: str = "doorkey") -> dict[str, Any]:
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
     from ray.tune.registry import register_env
@@ -57,7 +70,8 @@ def build_runners(num_envs: int, prefetch: int) -> dict[str, Any]:
     from plr_gym.distributed import RemoteLevelSource, host_level_source
     from plr_gym.rllib import add_plr
 
-    register_env("plr_bench_doorkey", make_env)
+    maker = make_bigfish if env == "bigfish" else make_env
+    register_env("plr_bench_doorkey", maker)
 
     def config() -> Any:
         return PPOConfig().env_runners(num_env_runners=0, num_envs_per_env_runner=num_envs).debugging(seed=0)
@@ -66,7 +80,7 @@ def build_runners(num_envs: int, prefetch: int) -> dict[str, Any]:
     source = RemoteLevelSource(
         host_level_source(LevelSampler(range(200), strategy="value_l1", seed=0)), prefetch=prefetch
     )
-    plr = add_plr(config(), source, make_env)
+    plr = add_plr(config(), source, maker)
     return {
         "plain": SingleAgentEnvRunner(config=plain),
         "PLR": SingleAgentEnvRunner(config=plr),
@@ -82,6 +96,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4000, help="env steps per round")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--prefetch", type=int, default=2)
+    parser.add_argument("--env", choices=("doorkey", "bigfish"), default="doorkey")
     parser.add_argument("--quick", action="store_true", help="2 rounds of 400 steps")
     args = parser.parse_args()
     if args.quick:
@@ -92,11 +107,12 @@ def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        runners = build_runners(args.num_envs, args.prefetch)
+        runners = build_runners(args.num_envs, args.prefetch, args.env)
         for runner in runners.values():  # warm-up: first resets, prefetch queue, torch
             runner.sample(num_timesteps=max(100, args.steps // 10))
         wall: dict[str, list[float]] = {name: [] for name in runners}  # seconds per env step
         cpu: dict[str, list[float]] = {name: [] for name in runners}
+        ends: dict[str, list[int]] = {name: [] for name in runners}  # episodes that ended, per round
         for k in range(args.rounds):
             names = list(runners)
             order = names[k % len(names) :] + names[: k % len(names)]
@@ -104,6 +120,7 @@ def main() -> None:
                 w0, c0 = time.perf_counter(), time.process_time()
                 episodes = runners[name].sample(num_timesteps=args.steps)
                 steps = sum(len(e) for e in episodes)  # at least args.steps: a runner may overshoot
+                ends[name].append(1000 * sum(bool(e.is_done) for e in episodes) / steps)
                 wall[name].append((time.perf_counter() - w0) / steps)
                 cpu[name].append((time.process_time() - c0) / steps)
                 assert steps >= args.steps
@@ -118,13 +135,16 @@ def main() -> None:
     print(f"- date: {now}")
     print(f"- machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"- load: {load_average()}")
-    print(f"- {args.rounds} rounds of {args.steps} env steps, {args.num_envs} envs, prefetch {args.prefetch}")
+    print(
+        f"- {args.env}: {args.rounds} rounds of {args.steps} env steps, {args.num_envs} envs, prefetch "
+        f"{args.prefetch}"
+    )
     print()
     print(
         "| env runner | steps/s (median round) | ratio to plain (wall) | wall quartiles | "
-        "ratio to plain (CPU) | CPU quartiles |"
+        "ratio to plain (CPU) | CPU quartiles | steps per CPU-second | episode ends / 1000 steps |"
     )
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in wall:
         rate = 1.0 / float(np.median(wall[name]))
         by_wall = np.array(wall["plain"]) / np.array(wall[name])  # per-round ratios of steps/s
@@ -132,7 +152,8 @@ def main() -> None:
         q_wall, q_cpu = np.percentile(by_wall, [25, 75]), np.percentile(by_cpu, [25, 75])
         print(
             f"| {name} | {rate:,.0f} | {np.median(by_wall):.3f} | {q_wall[0]:.3f}–{q_wall[1]:.3f} | "
-            f"{np.median(by_cpu):.3f} | {q_cpu[0]:.3f}–{q_cpu[1]:.3f} |"
+            f"{np.median(by_cpu):.3f} | {q_cpu[0]:.3f}–{q_cpu[1]:.3f} | "
+            f"{1.0 / float(np.median(cpu[name])):,.0f} | {np.mean(ends[name]):.1f} |"
         )
 
 

@@ -13,7 +13,7 @@ import pytest
 import ray  # `make test` installs the distributed extra on both stacks: a missing Ray is an error, not a skip
 
 from conftest import run_benchmark
-from plr_gym import LevelBuffer, LevelSampler
+from plr_gym import LevelBuffer, LevelSampler, distributed
 from plr_gym.checkpoint import checkpoint_files, write_checkpoint_dir
 from plr_gym.distributed import (
     REMOTE_FILE,
@@ -52,7 +52,7 @@ def test_prefetch_serves_the_local_sequence_and_weights(local_ray: None) -> None
     sampler that draws when the actor drew (the client's queue) and gets the same scores when the actor
     got them (score pushes, each followed by the draw of the levels that ride on it) holds the same replay
     distribution and state."""
-    client = RemoteLevelSource(host_level_source(sampler()), prefetch=1, push_every=2)
+    client = RemoteLevelSource(host_level_source(sampler()), prefetch=1, prefetch_seconds=0, push_every=2)
     local = sampler()
     queue: list[int] = []  # the local mirror of the client's queue
     unpushed: list[tuple[np.ndarray, np.ndarray]] = []
@@ -103,7 +103,7 @@ def test_a_push_that_failed_is_raised_once_and_the_queue_keeps_serving(
     levels for the queue: the error reaches the client once, and the queue refills afterwards."""
     ck = tmp_path / "ck"
     actor = host_level_source(sampler(n=12), checkpoint_dir=ck, checkpoint_every=1, checkpoint_interval=0.0)
-    client = RemoteLevelSource(actor, prefetch=4, push_every=1)
+    client = RemoteLevelSource(actor, prefetch=4, prefetch_seconds=0, push_every=1)
     levels = client.next_levels(np.arange(2))
     for _ in range(3):
         client.next_levels(np.arange(2))  # drain the queue: the next push also draws
@@ -119,6 +119,50 @@ def test_a_push_that_failed_is_raised_once_and_the_queue_keeps_serving(
     client.flush()  # raised once
     for _ in range(12):
         assert client.next_levels(np.arange(2)).shape == (2,)
+
+
+def test_levels_are_drawn_in_blocks_sized_to_the_reset_rate(
+    local_ray: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """prefetch_seconds (the default): one env resetting 25 times a (client-clock) second keeps ~25 × 4
+    levels ready, refilled when a quarter is left, so a refill call brings ~75 levels; the scores ride on
+    those calls (no calls of their
+    own), every score is absorbed once, and the levels served are still exactly the hosted sampler's
+    draws in order. prefetch_seconds=0 is the old behaviour: prefetch per env, one call per reset here."""
+    now = [0.0]
+    monkeypatch.setattr(distributed, "_clock", lambda: now[0])
+    client = RemoteLevelSource(host_level_source(sampler(n=60)), prefetch=2, prefetch_seconds=4.0)
+    old = RemoteLevelSource(host_level_source(sampler(n=60)), prefetch=2, prefetch_seconds=0, push_every=8)
+    local = sampler(n=60)
+    served = []
+    calls = []  # the client's calls to the actor after each reset
+    for k in range(400):
+        level = client.next_levels(np.arange(1))
+        served.append(int(level[0]))
+        if k >= 60:  # no score yet in the first 60 episodes: the actor draws what a local sampler does
+            client.update_batch(level, [0.25])
+        calls.append(client.draw_calls + client.pushes)
+        old.update_batch(old.next_levels(np.arange(1)), [0.25])
+        now[0] += 0.04
+    assert served[:60] == local.sample(60).tolist()
+    late = calls[-1] - calls[199]  # the last 200 resets, at a measured rate of 25/s: ~75 levels per call
+    assert 2 <= late <= 4, calls
+    assert client.levels_requested - len(served) <= 100 + 2
+    assert old.draw_calls + old.pushes >= 200  # a call per reset (prefetch 2, one env) plus the pushes
+    # a score waits at most prefetch_seconds while the client is in use, then goes
+    client.flush()
+    pushes = client.pushes
+    client.update_batch([served[-1]], [0.5])
+    now[0] += 3.9
+    client.update_batch([served[-1]], [0.5])
+    assert client.pushes == pushes
+    now[0] += 0.1
+    client.update_batch([served[-1]], [0.5])  # the first is 4 s old
+    assert client.pushes == pushes + 1
+    client.flush()
+    old.flush()
+    assert client.actor_stats()["scores_absorbed"] == 343 and old.actor_stats()["scores_absorbed"] == 400
+    assert client.actor_stats()["levels_served"] == client.levels_requested
 
 
 def test_prefetch_zero_is_exact(local_ray: None) -> None:
@@ -313,6 +357,8 @@ def test_constructor_arguments_are_checked(local_ray: None) -> None:
         RemoteLevelSource("x", prefetch=-1)
     with pytest.raises(ValueError, match="push_every must be an int >= 1"):
         RemoteLevelSource("x", push_every=0)
+    with pytest.raises(ValueError, match="prefetch_seconds must be a number of seconds >= 0"):
+        RemoteLevelSource("x", prefetch_seconds=-1.0)
     with pytest.raises(ValueError, match="no checkpoint_dir"):
         RemoteLevelSource(host_level_source(sampler())).checkpoint()
 
@@ -447,17 +493,17 @@ def test_waits_for_a_named_actor(local_ray: None) -> None:
 
 
 def test_remote_source_benchmark_quick() -> None:
-    """``benchmarks/remote_source.py --quick`` runs both systems and reports the table (no timing asserts)."""
+    """``benchmarks/remote_source.py --quick`` runs both systems and the load test (4 emulated env runners
+    at the defaults) and reports the tables, with every score and level exactly once (no timing asserts)."""
     out = run_benchmark("remote_source.py", "--quick", timeout=300)
     for header in ("- command:", "- commit:", "- machine:", "- load average at start:"):
         assert header in out, out
     rows = [line for line in out.splitlines() if line.startswith("| ")]
-    for c in ("1", "2"):
-        assert any(line.startswith(f"| {c} | plr_gym RemoteLevelSource (prefetch 16) |") for line in rows), (
-            out
-        )
-        if "Syllabus not run" not in out:
-            assert any(line.startswith(f"| {c} | Syllabus RayCurriculumWrapper |") for line in rows), out
+    assert any(line.startswith("| 1 | plr_gym RemoteLevelSource (prefetch 16) |") for line in rows), out
+    if "Syllabus not run" not in out:
+        assert any(line.startswith("| 1 | Syllabus RayCurriculumWrapper |") for line in rows), out
+    (load,) = [line for line in rows if line.startswith("| 20 | 4 |")]  # prefetch_seconds 20, 4 runners
+    assert "| yes (" in load, out
     assert "CHECK FAILED" not in out
 
 
@@ -510,6 +556,30 @@ def test_actor_joins_parts_from_several_clients_once_and_checkpoints_the_pending
     assert "no partial aggregates" in str(error) and outcomes.stats()["parts_received"] == 0
 
 
+def test_an_episode_joined_again_after_a_restart_is_applied_but_reported_once(tmp_path: Path) -> None:
+    """A push whose reply reported an episode, resent to an actor restored from an older checkpoint with
+    ``reported``: the episode is scored into the source again (it lost it) but not reported again, also when
+    another client's resent part completes it, and also across a second restart (the checkpoint keeps the
+    note)."""
+    adv = np.array([0.5, -1.5, 2.0, 1.0])
+    p0, p1 = _value_l1_parts("ep", 4, adv, [2])
+    actor = LevelSourceActor(
+        sampler(strategy="value_l1"), checkpoint_dir=str(tmp_path), checkpoint_interval=0
+    )
+    actor.checkpoint()  # before the episode
+    assert actor.push("learner-0", 1, [], 0, [p0])["parts"]["joined"] == []
+    assert [e for _, _, e in actor.push("learner-1", 1, [], 0, [p1])["parts"]["joined"]] == ["ep"]
+    # restart: both learners resend (learner-1 was told "ep" was scored); learner-0's part completes it
+    again = LevelSourceActor(sampler(strategy="value_l1"), checkpoint_dir=str(tmp_path))
+    assert again.push("learner-1", 1, [], 0, [p1], ["ep"])["parts"]["joined"] == []
+    again.checkpoint()  # holds p1 and the note, not yet the episode
+    third = LevelSourceActor(sampler(strategy="value_l1"), checkpoint_dir=str(tmp_path))
+    assert third.push("learner-0", 1, [], 0, [p0])["parts"]["joined"] == []  # completes "ep": not reported
+    assert third.stats()["episodes_joined"] == 1 and third.stats()["scores_absorbed"] == 1
+    assert third.source.scores[4] == pytest.approx(np.abs(adv).mean())  # applied: the source lost it
+    assert third._reported == set()
+
+
 def test_remote_parts_survive_an_actor_restart_exactly_once(local_ray: None, tmp_path: Path) -> None:
     """Learner A's part is checkpointed, learner B's is not when the actor is killed: B's client resends it
     to the restarted actor, A's last part completes the episode, scored exactly once."""
@@ -524,8 +594,9 @@ def test_remote_parts_survive_an_actor_restart_exactly_once(local_ray: None, tmp
     a.update_parts([p0])
     assert a.take_joined() == ([], 0)
     a.checkpoint()
-    b.update_parts([p1])
-    assert b.take_joined() == ([], 0)  # applied, in no checkpoint: b keeps it to resend
+    b.update_parts([p1, *_value_l1_parts("whole", 5, adv[:4], [])])
+    joined, _ = b.take_joined()  # applied, in no checkpoint: b keeps it to resend
+    assert [(level, episode) for level, _, episode in joined] == [(5, "whole")]
     assert sorted(b._log_parts) == [1]
     ray.kill(actor, no_restart=False)
     deadline = time.monotonic() + 300  # ray.kill does not wait: a call may still reach the old actor
@@ -535,12 +606,13 @@ def test_remote_parts_survive_an_actor_restart_exactly_once(local_ray: None, tmp
     a.update_parts([p2])
     assert a.take_joined() == ([], 0)  # the restarted actor holds p0 (its checkpoint) and p2
     b.update_parts(_value_l1_parts("next", 3, adv[:2], []))  # b's next push meets the new actor...
-    joined, unscored = b.take_joined()  # ... so b resends p1, which completes the episode
-    stats = a.actor_stats()
+    joined, unscored = b.take_joined()  # ... so b resends p1, which completes the episode, and "whole",
+    stats = a.actor_stats()  # scored again by the restarted actor but reported once (plr/episodes_scored)
     assert stats["restores"] == 1 and unscored == 0
     assert sorted((level, episode) for level, _, episode in joined) == [(3, "next"), (7, "ep")]
+    assert a.call("scores")[5] == pytest.approx(np.abs(adv[:4]).mean()) and stats["scores_absorbed"] == 3
     assert dict((e, score) for _, score, e in joined)["ep"] == pytest.approx(np.abs(adv).mean())
-    assert stats["episodes_joined"] == 2 and stats["parts_pending"] == 0
+    assert stats["episodes_joined"] == 3 and stats["parts_pending"] == 0
     assert a.call("scores")[7] == pytest.approx(np.abs(adv).mean())
     with pytest.raises(TypeError, match="EpisodePart"):
         a.update_parts([("ep", 0, 3)])

@@ -412,6 +412,22 @@ def test_plr_env_plays_the_sources_levels_and_reports_outcomes() -> None:
     assert sampler.has_scores  # the outcome reached the source from the env side
 
 
+def test_plr_env_sends_the_outcomes_its_client_buffered_when_it_closes(local_ray) -> None:
+    """A RemoteLevelSource buffers outcomes (pushed with its next refill, or after prefetch_seconds): an
+    env runner that stops closes its envs, and PLREnv.close pushes them, so they are not lost."""
+    client = RemoteLevelSource(host_level_source(LevelSampler(range(5), strategy="learnability", seed=0)))
+    env = PLREnv(make_doorkey({}), client, env_index=0)
+    env.reset()
+    done = False
+    while not done:
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        done = terminated or truncated
+    stats = client.actor.stats  # straight to the actor: client.actor_stats() would push first
+    assert ray.get(stats.remote())["scores_absorbed"] == 0  # buffered in the client
+    env.close()
+    assert ray.get(stats.remote())["scores_absorbed"] == 1  # Ray runs one caller's calls in order
+
+
 def test_bad_input_names_the_argument() -> None:
     sampler = LevelSampler(range(5), seed=0)
     with pytest.raises(ValueError, match="env_index"):
@@ -556,3 +572,42 @@ def test_a_learner_whose_parts_are_refused_still_meets_the_others_at_the_barrier
     with pytest.raises(KeyError, match="level 99"):
         scorer._score([_mark("a", 0, [0.0], 99, done=True)], np.zeros(2), np.ones(2))
     assert met == [True] and len(source.sent) == 1
+
+
+_DEAD_LEARNER = """
+import datetime, os, socket
+import torch.distributed as dist
+from plr_gym.rllib import _sync_learners
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+pid = os.fork()
+rank = 1 if pid == 0 else 0
+dist.init_process_group(
+    "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+    timeout=datetime.timedelta(seconds=60),
+)
+if rank == 1:
+    os._exit(0)  # this learner dies before the barrier
+os.waitpid(pid, 0)
+try:
+    _sync_learners()
+except RuntimeError as exc:
+    print("RAISED:", exc)
+"""
+
+
+def test_a_dead_learner_is_named_when_the_barrier_fails() -> None:
+    """Two gloo ranks as RLlib's learners are; one dies; the other's barrier after sending its parts fails
+    with an error that says a learner died (torch's says only that a connection closed)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
+    out = subprocess.run(
+        [sys.executable, "-c", _DEAD_LEARNER], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert "RAISED: PLR scoring: learner 0 of 2 could not meet the other learners" in out.stdout, out
+    assert "another learner of this run has most likely died" in out.stdout, out

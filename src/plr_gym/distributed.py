@@ -6,24 +6,35 @@ processes of a cluster, host it in a Ray actor with :func:`host_level_source` an
 :class:`RemoteLevelSource`, a client that implements the same protocol, so every front end takes it
 unchanged: ``PrioritizedLevelReplay(venv, sampler=RemoteLevelSource(handle))``.
 
-The client never makes one blocking round-trip per reset:
+The client never makes one blocking round-trip per reset, and makes few calls of any kind:
 
-- **Levels** are prefetched. The client keeps ``prefetch`` levels per env it serves ready in a FIFO queue and
-  refills it with non-blocking calls (``actor.draw.remote(n)``, checked with ``ray.wait(timeout=0)``)
-  when it is half empty; it blocks only when the queue cannot serve a request.
-- **Scores** are buffered and pushed with one non-blocking call every ``push_every``
-  :meth:`~RemoteLevelSource.update_batch` calls and at :meth:`~RemoteLevelSource.end_rollout` /
-  :meth:`~RemoteLevelSource.flush`.
+- **Levels** are drawn ahead, in blocks. The client keeps ready, in a FIFO queue, ``prefetch`` levels per
+  env it serves, or as many levels as its envs take in ``prefetch_seconds`` (default 20 s; the rate is
+  measured by the client) if that is more, and refills the queue with one non-blocking call
+  (``actor.draw.remote(n)``, checked with ``ray.wait(timeout=0)``) when a quarter is left (half, for the
+  ``prefetch`` levels per env): one call per about ``0.75 × prefetch_seconds`` seconds however often the
+  envs reset, so the actor's fixed cost per call
+  (≈ 0.6 ms of CPU) is shared by all the levels of a block. It blocks only when the queue cannot serve a
+  request (the first one).
+- **Scores** are buffered and pushed with the client's next refill (one call for both), at the latest once
+  the oldest buffered score is ``prefetch_seconds`` old (checked when the client is used), and at
+  :meth:`~RemoteLevelSource.end_rollout` / :meth:`~RemoteLevelSource.flush`; ``push_every=k`` pushes every
+  ``k`` :meth:`~RemoteLevelSource.update_batch` calls instead.
 
-**The lag prefetching introduces.** The actor counts a level as sampled (staleness, replay counters) when
-it draws it for a client, and draws from the scores it holds at that moment. A prefetched level was
-therefore chosen up to ``prefetch × n_envs`` draws of that client earlier than a local sampler would have
-chosen it, without the scores that arrived in between. With ``prefetch=1`` the lag is one level per env,
-as large as (and on top of) the one-episode lead the SB3 wrapper already has locally; with
-``prefetch=0`` every :meth:`~RemoteLevelSource.next_levels` call is one blocking call and the actor draws
-exactly when a local sampler would. For one client the levels served are exactly the hosted sampler's
-sequence of draws (the queue is FIFO and Ray runs one caller's calls in order); with many clients the
-actor interleaves their draws, as one sampler shared by all their envs would.
+**The lag drawing ahead introduces.** The actor counts a level as sampled (staleness, replay counters) when
+it draws it for a client, and draws it from the distribution at that moment: the scores it holds then.
+A level served from the queue was therefore drawn up to one queue's worth of that client's draws earlier
+than a local sampler would have drawn it (``max(prefetch × n_envs, rate × prefetch_seconds)``, at most
+4,096), which at a steady reset rate is at most about ``prefetch_seconds`` earlier (longer while the envs
+pause), without the scores that reached the actor in between. The draws themselves are the hosted
+sampler's: drawn one after another, each counted as sampled before the next. ``prefetch_seconds=0``
+keeps ``prefetch`` levels per env ready and nothing more (the earlier behaviour: one call per
+``prefetch × n_envs / 2`` resets); with ``prefetch=1`` the lag is one level per env, as large as (and on
+top of) the one-episode lead the SB3 wrapper already has locally; with ``prefetch=0`` every
+:meth:`~RemoteLevelSource.next_levels` call is one blocking call and the actor draws exactly when a
+local sampler would. For one client the levels served are exactly the hosted sampler's sequence of draws
+(the queue is FIFO and Ray runs one caller's calls in order); with many clients the actor interleaves
+their draws, as one sampler shared by all their envs would.
 
 **Fault tolerance.**
 
@@ -62,6 +73,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import math
 import os
 import tempfile
 import time
@@ -97,6 +109,12 @@ __all__ = [
 
 #: The actor's own file in a checkpoint directory (which score pushes the checkpoint holds, counters).
 REMOTE_FILE = "plr_remote.npz"
+#: At most this many levels kept ready per client however fast its envs reset (``prefetch_seconds``).
+_MAX_AHEAD = 4096
+#: Seconds over which a client measures how fast its envs take levels (``prefetch_seconds``).
+_RATE_WINDOW = 1.0
+#: The client's clock for reset rates and score ages (tests replace it).
+_clock = time.monotonic
 #: Errors meaning "the actor is dead, restarting or unreachable": wait and retry.
 _GONE = (RayActorError, ActorUnavailableError, GetTimeoutError)
 
@@ -146,7 +164,9 @@ class LevelSourceActor:
     :param checkpoint_interval: ... but at most one every this many seconds (a checkpoint is ``fsync``-ed
         files: tens of milliseconds).
     :param part_timeout: seconds an episode scored in parts (:meth:`push` with ``parts``) waits for its
-        next part before it is given up unscored (counted in ``parts_unscored``).
+        next part before it is given up unscored (counted in ``parts_unscored``): wall-clock seconds,
+        which run on while training is paused, so a pause longer than this gives up the episodes whose
+        first parts arrived before it (see :func:`host_level_source`).
 
     Example:
         >>> import numpy as np
@@ -191,6 +211,7 @@ class LevelSourceActor:
         self.restored_from: str | None = None
         self.part_timeout = _check_seconds("part_timeout", part_timeout)
         self._joiner: EpisodeJoiner | None = None  # made on the first episode parts (push(parts=...))
+        self._reported: set[str] = set()  # episodes reported joined before a restart (push(reported=...))
         if self.checkpoint_dir is not None and _has_checkpoint(self.checkpoint_dir, self._file_names()):
             self._restore(self.checkpoint_dir)
 
@@ -272,7 +293,9 @@ class LevelSourceActor:
         self.source.set_progress(progress)
 
     # ------------------------------------------------------------------ scores
-    def push(self, client: str, seq: int, batches: Any, draw: int = 0, parts: Any = None) -> dict[str, Any]:
+    def push(
+        self, client: str, seq: int, batches: Any, draw: int = 0, parts: Any = None, reported: Any = None
+    ) -> dict[str, Any]:
         """Apply a client's score batches, each with the source's all-or-nothing ``update_batch``, then draw
         ``draw`` levels for the client's queue (one round trip for both, as :meth:`draw` would).
 
@@ -286,6 +309,12 @@ class LevelSourceActor:
         (RLlib with several learners): the actor's :class:`~plr_gym.episode_parts.EpisodeJoiner` joins
         them by episode id and applies the score of each episode they complete, once (the push's sequence
         number makes a resent push a no-op; the checkpoint holds the parts still waiting).
+
+        ``reported`` (with ``parts``, on a push sent again after a restart): the ids of the episodes whose
+        completion an earlier reply to this push already reported to the client. Such an episode, joined
+        again by the restarted actor (its checkpoint predates the push), is applied to the source (which
+        lost it) but not reported again, whichever client's push completes it: a client that counts the
+        episodes it is told were scored (RLlib's ``plr/episodes_scored``) counts each once.
 
         :return: ``{"incarnation", "errors", "committed", "levels"}``; ``committed``: every push of this
             client up to that number is held by the last checkpoint (or applied, without checkpoints);
@@ -313,6 +342,8 @@ class LevelSourceActor:
                         absorbed += len(scores)
             received = 0  # episode parts (a checkpoint is due after checkpoint_every scores or parts)
             if parts is not None:
+                if reported:
+                    self._reported.update(str(e) for e in reported)
                 joined, part_report = self._join_parts(parts)
                 absorbed += joined
                 received = len(parts) - len(part_report["errors"])
@@ -365,6 +396,12 @@ class LevelSourceActor:
                     self.counters["batches_refused"] += 1
                 else:
                     joined.append((level, score, episode))
+        if self._reported:  # joined again after a restart: applied, but reported once only
+            again = [j for j in joined if str(j[2]) in self._reported]
+            self._reported.difference_update(str(j[2]) for j in again)
+            joined = [j for j in joined if j not in again]
+            report = {"joined": joined, "unscored": result.unscored, "errors": refused}
+            return len(joined) + len(again), report
         return len(joined), {"joined": joined, "unscored": result.unscored, "errors": refused}
 
     def _apply_joined(self, batches: list[tuple[Any, Any]]) -> int | None:
@@ -431,6 +468,8 @@ class LevelSourceActor:
         meta: dict[str, Any] = {"clients": clients, "counters": counters}
         if self._joiner is not None:  # the episode parts waiting for the rest (and max_mc's best returns)
             meta["joiner"] = self._joiner.state_dict()
+        if self._reported:  # episodes reported before a restart, not joined again yet
+            meta["reported"] = sorted(self._reported)
         writers[REMOTE_FILE] = lambda p: save_values(p, meta)
         write_checkpoint_dir(target, writers)
         self.counters["checkpoints"] += 1
@@ -450,6 +489,7 @@ class LevelSourceActor:
         self._applied = {c: _Applied(int(v[0]), (int(s) for s in v[1])) for c, v in meta["clients"].items()}
         self._committed = {c: a.copy() for c, a in self._applied.items()}
         self.counters.update({k: int(v) for k, v in meta.get("counters", {}).items() if k in self.counters})
+        self._reported = {str(e) for e in meta.get("reported", [])}
         if "joiner" in meta:
             self._joiner = EpisodeJoiner(self.source.strategy_info, self.part_timeout)
             self._joiner.load_state_dict(meta["joiner"])
@@ -624,7 +664,11 @@ def host_level_source(
     :param detached: the actor outlives the process that created it (a restarted learner finds it by
         ``name``, which is then required); end it with ``ray.kill(handle)``.
     :param part_timeout: seconds an episode scored in parts (RLlib with several learners) waits for its
-        next part before the actor gives it up unscored.
+        next part before the actor gives it up unscored (``parts_unscored``, RLlib's
+        ``plr/chunks_unscored``). These are wall-clock seconds, which run on while training is paused:
+        a pause longer than this (a debugger, a long evaluation, a paused Tune trial, a slow restore of
+        the learners) gives up every episode that was live in the env runners and had a chunk scored
+        before it. Set it above your longest pause (the default, 600, is ten minutes).
     :return: the actor handle (picklable; pass it to :class:`RemoteLevelSource`).
 
     Example:
@@ -682,11 +726,17 @@ class RemoteLevelSource:
 
     :param actor: the handle :func:`host_level_source` returned, or the actor's name.
     :param namespace: the Ray namespace of a named actor.
-    :param prefetch: levels kept ready per env of this client (``0``: one blocking call per
-        :meth:`next_levels`, exact). Ignored for sources that plan rollouts (their levels are fixed per
+    :param prefetch: levels kept ready per env of this client, at least (``0``: no queue, one blocking call
+        per :meth:`next_levels`, exact). Ignored for sources that plan rollouts (their levels are fixed per
         rollout and fetched once per rollout).
-    :param push_every: push the buffered scores every this many :meth:`update_batch` calls (and always
-        at :meth:`end_rollout` and :meth:`flush`).
+    :param prefetch_seconds: also keep ready as many levels as this client's envs take in this many
+        seconds (measured; at most 4,096), refilled when a quarter is left, so that a refill call comes
+        about every ``0.75 × prefetch_seconds`` seconds whatever the reset rate. A level is then drawn up
+        to about this many seconds before it is played (see the module's note on the lag). ``0``:
+        ``prefetch`` per env only (the old behaviour).
+    :param push_every: push the buffered scores every this many :meth:`update_batch` calls; ``None``
+        (default): with the next refill, or once the oldest is ``prefetch_seconds`` old. Always at
+        :meth:`end_rollout` and :meth:`flush`.
     :param retry_timeout: seconds to keep retrying while the actor is dead or restarting before
         :class:`LevelSourceUnavailable` is raised.
 
@@ -710,7 +760,8 @@ class RemoteLevelSource:
         *,
         namespace: str | None = None,
         prefetch: int = 2,
-        push_every: int = 8,
+        prefetch_seconds: float = 20.0,
+        push_every: int | None = None,
         retry_timeout: float = 60.0,
     ) -> None:
         owner = "RemoteLevelSource"
@@ -725,7 +776,8 @@ class RemoteLevelSource:
         if namespace is not None and not isinstance(namespace, str):
             raise ValueError(f"{owner}: namespace must be a str or None, got {namespace!r}")
         self.prefetch = _check_count("prefetch", prefetch, low=0)
-        self.push_every = _check_count("push_every", push_every, low=1)
+        self.prefetch_seconds = _check_seconds("prefetch_seconds", prefetch_seconds)
+        self.push_every = None if push_every is None else _check_count("push_every", push_every, low=1)
         if (
             isinstance(retry_timeout, bool)
             or not isinstance(retry_timeout, (int, float))
@@ -752,12 +804,17 @@ class RemoteLevelSource:
         self._mode = "none"
         self._last_mode = "none"
         self._pending: list[tuple[Any, Any]] = []
+        self._pending_since = 0.0  # when the oldest buffered batch was buffered (monotonic seconds)
         self._calls = 0
+        self._rate: float | None = None  # levels/s this client's envs take (measured; None: not yet)
+        self._rate_since = 0.0  # start of the current rate window (monotonic seconds; 0: not started)
+        self._rate_count = 0  # levels served in it
         self._seq = 0
         self._pushes: collections.deque[tuple[int, Any]] = collections.deque()
         self._log: dict[int, list[tuple[Any, Any]]] = {}
         self._parts: list[EpisodePart] = []  # episode parts buffered for the next push
         self._log_parts: dict[int, list[EpisodePart]] = {}  # ... and those of the pushes in _log
+        self._log_joined: dict[int, set[str]] = {}  # ... and the episodes their replies reported joined
         self._joined: list[tuple[Any, float, str]] = []  # episodes the actor joined from our parts
         self._parts_unscored = 0  # parts the actor gave up while answering our pushes
         self._errors: list[BaseException] = []
@@ -778,6 +835,7 @@ class RemoteLevelSource:
             "name": self._name,
             "namespace": self._namespace,
             "prefetch": self.prefetch,
+            "prefetch_seconds": self.prefetch_seconds,
             "push_every": self.push_every,
             "retry_timeout": self.retry_timeout,
             "info": self._info,
@@ -786,6 +844,7 @@ class RemoteLevelSource:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._handle, self._name, self._namespace = state["actor"], state["name"], state["namespace"]
         self.prefetch, self.push_every = state["prefetch"], state["push_every"]
+        self.prefetch_seconds = state.get("prefetch_seconds", 0.0)
         self.retry_timeout, self._info = state["retry_timeout"], state["info"]
         self._reset_client()
 
@@ -865,7 +924,7 @@ class RemoteLevelSource:
         self._pushes.clear()
         for seq in sorted(self._log):
             parts = self._log_parts.get(seq)
-            extra = () if parts is None else (0, parts)
+            extra = () if parts is None else (0, parts, sorted(self._log_joined.get(seq, ())))
             self._pushes.append(
                 (seq, self.actor.push.remote(self.client_id, seq, pack_batches(self._log[seq]), *extra))
             )
@@ -943,7 +1002,8 @@ class RemoteLevelSource:
         if n == 0:
             return self._as_levels([])
         self._n_envs = max(self._n_envs, n, int(envs.max()) + 1)
-        target = self.prefetch * self._n_envs
+        self._measure_rate(n)
+        target = self._target()
         pool = self._pool
         if len(pool) < n:
             waited = self._harvest(need=n)
@@ -953,18 +1013,58 @@ class RemoteLevelSource:
             self.blocking_calls += waited
         out = [pool.popleft() for _ in range(n)]
         missing = self._missing()
-        if missing >= max(1, target // 2):
+        if missing >= self._refill_at(target):
             if self._pending:
                 self._push(top_up=True)  # the buffered scores ride along: one round trip for both
             else:
                 self._refill(missing)
+        elif self._pending and self._push_due():
+            self._push(top_up=True)
         return self._as_levels(out)
 
+    def _measure_rate(self, n: int) -> None:
+        """Count ``n`` levels served; every second or more, fold the window's rate into ``_rate``."""
+        if not self.prefetch_seconds:
+            return
+        now = _clock()
+        if not self._rate_since:
+            self._rate_since = now  # the window starts at the first request: its levels are not counted
+            return
+        self._rate_count += n
+        elapsed = now - self._rate_since
+        if elapsed >= _RATE_WINDOW:
+            rate = self._rate_count / elapsed
+            self._rate = rate if self._rate is None else 0.5 * (self._rate + rate)
+            self._rate_since, self._rate_count = now, 0
+
+    def _target(self) -> int:
+        """Levels to keep ready (queue and refills in flight): ``prefetch`` per env, or what this client's
+        envs take in ``prefetch_seconds`` at the measured rate if that is more (at most ``_MAX_AHEAD``)."""
+        base = self.prefetch * self._n_envs
+        if not self.prefetch or self._rate is None:
+            return base
+        return max(base, min(_MAX_AHEAD, math.ceil(self._rate * self.prefetch_seconds)))
+
+    def _refill_at(self, target: int) -> int:
+        """Refill when the queue lacks this many levels: half of ``prefetch`` per env, or, for a target set
+        by the reset rate, three quarters of it (the quarter left lasts ``prefetch_seconds / 4``, enough
+        for the call's round trip, and each call brings three quarters of the target)."""
+        if target > self.prefetch * self._n_envs:
+            return max(1, (3 * target) // 4)
+        return max(1, target // 2)
+
     def _missing(self) -> int:
-        """Levels the queue (with the refills in flight) lacks to hold ``prefetch`` per env."""
+        """Levels the queue (with the refills in flight) lacks to hold its target (:meth:`_target`)."""
         if not self.prefetch or self.plans_rollouts:
             return 0
-        return max(0, self.prefetch * self._n_envs - len(self._pool) - self._inflight)
+        return max(0, self._target() - len(self._pool) - self._inflight)
+
+    def _push_due(self) -> bool:
+        """Whether the buffered scores must go now: ``push_every`` calls buffered, or (``push_every=None``)
+        the oldest buffered for ``prefetch_seconds``."""
+        if self.push_every is not None:
+            return self._calls >= self.push_every
+        return _clock() - self._pending_since >= self.prefetch_seconds
 
     def _as_levels(self, levels: list[Any]) -> Any:
         dtype = self.level_dtype
@@ -1118,9 +1218,11 @@ class RemoteLevelSource:
                 batch_levels = batch_levels.astype(self.level_dtype)  # a copy
             except OverflowError as exc:  # pragma: no cover - uint64 beyond int64
                 raise TypeError(f"{owner}: levels must be {self.level_dtype} level ids ({exc})") from exc
+        if not self._pending:
+            self._pending_since = _clock()
         self._pending.append((batch_levels, values))
         self._calls += 1
-        if self._calls >= self.push_every:
+        if self._push_due():
             self._push(top_up=True)
             self._check_pushes(block=False, keep=1)  # the push just sent cannot have been answered yet
 
@@ -1178,6 +1280,7 @@ class RemoteLevelSource:
             for old in [s for s in self._log if s <= reply["committed"]]:
                 del self._log[old]
                 self._log_parts.pop(old, None)
+                self._log_joined.pop(old, None)
         self._raise_refused()
 
     def _read_parts_reply(self, seq: int, report: dict[str, Any] | None) -> None:
@@ -1185,6 +1288,8 @@ class RemoteLevelSource:
             return
         self._joined.extend(report["joined"])
         self._parts_unscored += int(report["unscored"])
+        if seq in self._log and report["joined"]:  # told again after a restart: not reported twice
+            self._log_joined.setdefault(seq, set()).update(str(e) for _, _, e in report["joined"])
         parts = self._log_parts.get(seq)
         refused = {k for k, _ in report["errors"]}
         if parts is not None and refused:  # never sent again
@@ -1230,6 +1335,12 @@ class RemoteLevelSource:
         )
         kind = type(first) if isinstance(first, (ValueError, TypeError, KeyError)) else RuntimeError
         raise kind(msg) from first
+
+    def push(self) -> None:
+        """Send the buffered scores now, without waiting (a refusal is raised at a later
+        :meth:`update_batch`, :meth:`end_rollout` or :meth:`flush`). :class:`plr_gym.rllib.PLREnv` calls it
+        when its env runner closes the env, so that the outcomes it buffered are not lost."""
+        self._push()
 
     def flush(self) -> None:
         """Push the buffered scores and wait until the actor has applied every push of this client.
@@ -1326,7 +1437,10 @@ class RemoteLevelSource:
 
     def __repr__(self) -> str:
         target = self._name if self._name is not None else "actor"
-        return f"RemoteLevelSource({target!r}, prefetch={self.prefetch}, push_every={self.push_every})"
+        return (
+            f"RemoteLevelSource({target!r}, prefetch={self.prefetch}, prefetch_seconds="
+            f"{self.prefetch_seconds:g}, push_every={self.push_every})"
+        )
 
 
 def _writable(value: Any) -> Any:

@@ -189,6 +189,14 @@ class PLREnv(gym.Wrapper[Any, Any, Any, Any]):
         info["plr_env"] = self.env_index
         return obs, info
 
+    def close(self) -> None:
+        """Close the env; a source client that buffers scores (outcome strategies report from here) sends
+        them first, without waiting (:meth:`plr_gym.distributed.RemoteLevelSource.push`)."""
+        push = getattr(self.source, "push", None)
+        if self._outcome and callable(push):
+            push()
+        super().close()  # type: ignore[no-untyped-call]
+
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the env; an outcome strategy reports the outcome of an episode that ends here."""
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -390,7 +398,10 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
     :param strategy: the scoring strategy (name or callable); ``None``: the source's.
     :param part_timeout: when the parts are joined here, seconds an unfinished episode waits for its next
         part (the actor of a :class:`~plr_gym.distributed.RemoteLevelSource` has its own:
-        ``host_level_source(part_timeout=...)``).
+        ``host_level_source(part_timeout=...)``). These are wall-clock seconds, which run on while
+        training is paused: a pause longer than this (a debugger, a long evaluation, a paused Tune trial,
+        a slow restore of the learners) gives up every episode that was live in the env runners and had a
+        chunk scored before it (counted in ``plr/chunks_unscored``). Set it above your longest pause.
     :param join_here: join the parts in this piece and send the source one score per episode, also for a
         :class:`~plr_gym.distributed.RemoteLevelSource` (right when this is the only learner: it then holds
         every part, and the actor gets one score per episode instead of one part per chunk); always so
@@ -577,11 +588,25 @@ def _learner_rank() -> int:
 
 
 def _sync_learners() -> None:
-    """Wait until every learner of RLlib's data-parallel group got here (no-op with one learner)."""
+    """Wait until every learner of RLlib's data-parallel group got here (no-op with one learner).
+
+    :raises RuntimeError: naming the likely cause, a learner that died, when the barrier fails (torch's
+        gloo error says only that a connection closed or timed out).
+    """
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
-        dist.barrier()
+        try:
+            dist.barrier()
+        except RuntimeError as exc:  # gloo: "Connection closed by peer", "Timed out waiting ...", ...
+            rank, size = dist.get_rank(), dist.get_world_size()
+            raise RuntimeError(
+                f"PLR scoring: learner {rank} of {size} could not meet the other learners after sending its "
+                "episode parts to the level source: another learner of this run has most likely died (its "
+                "process ended, was killed or lost its connection; see its log and `ray list actors "
+                "--detail`). RLlib's learner group cannot continue without it: restart the run from its "
+                f"last checkpoint. The barrier's error: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 class PLRPPOTorchLearner(PPOTorchLearner):
@@ -709,6 +734,7 @@ def plr_ppo_config(
     num_env_runners: int = 2,
     num_envs_per_env_runner: int = 1,
     prefetch: int = 2,
+    prefetch_seconds: float = 20.0,
     **sampler_kwargs: Any,
 ) -> AlgorithmConfig:
     """A PPO config with PLR: a :class:`~plr_gym.LevelSampler` hosted in a Ray actor, ``num_env_runners``
@@ -720,8 +746,12 @@ def plr_ppo_config(
     :param source: a level source to use instead of hosting a new sampler (then no ``sampler_kwargs``).
     :param num_env_runners: remote env runners (``0``: sample in the driver).
     :param num_envs_per_env_runner: sub-envs per env runner.
-    :param prefetch: levels each env runner keeps ready per env
+    :param prefetch: levels each env runner keeps ready per env, at least
         (:class:`~plr_gym.distributed.RemoteLevelSource`).
+    :param prefetch_seconds: each env runner also keeps ready the levels its envs take in this many seconds
+        (measured), so that it calls the source's actor about once every ``0.75 × prefetch_seconds`` s
+        whatever its reset rate; a level is drawn up to about this long before it is played
+        (:class:`~plr_gym.distributed.RemoteLevelSource`; ``0``: ``prefetch`` per env only).
     :param sampler_kwargs: :class:`~plr_gym.LevelSampler` arguments, at least ``levels=``.
 
     Example:
@@ -739,7 +769,9 @@ def plr_ppo_config(
         from plr_gym.source import make_level_source
 
         sampler = make_level_source("plr_ppo_config", 1, None, sampler_kwargs, None, None, None, 1)
-        source = RemoteLevelSource(host_level_source(sampler), prefetch=prefetch)
+        source = RemoteLevelSource(
+            host_level_source(sampler), prefetch=prefetch, prefetch_seconds=prefetch_seconds
+        )
     elif sampler_kwargs:
         raise ValueError(
             f"plr_ppo_config: pass either source= or LevelSampler arguments (got source= and "
