@@ -38,8 +38,10 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import dataclasses
+import errno
 import functools
 import importlib.util
 import io
@@ -48,8 +50,9 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -440,7 +443,9 @@ def train(args: argparse.Namespace) -> Path:
         from plr_gym.presets import TEST_PROTOCOLS
 
         config["test_protocol"] = TEST_PROTOCOLS[args.preset]
-    run_dir = RunDirectory(out, keep=getattr(args, "keep_checkpoints", DEFAULT_KEEP), logs=("eval.csv",))
+    run_dir = RunDirectory(
+        out, keep=getattr(args, "keep_checkpoints", DEFAULT_KEEP), logs=("eval.csv",), event_logs=("tb",)
+    )
     resume = getattr(args, "resume", None) is not None
     try:
         checkpoint = run_dir.begin(
@@ -681,7 +686,7 @@ def _learn(
         stop=stop,
     )
     try:
-        with stop.installed():
+        with stop.installed(), _writer_thread_errors_in_main():
             model.learn(
                 max(args.timesteps - int(model.num_timesteps), 0),  # 0: a finished run's final evaluation
                 callback=[*parts.all(), saver],  # the saver last: it saves what the others wrote
@@ -691,6 +696,16 @@ def _learn(
             )
     except RunDirectoryError as exc:  # a checkpoint could not be written (disk full, ...)
         raise CLIError(str(exc)) from None
+    except OSError as exc:
+        if exc.errno not in _DISK_FULL:
+            raise
+        last = saver.last.timestep if saver.last is not None else None
+        kept = f"the checkpoint at step {last} is kept" if last is not None else "no checkpoint kept"
+        raise CLIError(
+            f"cannot write in {out} at step {model.num_timesteps} (a log, TensorBoard's events or an env's "
+            f"file): {exc.strerror}{f' ({exc.filename})' if exc.filename else ''}; {kept}: free space and "
+            f"continue with --resume {out}"
+        ) from None
     except KeyboardInterrupt:
         last = saver.last.timestep if saver.last is not None else None
         where = f"continue from its checkpoint at step {last} with --resume {out}" if last is not None else ""
@@ -703,6 +718,28 @@ def _learn(
             f"{out}; continue with the same command and --resume {out}",
             stop.exit_code,
         )
+
+
+#: ``errno`` of a write that failed for want of space: disk full, quota exceeded, file-size limit.
+_DISK_FULL = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, name))
+
+
+@contextlib.contextmanager
+def _writer_thread_errors_in_main() -> Iterator[None]:
+    """TensorBoard writes its event files in a thread; a write that fails there (disk full) is raised
+    again by the next write in the main thread, where ``train`` reports it in one line. Meanwhile the
+    thread's own traceback is not printed."""
+    previous = threading.excepthook
+
+    def hook(info: Any) -> None:
+        if not (type(info.thread).__name__ == "_AsyncWriterThread" and isinstance(info.exc_value, OSError)):
+            previous(info)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = previous
 
 
 def _finish(
