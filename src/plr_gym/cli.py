@@ -234,8 +234,8 @@ def parse_levels(spec: str) -> list[int]:
         ) from None
     if not levels:
         raise argparse.ArgumentTypeError(f"no levels in {spec!r}")
-    if min(levels) < 0:
-        raise argparse.ArgumentTypeError(f"levels must be >= 0, got {spec!r}")
+    if min(levels) < 0 or max(levels) > 2**63 - 1:
+        raise argparse.ArgumentTypeError(f"levels must be in [0, 2**63 - 1] (int64 level ids), got {spec!r}")
     if len(set(levels)) != len(levels):
         raise argparse.ArgumentTypeError(f"levels must be distinct, got {spec!r}")
     return levels
@@ -390,18 +390,62 @@ def sampler_kwargs(args: argparse.Namespace, levels: Sequence[int]) -> dict[str,
 
 
 def _env_kwargs(args: argparse.Namespace, family: str) -> dict[str, Any]:
+    """``gym.make`` keywords from ``--env-kwarg KEY=VALUE`` (and Procgen's ``--distribution-mode``).
+
+    VALUE is JSON (``100``, ``[5, 6]``, ``true``, ``"text"``); a bare word (``hard``) is taken as a string.
+    Refused with a ``CLIError`` naming the option: no ``=``, a key that is not a keyword name, a key given
+    twice, a value that starts like a number, list, object or quoted string but is not valid JSON
+    (``2O``, ``[5,``), and a keyword the env id itself fixes with another value (``size=3`` for
+    ``MiniGrid-Empty-5x5-v0``, registered with ``size=5``: the id would no longer name the env trained).
+    """
     kwargs: dict[str, Any] = {}
     if family == "procgen":
         kwargs["distribution_mode"] = args.distribution_mode
+    env_id = getattr(args, "env_id", None) or getattr(args, "env", None)
+    fixed = _registered_kwargs(env_id) if isinstance(env_id, str) else {}
+    given: set[str] = set()
     for item in args.env_kwarg or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise CLIError(f"--env-kwarg must be KEY=VALUE, got {item!r}")
+        if not key.isidentifier():
+            raise CLIError(f"--env-kwarg: {key!r} is not a keyword name (KEY=VALUE, e.g. max_steps=100)")
+        if key in given:
+            raise CLIError(f"--env-kwarg {key} is given twice")
+        given.add(key)
         try:
-            kwargs[key] = json.loads(value)
+            parsed = json.loads(value)
         except json.JSONDecodeError:
-            kwargs[key] = value
+            if not value or value[0] in '+-.0123456789[{"' or value != value.strip():
+                raise CLIError(
+                    f"--env-kwarg {item}: the value is not valid JSON (a number, [a, list], true/false, "
+                    '"a string"); a bare word is taken as a string'
+                ) from None
+            parsed = value
+        if key in fixed and _json_value(parsed) != _json_value(fixed[key]):
+            raise CLIError(
+                f"--env-kwarg {item}: {env_id} fixes {key}={fixed[key]!r} (the id names it); use the id of "
+                f"the {key} you want, or an env that takes {key}"
+            )
+        kwargs[key] = parsed
     return kwargs
+
+
+def _registered_kwargs(env_id: str) -> dict[str, Any]:
+    """The keywords Gymnasium's registration of ``env_id`` fixes (``{}`` if it is not registered)."""
+    import gymnasium as gym
+
+    try:
+        return dict(gym.spec(env_id).kwargs)
+    except Exception:  # an unknown id is reported where the env is built
+        return {}
+
+
+def _json_value(value: Any) -> Any:
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 #: ``plr-gym train`` options that may differ when a run is resumed (the rest must match its config.json).
@@ -528,6 +572,11 @@ def _check_train_args(args: argparse.Namespace) -> tuple[list[int], list[int], A
             f"(e.g. {overlap[0]}); training levels are "
             f"{args.level_start}:{args.level_start + args.num_levels}"
         )
+    if args.algo != "a2c" and args.batch_size < 2 and getattr(args, "normalize_advantage", True):
+        raise CLIError(
+            f"--batch-size must be at least 2, got {args.batch_size}: PPO normalizes the advantages over "
+            "each minibatch (SB3 refuses a minibatch of 1)"
+        )
     if args.algo != "a2c" and args.batch_size > args.n_steps * args.n_envs:
         raise CLIError(
             f"--batch-size {args.batch_size} exceeds the rollout size --n-steps x --n-envs = "
@@ -552,6 +601,8 @@ def _run_path(args: argparse.Namespace) -> Path:
                 f"--resume {path} continues the run in {path}: give no --out, or the same directory"
             )
         return path
+    if args.out is not None and not args.out.strip():
+        raise CLIError(f"--out must name a directory, got {args.out!r} (default: runs/run)")
     return Path(args.out or "runs/run")
 
 
