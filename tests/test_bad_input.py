@@ -265,6 +265,51 @@ def test_a_refused_step_leaves_a_full_buffer_exactly_as_it_was(kind: str, case: 
     ).all()
 
 
+#: malformed ``infos[i]["TimeLimit.truncated"]`` values (issue 34, N4): SB3's add stored obs, actions,
+#: rewards and dones into the live slot of a full buffer before failing on (or silently casting) these
+BAD_TIMEOUTS: dict[str, Any] = {
+    "string": "yes",
+    "None": None,
+    "list": [True, False],
+    "array of two": np.array([1, 0]),
+    "int 2": 2,
+    "float": 0.5,
+    "complex": 1j,
+    "object": object(),
+}
+
+
+@pytest.mark.parametrize("kind", ["per", "dict", "episodic"])
+@pytest.mark.parametrize("case", sorted(BAD_TIMEOUTS))
+def test_n4_a_malformed_timeout_flag_is_refused_before_anything_is_stored(kind: str, case: str) -> None:
+    b = _full_per(kind)
+    before = {**_snapshot(b), "timeouts": b.timeouts.copy()}
+    obs = {"x": GOOD_O} if kind == "dict" else GOOD_O
+    done = np.ones(1)
+    infos = [{"level": 9, "TimeLimit.truncated": BAD_TIMEOUTS[case]}]
+    with pytest.raises(ValueError, match=r'infos\[0\]\["TimeLimit\.truncated"\] must be a bool'):
+        b.add(obs, obs, np.zeros((1, 1)), np.zeros(1), done, infos)
+    assert ro.same({**_snapshot(b), "timeouts": b.timeouts.copy()}, before)
+    for good in (True, False, np.bool_(True), 0, 1):  # bools, and the ints 0 and 1, are stored as before
+        b.add(obs, obs, np.zeros((1, 1)), np.zeros(1), done, [{"level": 9, "TimeLimit.truncated": good}])
+        assert b.timeouts[(b.pos - 1) % b.buffer_size, 0] == float(good)
+
+
+def test_n4_the_shared_buffer_refuses_a_malformed_timeout_flag_before_writing_any_column() -> None:
+    from plr_gym.replay import SharedReplayBuffer
+
+    box = spaces.Box(-10, 10, (3,), np.float32)
+    b = SharedReplayBuffer(4, box, spaces.Discrete(2), n_envs=2, device="cpu")
+    try:
+        obs = np.zeros((2, 3), np.float32)
+        infos = [{"TimeLimit.truncated": True}, {"TimeLimit.truncated": np.array([1, 0])}]
+        with pytest.raises(ValueError, match=r'infos\[1\]\["TimeLimit\.truncated"\] must be a bool'):
+            b.add(obs, obs, np.zeros((2, 1)), np.zeros(2), np.ones(2), infos)
+        assert b.counts.tolist() == [0, 0]  # env 0's column was not written either
+    finally:
+        b.close()
+
+
 def test_frame_stack_buffer_refuses_masked_and_complex_stacks() -> None:
     from plr_gym.replay import FrameStackReplayBuffer
 
