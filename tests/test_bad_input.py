@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -418,6 +418,56 @@ class ListInfoEnv(gym.Env[np.ndarray, int]):
 
     def step(self, action: int) -> Any:
         return np.zeros(1, np.float32), 0.0, False, False, (None if self.bad_in == "step" else {})
+
+
+class SharedInfoEnv(gym.Env[np.ndarray, int]):
+    """An env whose every instance returns one class-level info dict (issue 34, N9)."""
+
+    INFO: ClassVar[dict[str, Any]] = {}
+    observation_space = spaces.Box(0, 1, (1,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        super().reset(seed=seed)
+        self.t = 0
+        return self.np_random.random(1).astype(np.float32), self.INFO
+
+    def step(self, action: int) -> Any:
+        self.t += 1
+        return self.np_random.random(1).astype(np.float32), 0.0, self.t >= 3, False, self.INFO
+
+
+def test_n9_sub_envs_sharing_one_info_dict_each_report_their_own_level() -> None:
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from plr_gym import PrioritizedLevelReplay
+
+    venv = PrioritizedLevelReplay(
+        DummyVecEnv([lambda: LevelWrapper(SharedInfoEnv()) for _ in range(3)]), levels=range(50), seed=0
+    )
+    venv.reset()
+    assert [info["level"] for info in venv.reset_infos] == venv.current_levels.tolist()
+    for _ in range(7):  # two episode ends each
+        *_, infos = venv.step(np.zeros(3, dtype=np.int64))
+        assert [info["level"] for info in infos] == venv.step_levels.tolist()
+    assert "level" not in SharedInfoEnv.INFO  # the env's own dict is not written to
+
+
+def test_n9_a_vec_env_that_shares_one_info_dict_between_envs_is_named() -> None:
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from plr_gym import PrioritizedLevelReplay
+
+    class SharedResetInfos(DummyVecEnv):
+        def reset(self) -> Any:
+            obs = super().reset()
+            self.reset_infos = [self.reset_infos[-1]] * self.num_envs  # one dict object for every env
+            return obs
+
+    inner = SharedResetInfos([lambda: LevelWrapper(gym.make("CartPole-v1")) for _ in range(3)])
+    venv = PrioritizedLevelReplay(inner, levels=range(50), seed=0)
+    with pytest.raises(RuntimeError, match=r"envs 0, 1 and 2 share one info dict object"):
+        venv.reset()
 
 
 @pytest.mark.parametrize("method", ["reset", "step"])
