@@ -592,3 +592,107 @@ def test_single_bit_flips_are_refused_with_value_error_and_change_nothing(tmp_pa
         else:  # a flip in a byte nothing reads (e.g. a zip timestamp): the load is whole
             live = make_live()
     assert refused >= 40
+
+
+# ---------------------------------------------------------------------------------- issue 34: D8b, D12, D13
+def test_d8b_loading_the_visible_name_never_follows_a_generation_link_outside(tmp_path: Path) -> None:
+    import os
+
+    from plr_gym.checkpoint import CURRENT_LINK, write_checkpoint_dir
+
+    run = tmp_path / "run"
+    write_checkpoint_dir(run, {"plr_sampler.npz": LevelSampler(range(5), seed=0).save})
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    LevelSampler(range(100, 103), seed=1).save(outside / "plr_sampler.npz")  # not this run's
+    os.symlink(outside, run / ".plr-gen-00000009")
+    os.unlink(run / CURRENT_LINK)
+    os.symlink(".plr-gen-00000009", run / CURRENT_LINK)
+    with pytest.raises(ValueError, match="not a directory inside the checkpoint directory"):
+        LevelSampler.load(run / "plr_sampler.npz")
+    live = LevelSampler(range(100, 103), seed=2)
+    with pytest.raises(ValueError, match="not a directory inside the checkpoint directory"):
+        live.load_from(run / "plr_sampler.npz")
+    # a real generation is read through the visible name, as before
+    os.unlink(run / CURRENT_LINK)
+    os.symlink(".plr-gen-00000001", run / CURRENT_LINK)
+    assert LevelSampler.load(run / "plr_sampler.npz").levels.tolist() == list(range(5))
+
+
+def _savers() -> dict[str, Any]:
+    from plr_gym.scoring import EpisodeScorer
+
+    box = spaces.Box(-1, 1, (2,), np.float32)
+    return {
+        "LevelSampler": LevelSampler(range(5), seed=0),
+        "LevelBuffer": ro.make_level_buffer(3),
+        "EpisodeScorer": EpisodeScorer(LevelSampler(range(5)), n_envs=1),
+        "PrioritizedReplayBuffer": PrioritizedReplayBuffer(8, box, spaces.Discrete(2), device="cpu"),
+    }
+
+
+@pytest.mark.parametrize("kind", sorted(_savers()))
+def test_d12_save_and_load_of_a_directory_name_the_path_argument(kind: str, tmp_path: Path) -> None:
+    obj = _savers()[kind]
+    with pytest.raises(IsADirectoryError, match="path must name a file, not a directory"):
+        obj.save(tmp_path)
+    assert list(tmp_path.iterdir()) == []  # no temporary file left
+    with pytest.raises(IsADirectoryError, match="path must name a file, not a directory"):
+        obj.load(tmp_path) if kind != "LevelSampler" else obj.load_from(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["sampler", "level_buffer"])
+def test_d12_update_batch_with_a_scalar_names_the_argument(kind: str) -> None:
+    target: Any = LevelSampler(range(5), seed=0) if kind == "sampler" else ro.make_level_buffer(3)
+    with pytest.raises(TypeError, match=r"scores must be a sequence of numbers \(one per level\), got float"):
+        target.update_batch([0, 1], 0.5)
+    first = "levels" if kind == "sampler" else "indices"
+    with pytest.raises(TypeError, match=rf"{first} must be a sequence .*got int"):
+        target.update_batch(0, [0.5])
+
+
+def _rollout(**changes: Any) -> dict[str, Any]:
+    arrays: dict[str, Any] = {
+        "levels": np.array([[3], [3], [4]]),
+        "episode_starts": np.array([[1.0], [0.0], [1.0]], dtype=np.float32),  # SB3 stores float32 0/1
+        "dones": np.array([True]),
+        "rewards": np.array([[0.0], [1.0], [0.5]]),
+        "values": np.array([[0.1], [0.2], [0.3]]),
+        "advantages": np.array([[0.5], [-0.5], [1.0]]),
+    }
+    return {**arrays, **changes}
+
+
+BAD_ROLLOUTS: dict[str, tuple[dict[str, Any], str]] = {
+    "float levels": ({"levels": np.array([[3.0], [3.0], [4.5]])}, r"levels must be int level ids"),
+    "complex levels": ({"levels": np.array([[3], [3], [4]]) + 0j}, r"levels must be int level ids"),
+    "episode_starts of 0.5": (
+        {"episode_starts": np.array([[1.0], [0.5], [1.0]])},
+        r"episode_starts must hold booleans \(or 0 and 1\)",
+    ),
+    "complex dones": ({"dones": np.array([1 + 1j])}, r"dones must hold booleans \(or 0 and 1\)"),
+    "valid of 2": ({"valid": np.array([[1], [2], [1]])}, r"valid must hold booleans \(or 0 and 1\)"),
+    "truncations strings": (
+        {"truncations": np.array([["x"], [""], ["x"]])},
+        r"truncations must hold booleans",
+    ),
+    "complex rewards": ({"rewards": np.array([[0.0], [1.0], [0.5]]) + 1j}, r"rewards must hold real numbers"),
+    "complex values": ({"values": np.array([[0.1], [0.2], [0.3]]) + 0j}, r"values must hold real numbers"),
+    "complex advantages": ({"advantages": np.ones((3, 1)) * 1j}, r"advantages must hold real numbers"),
+    "complex last_values": ({"last_values": np.array([1j])}, r"last_values must hold real numbers"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ROLLOUTS))
+def test_d13_episode_scorer_refuses_complex_and_float_typed_flags_and_levels(case: str) -> None:
+    from plr_gym.scoring import EpisodeScorer
+
+    sampler = LevelSampler(range(10), seed=0)
+    scorer = EpisodeScorer(sampler, n_envs=1)
+    before = sampler.state_dict()
+    changes, message = BAD_ROLLOUTS[case]
+    with pytest.raises(TypeError, match=message):
+        scorer.process_rollout(**_rollout(**changes))
+    assert ro.same(sampler.state_dict(), before) and scorer.num_scored == 0 and scorer.num_open_episodes == 0
+    # SB3's float32 0/1 flags are accepted; value_l1 = mean |advantage|: level 3 (0.5 + 0.5) / 2, level 4 1.0
+    assert scorer.process_rollout(**_rollout()) == [(3, 0.5), (4, 1.0)]

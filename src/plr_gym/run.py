@@ -6,8 +6,8 @@ object from their own script:
 
 - **one trainer per directory**: :meth:`RunDirectory.acquire` takes an exclusive ``flock`` on the run
   directory itself (deleting a file in it never frees the lock) and records its pid in ``.plr-lock``. A
-  second trainer gets :class:`RunLockedError` naming that pid. The kernel drops the lock when its holder dies, even by ``SIGKILL``, so a stale lock
-  is never in the way and never has to be guessed at.
+  second trainer gets :class:`RunLockedError` naming that pid. The kernel drops the lock when its
+  holder dies, even by ``SIGKILL``, so a stale lock is never in the way and never has to be guessed at.
 - **one consistent checkpoint**: :meth:`RunDirectory.save` writes the model (its weights and optimizer
   state, ``parameters.pt``, and SB3's ``model.zip``), the level source and the scorer's open episodes
   (``plr/``), the RNG states (numpy, torch, Python's ``random``), VecNormalize statistics where the
