@@ -1261,7 +1261,11 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
         "--distribution-mode", default=None, help="Procgen distribution mode (default easy; Procgen only)"
     )
     g.add_argument(
-        "--env-kwarg", action="append", metavar="KEY=VALUE", help="extra gym.make keyword (JSON value)"
+        "--env-kwarg",
+        action="append",
+        metavar="KEY=VALUE",
+        help="extra gym.make keyword (a JSON value, or a bare word as a string); a keyword the env id "
+        "fixes, e.g. size for MiniGrid-Empty-5x5-v0, is refused",
     )
     lv = parser.add_argument_group("levels")
     lv.add_argument(
