@@ -804,6 +804,11 @@ def test_n1_a_missing_current_link_resumes_from_the_newest_verified_generation(
     out = _copy_without_links(finished_run, tmp_path)
     assert not os.path.lexists(out / CURRENT_LINK) and len(RunDirectory(out).checkpoints()) == 2
     assert RunDirectory(out).current().timestep == 128  # type: ignore[union-attr]  # the newest: step 128
+    # the run is finished: nothing to do, but the links are back (plr-gym evaluate reads RUN/model.zip)
+    code, _, err = run_cli(["train", ENV, "--resume", str(out), *TINY, "--timesteps", "128"], capsys)
+    assert code == 0, err
+    assert zip_timesteps(out / "model.zip") == checkpoint_step(out) == 128
+    assert len(RunDirectory(out).checkpoints()) == 2
     code, _, err = run_cli(["train", ENV, "--resume", str(out), *TINY, "--timesteps", "256"], capsys)
     assert code == 0, err
     assert json.loads((out / "config.json").read_text())["resumed_at"] == [128]  # not a restart at 0

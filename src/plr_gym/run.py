@@ -386,12 +386,23 @@ class RunDirectory:
             resumed = previous.get("resumed_at", []) if previous is not None else []
             if not isinstance(resumed, list):
                 raise RunDirectoryError(f"{self.path / CONFIG_FILE}: resumed_at must be a list of steps")
+            if not os.path.lexists(self.path / CURRENT_LINK):
+                self._relink(ckpt)
             # written by restore() once the checkpoint is restored: a failed resume records nothing
             self._resuming = (ckpt.path, {**config, "resumed_at": [*resumed, ckpt.timestep]})
             return ckpt
         except BaseException:
             self.release()
             raise
+
+    def _relink(self, ckpt: Checkpoint) -> None:
+        """Make ``ckpt`` current again after ``.plr-current`` was lost (a copy that skipped links): the
+        link and the visible names that are missing (``checkpoint.json``, ``model.zip``, ``plr``, extra
+        files); nothing is removed, and a visible name that exists as a file is left alone."""
+        top = {name.split("/")[0] for name in ckpt.manifest["files"]}
+        visible = [MANIFEST, *sorted(top - (_RESERVED - {MODEL_ZIP, PLR_DIR}))]
+        missing = [name for name in visible if not os.path.lexists(self.path / name)]
+        commit_generation(self.path, ckpt.path, missing, keep=len(self.checkpoints()) + 1)
 
     def clear(self, run_files: Iterable[str] = ()) -> None:
         """Remove the checkpoints (generations and their links) and ``run_files``; nothing else."""
