@@ -641,14 +641,21 @@ def test_d12_save_and_load_of_a_directory_name_the_path_argument(kind: str, tmp_
         obj.load(tmp_path) if kind != "LevelSampler" else obj.load_from(tmp_path)
 
 
-@pytest.mark.parametrize("kind", ["sampler", "level_buffer"])
+@pytest.mark.parametrize("kind", ["sampler", "level_buffer", "plan"])
 def test_d12_update_batch_with_a_scalar_names_the_argument(kind: str) -> None:
-    target: Any = LevelSampler(range(5), seed=0) if kind == "sampler" else ro.make_level_buffer(3)
+    target: Any = {
+        "sampler": lambda: LevelSampler(range(5), seed=0),
+        "level_buffer": lambda: ro.make_level_buffer(3),
+        "plan": lambda: ro.make_plan(2),
+    }[kind]()
     with pytest.raises(TypeError, match=r"scores must be a sequence of numbers \(one per level\), got float"):
         target.update_batch([0, 1], 0.5)
-    first = "levels" if kind == "sampler" else "indices"
+    first = "indices" if kind == "level_buffer" else "levels"
     with pytest.raises(TypeError, match=rf"{first} must be a sequence .*got int"):
         target.update_batch(0, [0.5])
+    if kind == "plan":  # a complex score lost its imaginary part silently
+        with pytest.raises(TypeError, match="scores must be real numbers, got dtype complex128"):
+            target.update_batch(list(target.assigned), [0.5, 0.5j])
 
 
 def _rollout(**changes: Any) -> dict[str, Any]:
