@@ -277,8 +277,8 @@ class RunDirectory:
             if not locked:
                 raise RunLockedError(self.path, _read_pid(self.path / LOCK_FILE))
             try:
-                with open(self.path / LOCK_FILE, "w") as f:  # the holder's pid, for RunLockedError
-                    f.write(f"{os.getpid()}\n")
+                with atomic_open(self.path / LOCK_FILE) as f:  # the holder's pid, for RunLockedError
+                    f.write(f"{os.getpid()}\n".encode())
             except OSError as exc:
                 raise RunDirectoryError(
                     f"cannot write in run directory {self.path}: {_reason(exc)}"
