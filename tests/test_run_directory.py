@@ -998,17 +998,28 @@ def test_n7_resumed_at_is_not_written_when_the_resume_fails(finished_run: Path, 
     assert run.read_config() == config  # no resumed_at: the run was not resumed
 
 
-def test_n8_a_run_copied_with_links_dereferenced_gets_a_correct_message(
+def test_n8_a_run_copied_with_links_dereferenced_resumes_or_gets_a_correct_message(
     finished_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "run"
     shutil.copytree(finished_run, out, symlinks=False)  # cp -rL: every link becomes a copy
     assert (out / CURRENT_LINK).is_dir() and not (out / CURRENT_LINK).is_symlink()
+    changed = tmp_path / "changed"
+    shutil.copytree(out, changed)
+    (changed / "curriculum.npz").write_bytes(b"edited")  # a copy that is not the generation's any more
+
+    # the copies are identical to the generation .plr-current held: its links come back, and it resumes
+    code, _, err = run_cli(["train", ENV, "--resume", str(out), *TINY, "--timesteps", "256"], capsys)
+    assert code == 0, err
+    assert all((out / name).is_symlink() for name in (CURRENT_LINK, "checkpoint.json", "model.zip", "plr"))
+    assert json.loads((out / "config.json").read_text())["resumed_at"] == [128]
+    assert checkpoint_step(out) == zip_timesteps(out / "model.zip") == 256
+
     line = one_line_error(
-        *run_cli(["train", ENV, "--resume", str(out), *TINY, "--timesteps", "256"], capsys)[::2]
+        *run_cli(["train", ENV, "--resume", str(changed), *TINY, "--timesteps", "256"], capsys)[::2]
     )
     assert "links dereferenced" in line and "cp -a" in line, line
-    assert len(RunDirectory(out).checkpoints()) == 2  # nothing deleted
+    assert len(RunDirectory(changed).checkpoints()) == 2 and (changed / CURRENT_LINK).is_dir()  # untouched
 
 
 def test_d9_huge_eval_levels_and_a_one_step_batch_exit_2_without_a_traceback(

@@ -346,7 +346,10 @@ class RunDirectory:
           ``config.json`` gets ``config`` and ``resumed_at``, the step of each resume; a resume that
           fails (or a finished run that is not restored) leaves ``config.json`` as it was.
         - Without ``.plr-current`` the newest generation that verifies is resumed (see :meth:`current`);
-          a verified generation is never removed.
+          a verified generation is never removed. A copy made with its links dereferenced (``cp -rL``:
+          ``.plr-current``, ``plr``, ``model.zip``... are copies) gets its links back when every copy is
+          identical to the generation whose manifest ``.plr-current`` holds, and that generation
+          verifies; otherwise it is refused (:meth:`current`).
 
         :return: the checkpoint to :meth:`restore` from, or ``None`` for a run starting at step 0.
         :raises RunLockedError: another trainer holds the directory.
@@ -366,6 +369,7 @@ class RunDirectory:
                     self.clear(files)
                 self.write_config(config)
                 return None
+            self._relink_dereferenced_copy()
             ckpt = self.current()
             previous = self.read_config()
             if ckpt is not None and previous is None:
@@ -394,6 +398,34 @@ class RunDirectory:
         except BaseException:
             self.release()
             raise
+
+    def _relink_dereferenced_copy(self) -> None:
+        """Undo ``cp -rL``: replace ``.plr-current`` and the visible names, copies of one generation, by
+        the links they were, if every copy is identical to that generation and it verifies. Anything else
+        is left as it is (and :meth:`current` refuses it, naming the cause)."""
+        link = self.path / CURRENT_LINK
+        if not link.is_dir() or link.is_symlink() or not (link / MANIFEST).is_file():
+            return
+        manifest = (link / MANIFEST).read_bytes()
+        gens = [gen for gen in self.checkpoints() if (gen / MANIFEST).is_file()]
+        matches = [gen for gen in gens if (gen / MANIFEST).read_bytes() == manifest]
+        if not matches:
+            return
+        try:
+            ckpt = self._verified(matches[-1], hint=False)
+        except RunDirectoryError:
+            return
+        top = {name.split("/")[0] for name in ckpt.manifest["files"]}
+        visible = [MANIFEST, *sorted(top - (_RESERVED - {MODEL_ZIP, PLR_DIR}))]
+        copies = [n for n in visible if os.path.lexists(self.path / n) and not (self.path / n).is_symlink()]
+        if not _same_tree(link, ckpt.path) or not all(
+            _same_tree(self.path / n, ckpt.path / n) for n in copies
+        ):
+            return
+        for name in copies:  # the visible names first: a kill part-way leaves .plr-current to repair again
+            _remove(self.path / name)
+        _remove(link)  # then the link: a kill here leaves none, and current() finds the generation
+        commit_generation(self.path, ckpt.path, visible, keep=len(self.checkpoints()) + 1)
 
     def _relink(self, ckpt: Checkpoint) -> None:
         """Make ``ckpt`` current again after ``.plr-current`` was lost (a copy that skipped links): the
@@ -965,6 +997,25 @@ def _try_lock(fd: int) -> bool:
     except BlockingIOError:
         return False
     return True
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def _same_tree(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` hold the same regular files (names and bytes) and directories, no links."""
+    if a.is_symlink() or b.is_symlink():
+        return False
+    if a.is_file() and b.is_file():
+        return a.stat().st_size == b.stat().st_size and _sha256(a) == _sha256(b)
+    if a.is_dir() and b.is_dir():
+        names = sorted(os.listdir(a))
+        return names == sorted(os.listdir(b)) and all(_same_tree(a / n, b / n) for n in names)
+    return False
 
 
 def _open_lock_target(path: Path) -> int:
