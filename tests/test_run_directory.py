@@ -892,6 +892,20 @@ if where == "weights":  # torch.save of parameters.pt, at the second checkpoint 
                     return real_save(obj, full, *args, **kwargs)
         return real_save(obj, f, *args, **kwargs)
     torch.save = save
+elif where == "evaluation":  # evaluation.json, written once training is over
+    import contextlib
+    import plr_gym.checkpoint
+    real_open = plr_gym.checkpoint.atomic_open
+    @contextlib.contextmanager
+    def atomic_open(path):
+        if str(path).endswith("evaluation.json"):
+            with open("/dev/full", "wb") as full:
+                yield full
+                full.flush()
+        else:
+            with real_open(path) as f:
+                yield f
+    plr_gym.checkpoint.atomic_open = atomic_open
 else:  # TensorBoard's event file, from its 30th write on (after the checkpoint at step 128)
     from tensorboard.compat.tensorflow_stub.io.gfile import LocalFileSystem
     real_write = LocalFileSystem._write
@@ -908,8 +922,8 @@ sys.exit(main(argv))
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
-@pytest.mark.parametrize("where", ["weights", "tensorboard"])
-def test_n3_disk_full_in_the_weights_or_in_tensorboard_exits_2_with_one_line(
+@pytest.mark.parametrize("where", ["weights", "tensorboard", "evaluation"])
+def test_n3_disk_full_in_the_weights_tensorboard_or_evaluation_exits_2_with_one_line(
     where: str, tmp_path: Path
 ) -> None:
     if where == "tensorboard":
@@ -925,7 +939,7 @@ def test_n3_disk_full_in_the_weights_or_in_tensorboard_exits_2_with_one_line(
     assert "No space left on device" in line, line
     kept = RunDirectory(out).current()
     assert kept is not None and f"at step {kept.timestep} is kept" in line
-    assert kept.timestep == (0 if where == "weights" else 128)
+    assert kept.timestep == {"weights": 0, "tensorboard": 128, "evaluation": 256}[where]
     assert len(RunDirectory(out).checkpoints()) <= DEFAULT_KEEP  # no partial generation left
 
 

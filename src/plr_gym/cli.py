@@ -536,9 +536,21 @@ def train(args: argparse.Namespace) -> Path:
             _learn(args, run.model, run_dir, parts, out, resumed=checkpoint is not None)
         finally:
             run.close()
-        _finish(
-            args, out, parts, train_levels, eval_levels, env_kwargs, run.model, time.perf_counter() - start
-        )
+        try:
+            _finish(
+                args,
+                out,
+                parts,
+                train_levels,
+                eval_levels,
+                env_kwargs,
+                run.model,
+                time.perf_counter() - start,
+            )
+        except OSError as exc:
+            if exc.errno not in _DISK_FULL:
+                raise
+            raise _disk_full(exc, out, int(run.model.num_timesteps), run_dir.current()) from None
     finally:
         run_dir.release()
     return out
@@ -750,13 +762,7 @@ def _learn(
     except OSError as exc:
         if exc.errno not in _DISK_FULL:
             raise
-        last = saver.last.timestep if saver.last is not None else None
-        kept = f"the checkpoint at step {last} is kept" if last is not None else "no checkpoint kept"
-        raise CLIError(
-            f"cannot write in {out} at step {model.num_timesteps} (a log, TensorBoard's events or an env's "
-            f"file): {exc.strerror}{f' ({exc.filename})' if exc.filename else ''}; {kept}: free space and "
-            f"continue with --resume {out}"
-        ) from None
+        raise _disk_full(exc, out, model.num_timesteps, saver.last) from None
     except KeyboardInterrupt:
         last = saver.last.timestep if saver.last is not None else None
         where = f"continue from its checkpoint at step {last} with --resume {out}" if last is not None else ""
@@ -769,6 +775,16 @@ def _learn(
             f"{out}; continue with the same command and --resume {out}",
             stop.exit_code,
         )
+
+
+def _disk_full(exc: OSError, out: Path, step: int, last: Any) -> CLIError:
+    """The one line for a write in the run directory that failed for want of space."""
+    kept = f"the checkpoint at step {last.timestep} is kept" if last is not None else "no checkpoint kept"
+    return CLIError(
+        f"cannot write in {out} at step {step} (a log, TensorBoard's events, evaluation.json or an env's "
+        f"file): {exc.strerror}{f' ({exc.filename})' if exc.filename else ''}; {kept}: free space and "
+        f"continue with --resume {out}"
+    )
 
 
 #: ``errno`` of a write that failed for want of space: disk full, quota exceeded, file-size limit.
