@@ -694,12 +694,18 @@ BAD_ROLLOUTS: dict[str, tuple[dict[str, Any], str]] = {
 def test_d13_episode_scorer_refuses_complex_and_float_typed_flags_and_levels(case: str) -> None:
     from plr_gym.scoring import EpisodeScorer
 
-    sampler = LevelSampler(range(10), seed=0)
-    scorer = EpisodeScorer(sampler, n_envs=1)
-    before = sampler.state_dict()
+    class Recorder:  # a score target that takes what it is given (a LevelSampler refuses float levels)
+        def __init__(self) -> None:
+            self.got: list[tuple[Any, Any]] = []
+
+        def update_batch(self, levels: Any, scores: Any) -> None:
+            self.got.append((list(levels), list(scores)))
+
+    target = Recorder()
+    scorer = EpisodeScorer(target, n_envs=1)
     changes, message = BAD_ROLLOUTS[case]
     with pytest.raises(TypeError, match=message):
         scorer.process_rollout(**_rollout(**changes))
-    assert ro.same(sampler.state_dict(), before) and scorer.num_scored == 0 and scorer.num_open_episodes == 0
+    assert target.got == [] and scorer.num_scored == 0 and scorer.num_open_episodes == 0
     # SB3's float32 0/1 flags are accepted; value_l1 = mean |advantage|: level 3 (0.5 + 0.5) / 2, level 4 1.0
     assert scorer.process_rollout(**_rollout()) == [(3, 0.5), (4, 1.0)]

@@ -871,71 +871,71 @@ def test_n2_deleting_the_lock_file_does_not_let_a_second_writer_in(tmp_path: Pat
         assert run.locked and (tmp_path / LOCK_FILE).read_text().strip() == str(os.getpid())
 
 
-# ENOSPC where the issue found it: the child patches one write to go to /dev/full (a real "No space left on
-# device" from the kernel) and runs plr-gym train in-process.
-DISK_FULL_CHILD = r"""
-import os, sys
-from plr_gym.cli import main
+# ENOSPC where the issue found it: one write is sent to /dev/full (a real "No space left on device" from the
+# kernel) while plr-gym train runs in-process: torch.save of parameters.pt at the second checkpoint (step
+# 128), TensorBoard's event file from its 30th write on (after the checkpoint at step 128; its writer thread
+# fails, the main thread reports it), evaluation.json once training is over.
+def _inject_disk_full(where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = [0]
+    if where == "weights":
+        real_save = th.save
 
-where, argv = sys.argv[1], sys.argv[2:]
-calls = [0]
-if where == "weights":  # torch.save of parameters.pt, at the second checkpoint (step 128)
-    import torch
-    real_save = torch.save
-    def save(obj, f, *args, **kwargs):
-        if str(getattr(f, "name", f)).endswith("parameters.pt"):
-            calls[0] += 1
-            if calls[0] == 2:
-                if isinstance(f, (str, os.PathLike)):
-                    return real_save(obj, "/dev/full", *args, **kwargs)
+        def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
+            if str(getattr(f, "name", f)).endswith("parameters.pt"):
+                calls[0] += 1
+                if calls[0] == 2:
+                    if isinstance(f, (str, os.PathLike)):
+                        return real_save(obj, "/dev/full", *args, **kwargs)
+                    with open("/dev/full", "wb") as full:
+                        return real_save(obj, full, *args, **kwargs)
+            return real_save(obj, f, *args, **kwargs)
+
+        monkeypatch.setattr(th, "save", save)
+    elif where == "tensorboard":
+        from tensorboard.compat.tensorflow_stub.io.gfile import LocalFileSystem
+
+        real_write = LocalFileSystem._write
+
+        def write(self: Any, filename: Any, content: Any, mode: str) -> Any:
+            if b"tfevents" in (filename if isinstance(filename, bytes) else str(filename).encode()):
+                calls[0] += 1
+                if calls[0] >= 30:
+                    return real_write(self, "/dev/full", content, "wb")
+            return real_write(self, filename, content, mode)
+
+        monkeypatch.setattr(LocalFileSystem, "_write", write)
+    else:
+        import contextlib
+
+        import plr_gym.checkpoint
+
+        real_open = plr_gym.checkpoint.atomic_open
+
+        @contextlib.contextmanager
+        def atomic_open(path: Any) -> Any:
+            if str(path).endswith("evaluation.json"):
                 with open("/dev/full", "wb") as full:
-                    return real_save(obj, full, *args, **kwargs)
-        return real_save(obj, f, *args, **kwargs)
-    torch.save = save
-elif where == "evaluation":  # evaluation.json, written once training is over
-    import contextlib
-    import plr_gym.checkpoint
-    real_open = plr_gym.checkpoint.atomic_open
-    @contextlib.contextmanager
-    def atomic_open(path):
-        if str(path).endswith("evaluation.json"):
-            with open("/dev/full", "wb") as full:
-                yield full
-                full.flush()
-        else:
-            with real_open(path) as f:
-                yield f
-    plr_gym.checkpoint.atomic_open = atomic_open
-else:  # TensorBoard's event file, from its 30th write on (after the checkpoint at step 128)
-    from tensorboard.compat.tensorflow_stub.io.gfile import LocalFileSystem
-    real_write = LocalFileSystem._write
-    def write(self, filename, content, mode):
-        name = filename.decode() if isinstance(filename, bytes) else str(filename)
-        if "tfevents" in name:
-            calls[0] += 1
-            if calls[0] >= 30:
-                return real_write(self, "/dev/full", content, "wb")
-        return real_write(self, filename, content, mode)
-    LocalFileSystem._write = write
-sys.exit(main(argv))
-"""
+                    yield full
+                    full.flush()
+            else:
+                with real_open(path) as f:
+                    yield f
+
+        monkeypatch.setattr(plr_gym.checkpoint, "atomic_open", atomic_open)
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
 @pytest.mark.parametrize("where", ["weights", "tensorboard", "evaluation"])
 def test_n3_disk_full_in_the_weights_tensorboard_or_evaluation_exits_2_with_one_line(
-    where: str, tmp_path: Path
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if where == "tensorboard":
         pytest.importorskip("tensorboard")
     out = tmp_path / "run"
     tiny = [a for a in TINY if a != "--no-tensorboard"] if where == "tensorboard" else TINY
-    proc = subprocess.run(
-        [sys.executable, "-c", DISK_FULL_CHILD, where, "train", ENV, "--out", str(out), *tiny,
-         "--timesteps", "256", "--save-freq", "128"],
-        capture_output=True, text=True, env=child_env(), timeout=600, cwd=TESTS,
-    )  # fmt: skip
-    line = one_line_error(proc.returncode, proc.stderr)
+    _inject_disk_full(where, monkeypatch)
+    command = ["train", ENV, "--out", str(out), *tiny, "--timesteps", "256", "--save-freq", "128"]
+    line = one_line_error(*run_cli(command, capsys)[::2])
     assert "No space left on device" in line, line
     kept = RunDirectory(out).current()
     assert kept is not None and f"at step {kept.timestep} is kept" in line
