@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -265,6 +265,51 @@ def test_a_refused_step_leaves_a_full_buffer_exactly_as_it_was(kind: str, case: 
     ).all()
 
 
+#: malformed ``infos[i]["TimeLimit.truncated"]`` values (issue 34, N4): SB3's add stored obs, actions,
+#: rewards and dones into the live slot of a full buffer before failing on (or silently casting) these
+BAD_TIMEOUTS: dict[str, Any] = {
+    "string": "yes",
+    "None": None,
+    "list": [True, False],
+    "array of two": np.array([1, 0]),
+    "int 2": 2,
+    "float": 0.5,
+    "complex": 1j,
+    "object": object(),
+}
+
+
+@pytest.mark.parametrize("kind", ["per", "dict", "episodic"])
+@pytest.mark.parametrize("case", sorted(BAD_TIMEOUTS))
+def test_n4_a_malformed_timeout_flag_is_refused_before_anything_is_stored(kind: str, case: str) -> None:
+    b = _full_per(kind)
+    before = {**_snapshot(b), "timeouts": b.timeouts.copy()}
+    obs = {"x": GOOD_O} if kind == "dict" else GOOD_O
+    done = np.ones(1)
+    infos = [{"level": 9, "TimeLimit.truncated": BAD_TIMEOUTS[case]}]
+    with pytest.raises(ValueError, match=r'infos\[0\]\["TimeLimit\.truncated"\] must be a bool'):
+        b.add(obs, obs, np.zeros((1, 1)), np.zeros(1), done, infos)
+    assert ro.same({**_snapshot(b), "timeouts": b.timeouts.copy()}, before)
+    for good in (True, False, np.bool_(True), 0, 1):  # bools, and the ints 0 and 1, are stored as before
+        b.add(obs, obs, np.zeros((1, 1)), np.zeros(1), done, [{"level": 9, "TimeLimit.truncated": good}])
+        assert b.timeouts[(b.pos - 1) % b.buffer_size, 0] == float(good)
+
+
+def test_n4_the_shared_buffer_refuses_a_malformed_timeout_flag_before_writing_any_column() -> None:
+    from plr_gym.replay import SharedReplayBuffer
+
+    box = spaces.Box(-10, 10, (3,), np.float32)
+    b = SharedReplayBuffer(4, box, spaces.Discrete(2), n_envs=2, device="cpu")
+    try:
+        obs = np.zeros((2, 3), np.float32)
+        infos = [{"TimeLimit.truncated": True}, {"TimeLimit.truncated": np.array([1, 0])}]
+        with pytest.raises(ValueError, match=r'infos\[1\]\["TimeLimit\.truncated"\] must be a bool'):
+            b.add(obs, obs, np.zeros((2, 1)), np.zeros(2), np.ones(2), infos)
+        assert b.counts.tolist() == [0, 0]  # env 0's column was not written either
+    finally:
+        b.close()
+
+
 def test_frame_stack_buffer_refuses_masked_and_complex_stacks() -> None:
     from plr_gym.replay import FrameStackReplayBuffer
 
@@ -373,6 +418,56 @@ class ListInfoEnv(gym.Env[np.ndarray, int]):
 
     def step(self, action: int) -> Any:
         return np.zeros(1, np.float32), 0.0, False, False, (None if self.bad_in == "step" else {})
+
+
+class SharedInfoEnv(gym.Env[np.ndarray, int]):
+    """An env whose every instance returns one class-level info dict (issue 34, N9)."""
+
+    INFO: ClassVar[dict[str, Any]] = {}
+    observation_space = spaces.Box(0, 1, (1,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        super().reset(seed=seed)
+        self.t = 0
+        return self.np_random.random(1).astype(np.float32), self.INFO
+
+    def step(self, action: int) -> Any:
+        self.t += 1
+        return self.np_random.random(1).astype(np.float32), 0.0, self.t >= 3, False, self.INFO
+
+
+def test_n9_sub_envs_sharing_one_info_dict_each_report_their_own_level() -> None:
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from plr_gym import PrioritizedLevelReplay
+
+    venv = PrioritizedLevelReplay(
+        DummyVecEnv([lambda: LevelWrapper(SharedInfoEnv()) for _ in range(3)]), levels=range(50), seed=0
+    )
+    venv.reset()
+    assert [info["level"] for info in venv.reset_infos] == venv.current_levels.tolist()
+    for _ in range(7):  # two episode ends each
+        *_, infos = venv.step(np.zeros(3, dtype=np.int64))
+        assert [info["level"] for info in infos] == venv.step_levels.tolist()
+    assert "level" not in SharedInfoEnv.INFO  # the env's own dict is not written to
+
+
+def test_n9_a_vec_env_that_shares_one_info_dict_between_envs_is_named() -> None:
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from plr_gym import PrioritizedLevelReplay
+
+    class SharedResetInfos(DummyVecEnv):
+        def reset(self) -> Any:
+            obs = super().reset()
+            self.reset_infos = [self.reset_infos[-1]] * self.num_envs  # one dict object for every env
+            return obs
+
+    inner = SharedResetInfos([lambda: LevelWrapper(gym.make("CartPole-v1")) for _ in range(3)])
+    venv = PrioritizedLevelReplay(inner, levels=range(50), seed=0)
+    with pytest.raises(RuntimeError, match=r"envs 0, 1 and 2 share one info dict object"):
+        venv.reset()
 
 
 @pytest.mark.parametrize("method", ["reset", "step"])
@@ -497,3 +592,120 @@ def test_single_bit_flips_are_refused_with_value_error_and_change_nothing(tmp_pa
         else:  # a flip in a byte nothing reads (e.g. a zip timestamp): the load is whole
             live = make_live()
     assert refused >= 40
+
+
+# ---------------------------------------------------------------------------------- issue 34: D8b, D12, D13
+def test_d8b_loading_the_visible_name_never_follows_a_generation_link_outside(tmp_path: Path) -> None:
+    import os
+
+    from plr_gym.checkpoint import CURRENT_LINK, write_checkpoint_dir
+
+    run = tmp_path / "run"
+    write_checkpoint_dir(run, {"plr_sampler.npz": LevelSampler(range(5), seed=0).save})
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    LevelSampler(range(100, 103), seed=1).save(outside / "plr_sampler.npz")  # not this run's
+    os.symlink(outside, run / ".plr-gen-00000009")
+    os.unlink(run / CURRENT_LINK)
+    os.symlink(".plr-gen-00000009", run / CURRENT_LINK)
+    with pytest.raises(ValueError, match="not a directory inside the checkpoint directory"):
+        LevelSampler.load(run / "plr_sampler.npz")
+    live = LevelSampler(range(100, 103), seed=2)
+    with pytest.raises(ValueError, match="not a directory inside the checkpoint directory"):
+        live.load_from(run / "plr_sampler.npz")
+    # a real generation is read through the visible name, as before
+    os.unlink(run / CURRENT_LINK)
+    os.symlink(".plr-gen-00000001", run / CURRENT_LINK)
+    assert LevelSampler.load(run / "plr_sampler.npz").levels.tolist() == list(range(5))
+
+
+def _savers() -> dict[str, Any]:
+    from plr_gym.scoring import EpisodeScorer
+
+    box = spaces.Box(-1, 1, (2,), np.float32)
+    return {
+        "LevelSampler": LevelSampler(range(5), seed=0),
+        "LevelBuffer": ro.make_level_buffer(3),
+        "EpisodeScorer": EpisodeScorer(LevelSampler(range(5)), n_envs=1),
+        "PrioritizedReplayBuffer": PrioritizedReplayBuffer(8, box, spaces.Discrete(2), device="cpu"),
+    }
+
+
+@pytest.mark.parametrize("kind", sorted(_savers()))
+def test_d12_save_and_load_of_a_directory_name_the_path_argument(kind: str, tmp_path: Path) -> None:
+    obj = _savers()[kind]
+    with pytest.raises(IsADirectoryError, match="path must name a file, not a directory"):
+        obj.save(tmp_path)
+    assert list(tmp_path.iterdir()) == []  # no temporary file left
+    with pytest.raises(IsADirectoryError, match="path must name a file, not a directory"):
+        obj.load(tmp_path) if kind != "LevelSampler" else obj.load_from(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["sampler", "level_buffer", "plan"])
+def test_d12_update_batch_with_a_scalar_names_the_argument(kind: str) -> None:
+    target: Any = {
+        "sampler": lambda: LevelSampler(range(5), seed=0),
+        "level_buffer": lambda: ro.make_level_buffer(3),
+        "plan": lambda: ro.make_plan(2),
+    }[kind]()
+    with pytest.raises(TypeError, match=r"scores must be a sequence of numbers \(one per level\), got float"):
+        target.update_batch([0, 1], 0.5)
+    first = "indices" if kind == "level_buffer" else "levels"
+    with pytest.raises(TypeError, match=rf"{first} must be a sequence .*got int"):
+        target.update_batch(0, [0.5])
+    if kind == "plan":  # a complex score lost its imaginary part silently
+        with pytest.raises(TypeError, match="scores must be real numbers, got dtype complex128"):
+            target.update_batch(list(target.assigned), [0.5, 0.5j])
+
+
+def _rollout(**changes: Any) -> dict[str, Any]:
+    arrays: dict[str, Any] = {
+        "levels": np.array([[3], [3], [4]]),
+        "episode_starts": np.array([[1.0], [0.0], [1.0]], dtype=np.float32),  # SB3 stores float32 0/1
+        "dones": np.array([True]),
+        "rewards": np.array([[0.0], [1.0], [0.5]]),
+        "values": np.array([[0.1], [0.2], [0.3]]),
+        "advantages": np.array([[0.5], [-0.5], [1.0]]),
+    }
+    return {**arrays, **changes}
+
+
+BAD_ROLLOUTS: dict[str, tuple[dict[str, Any], str]] = {
+    "float levels": ({"levels": np.array([[3.0], [3.0], [4.5]])}, r"levels must be int level ids"),
+    "complex levels": ({"levels": np.array([[3], [3], [4]]) + 0j}, r"levels must be int level ids"),
+    "episode_starts of 0.5": (
+        {"episode_starts": np.array([[1.0], [0.5], [1.0]])},
+        r"episode_starts must hold booleans \(or 0 and 1\)",
+    ),
+    "complex dones": ({"dones": np.array([1 + 1j])}, r"dones must hold booleans \(or 0 and 1\)"),
+    "valid of 2": ({"valid": np.array([[1], [2], [1]])}, r"valid must hold booleans \(or 0 and 1\)"),
+    "truncations strings": (
+        {"truncations": np.array([["x"], [""], ["x"]])},
+        r"truncations must hold booleans",
+    ),
+    "complex rewards": ({"rewards": np.array([[0.0], [1.0], [0.5]]) + 1j}, r"rewards must hold real numbers"),
+    "complex values": ({"values": np.array([[0.1], [0.2], [0.3]]) + 0j}, r"values must hold real numbers"),
+    "complex advantages": ({"advantages": np.ones((3, 1)) * 1j}, r"advantages must hold real numbers"),
+    "complex last_values": ({"last_values": np.array([1j])}, r"last_values must hold real numbers"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ROLLOUTS))
+def test_d13_episode_scorer_refuses_complex_and_float_typed_flags_and_levels(case: str) -> None:
+    from plr_gym.scoring import EpisodeScorer
+
+    class Recorder:  # a score target that takes what it is given (a LevelSampler refuses float levels)
+        def __init__(self) -> None:
+            self.got: list[tuple[Any, Any]] = []
+
+        def update_batch(self, levels: Any, scores: Any) -> None:
+            self.got.append((list(levels), list(scores)))
+
+    target = Recorder()
+    scorer = EpisodeScorer(target, n_envs=1)
+    changes, message = BAD_ROLLOUTS[case]
+    with pytest.raises(TypeError, match=message):
+        scorer.process_rollout(**_rollout(**changes))
+    assert target.got == [] and scorer.num_scored == 0 and scorer.num_open_episodes == 0
+    # SB3's float32 0/1 flags are accepted; value_l1 = mean |advantage|: level 3 (0.5 + 0.5) / 2, level 4 1.0
+    assert scorer.process_rollout(**_rollout()) == [(3, 0.5), (4, 1.0)]

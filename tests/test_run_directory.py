@@ -39,7 +39,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 from conftest import run_cli
 from plr_gym import LevelWrapper, PLRCallback, PrioritizedLevelReplay, RunCheckpointCallback, RunDirectory
 from plr_gym.checkpoint import CURRENT_LINK, checkpoint_files, write_checkpoint_dir
-from plr_gym.run import LOCK_FILE, RunDirectoryError, RunLockedError, StopOnSignals
+from plr_gym.run import DEFAULT_KEEP, LOCK_FILE, RunDirectoryError, RunLockedError, StopOnSignals
 
 TESTS = Path(__file__).resolve().parent
 SRC = TESTS.parent / "src"
@@ -786,3 +786,295 @@ def test_a_resumed_run_keeps_the_evaluation_schedule(
     code, _, err = run_cli([*command, "--resume"], capsys)
     assert code == 0, err
     assert eval_steps(out) == [0, 256, 384]
+
+
+# --------------------------------------------------------------------------------------------------
+# issue 34: faults (each test failed before its fix)
+# --------------------------------------------------------------------------------------------------
+def _copy_without_links(run: Path, tmp_path: Path) -> Path:
+    """Copy a run directory as a tool that skips symbolic links does (``.plr-current`` is lost)."""
+    target = tmp_path / "run"
+    shutil.copytree(run, target, ignore=lambda d, names: [n for n in names if os.path.islink(Path(d, n))])
+    return target
+
+
+def test_n1_a_missing_current_link_resumes_from_the_newest_verified_generation(
+    finished_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = _copy_without_links(finished_run, tmp_path)
+    assert not os.path.lexists(out / CURRENT_LINK) and len(RunDirectory(out).checkpoints()) == 2
+    assert RunDirectory(out).current().timestep == 128  # type: ignore[union-attr]  # the newest: step 128
+    # the run is finished: nothing to do, but the links are back (plr-gym evaluate reads RUN/model.zip)
+    code, _, err = run_cli(["train", ENV, "--resume", str(out), *TINY, "--timesteps", "128"], capsys)
+    assert code == 0, err
+    assert zip_timesteps(out / "model.zip") == checkpoint_step(out) == 128
+    assert len(RunDirectory(out).checkpoints()) == 2
+    code, _, err = run_cli(["train", ENV, "--resume", str(out), *TINY, "--timesteps", "256"], capsys)
+    assert code == 0, err
+    assert json.loads((out / "config.json").read_text())["resumed_at"] == [128]  # not a restart at 0
+    assert checkpoint_step(out) == 256 and eval_steps(out)[0] == 0
+    assert_increasing(eval_steps(out))
+
+
+def test_n1_without_the_link_a_corrupt_newest_generation_falls_back_and_none_is_ever_deleted(
+    tmp_path: Path,
+) -> None:
+    with RunDirectory(tmp_path, keep=3) as run:
+        model, plr = build()
+        model.learn(128, callback=[plr, run.callback(save_freq=64, plr_callback=plr)])
+    gens = RunDirectory(tmp_path).checkpoints()
+    assert [checkpoint_step(g) for g in gens] == [0, 64, 128]
+    os.unlink(tmp_path / CURRENT_LINK)
+    (gens[-1] / "rng.npz").write_bytes(b"torn")  # the newest no longer verifies
+    assert RunDirectory(tmp_path).current().path == gens[1]  # type: ignore[union-attr]
+    for gen in gens[:2]:
+        (gen / "state.json").write_text("{}")  # now none verifies
+    run = RunDirectory(tmp_path)
+    with pytest.raises(RunDirectoryError, match=r"no \.plr-current link and none of its 3 checkpoint"):
+        run.begin({"seed": 0}, resume=True)
+    assert RunDirectory(tmp_path).checkpoints() == gens and not run.locked  # nothing deleted
+
+
+LOCK_HOLDER = r"""
+import sys
+from plr_gym.run import RunDirectory, RunLockedError
+try:
+    RunDirectory(sys.argv[1]).acquire()
+except RunLockedError as exc:
+    print("refused:", exc, flush=True)
+    sys.exit(3)
+print("locked", flush=True)
+sys.stdin.read()  # hold the lock until the test closes stdin
+"""
+
+
+def test_n2_deleting_the_lock_file_does_not_let_a_second_writer_in(tmp_path: Path) -> None:
+    def start() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-c", LOCK_HOLDER, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True, env=child_env(), cwd=TESTS,
+        )  # fmt: skip
+
+    first = start()
+    try:
+        assert first.stdout is not None and first.stdout.readline().strip() == "locked"
+        os.unlink(tmp_path / LOCK_FILE)  # by hand, or by a cleanup script
+        second = start()
+        out, _ = second.communicate(timeout=120)
+        assert second.returncode == 3, out
+        assert "in use by another trainer" in out
+        with pytest.raises(RunLockedError):  # nor a third, in this process
+            RunDirectory(tmp_path).acquire()
+    finally:
+        first.communicate(timeout=120)
+    with RunDirectory(tmp_path) as run:  # the holder is gone: free again
+        assert run.locked and (tmp_path / LOCK_FILE).read_text().strip() == str(os.getpid())
+
+
+# ENOSPC where the issue found it: one write is sent to /dev/full (a real "No space left on device" from the
+# kernel) while plr-gym train runs in-process: torch.save of parameters.pt at the second checkpoint (step
+# 128), TensorBoard's event file from its 30th write on (after the checkpoint at step 128; its writer thread
+# fails, the main thread reports it), evaluation.json once training is over.
+def _inject_disk_full(where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = [0]
+    if where == "weights":
+        real_save = th.save
+
+        def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
+            if str(getattr(f, "name", f)).endswith("parameters.pt"):
+                calls[0] += 1
+                if calls[0] == 2:
+                    if isinstance(f, (str, os.PathLike)):
+                        return real_save(obj, "/dev/full", *args, **kwargs)
+                    with open("/dev/full", "wb") as full:
+                        return real_save(obj, full, *args, **kwargs)
+            return real_save(obj, f, *args, **kwargs)
+
+        monkeypatch.setattr(th, "save", save)
+    elif where == "tensorboard":
+        from tensorboard.compat.tensorflow_stub.io.gfile import LocalFileSystem
+
+        real_write = LocalFileSystem._write
+
+        def write(self: Any, filename: Any, content: Any, mode: str) -> Any:
+            if b"tfevents" in (filename if isinstance(filename, bytes) else str(filename).encode()):
+                calls[0] += 1
+                if calls[0] >= 30:
+                    return real_write(self, "/dev/full", content, "wb")
+            return real_write(self, filename, content, mode)
+
+        monkeypatch.setattr(LocalFileSystem, "_write", write)
+    else:
+        import contextlib
+
+        import plr_gym.checkpoint
+
+        real_open = plr_gym.checkpoint.atomic_open
+
+        @contextlib.contextmanager
+        def atomic_open(path: Any) -> Any:
+            if str(path).endswith("evaluation.json"):
+                with open("/dev/full", "wb") as full:
+                    yield full
+                    full.flush()
+            else:
+                with real_open(path) as f:
+                    yield f
+
+        monkeypatch.setattr(plr_gym.checkpoint, "atomic_open", atomic_open)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("where", ["weights", "tensorboard", "evaluation"])
+def test_n3_disk_full_in_the_weights_tensorboard_or_evaluation_exits_2_with_one_line(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if where == "tensorboard":
+        pytest.importorskip("tensorboard")
+    out = tmp_path / "run"
+    tiny = [a for a in TINY if a != "--no-tensorboard"] if where == "tensorboard" else TINY
+    _inject_disk_full(where, monkeypatch)
+    command = ["train", ENV, "--out", str(out), *tiny, "--timesteps", "256", "--save-freq", "128"]
+    line = one_line_error(*run_cli(command, capsys)[::2])
+    assert "No space left on device" in line, line
+    kept = RunDirectory(out).current()
+    assert kept is not None and f"at step {kept.timestep} is kept" in line
+    assert kept.timestep == {"weights": 0, "tensorboard": 128, "evaluation": 256}[where]
+    assert len(RunDirectory(out).checkpoints()) <= DEFAULT_KEEP  # no partial generation left
+
+
+def test_n5_a_manifest_claiming_more_steps_than_its_files_is_not_finished(
+    finished_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = copy_run(finished_run, tmp_path)
+    manifest = checkpoint_files(out) / "checkpoint.json"
+    data = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**data, "timestep": 10**6}))  # the files still hold step 128
+    line = one_line_error(
+        *run_cli(["train", ENV, "--resume", str(out), *TINY, "--timesteps", "256"], capsys)[::2]
+    )
+    assert "state.json says step 128" in line and "1000000" in line
+    manifest.write_text(json.dumps(data))
+    # evaluation.json of another step: not finished either, the final evaluation is made
+    evaluation = json.loads((out / "evaluation.json").read_text())
+    (out / "evaluation.json").write_text(json.dumps({**evaluation, "timesteps": 64}))
+    code, _, err = run_cli(["train", ENV, "--resume", str(out), *TINY, "--timesteps", "128"], capsys)
+    assert code == 0, err
+    assert json.loads((out / "evaluation.json").read_text())["timesteps"] == 128
+
+
+def _scalar_steps(tb: Path) -> list[tuple[str, int]]:
+    """Every (tag, step) of every scalar summary in the event files under ``tb``."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    seen = []
+    for path in sorted(tb.rglob("events.out.tfevents.*")):
+        for event in EventFileLoader(str(path)).Load():
+            seen += [(value.tag, int(event.step)) for value in event.summary.value]
+    return seen
+
+
+def test_n6_tensorboard_logs_are_cut_back_to_the_checkpoint_on_resume(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("tensorboard")
+    out = tmp_path / "run"
+    tiny = [a for a in TINY if a != "--no-tensorboard"]
+    command = ["train", ENV, "--out", str(out), *tiny, "--timesteps", "384", "--save-freq", "128"]
+    code, _, err = run_cli([*command, "--keep-checkpoints", "4"], capsys)
+    assert code == 0, err
+    uninterrupted = sorted(set(_scalar_steps(out / "tb")))
+    assert max(step for _, step in uninterrupted) == 384
+    older = next(g for g in RunDirectory(out).checkpoints() if checkpoint_step(g) == 128)
+    os.unlink(out / CURRENT_LINK)
+    os.symlink(older.name, out / CURRENT_LINK)  # as if killed after the checkpoint at step 128
+    with next((out / "tb").rglob("events.out.tfevents.*")).open("ab") as f:
+        f.write(b"\x20\x00\x00")  # and in the middle of writing an event
+    code, _, err = run_cli([*command, "--resume"], capsys)
+    assert code == 0, err
+    resumed = _scalar_steps(out / "tb")
+    assert len(resumed) == len(set(resumed)), "a (tag, step) logged twice: duplicated curves"
+    assert {step for _, step in resumed} == {step for _, step in uninterrupted}
+
+
+def test_n7_resumed_at_is_not_written_when_the_resume_fails(finished_run: Path, tmp_path: Path) -> None:
+    out = copy_run(finished_run, tmp_path)
+    run = RunDirectory(out)
+    config = run.read_config()
+    assert config is not None and "resumed_at" not in config
+    assert run.begin(config, resume=True) is not None
+    try:
+        other, other_plr = build(net=(8,))  # restore refuses it
+        with pytest.raises(RunDirectoryError, match=r"parameters\.pt: the saved network has other layers"):
+            run.restore(other, plr_callback=other_plr)
+    finally:
+        run.release()
+    assert run.read_config() == config  # no resumed_at: the run was not resumed
+
+
+def test_n8_a_run_copied_with_links_dereferenced_resumes_or_gets_a_correct_message(
+    finished_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(finished_run, out, symlinks=False)  # cp -rL: every link becomes a copy
+    assert (out / CURRENT_LINK).is_dir() and not (out / CURRENT_LINK).is_symlink()
+    changed = tmp_path / "changed"
+    shutil.copytree(out, changed)
+    (changed / "curriculum.npz").write_bytes(b"edited")  # a copy that is not the generation's any more
+
+    # the copies are identical to the generation .plr-current held: its links come back, and it resumes
+    code, _, err = run_cli(["train", ENV, "--resume", str(out), *TINY, "--timesteps", "256"], capsys)
+    assert code == 0, err
+    assert all((out / name).is_symlink() for name in (CURRENT_LINK, "checkpoint.json", "model.zip", "plr"))
+    assert json.loads((out / "config.json").read_text())["resumed_at"] == [128]
+    assert checkpoint_step(out) == zip_timesteps(out / "model.zip") == 256
+
+    line = one_line_error(
+        *run_cli(["train", ENV, "--resume", str(changed), *TINY, "--timesteps", "256"], capsys)[::2]
+    )
+    assert "links dereferenced" in line and "cp -a" in line, line
+    assert len(RunDirectory(changed).checkpoints()) == 2 and (changed / CURRENT_LINK).is_dir()  # untouched
+
+
+def test_d9_huge_eval_levels_and_a_one_step_batch_exit_2_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["train", ENV, "--out", str(tmp_path / "r"), *TINY, "--timesteps", "64"]
+    for levels in ("18446744073709551615", "18446744073709551610:18446744073709551615"):
+        code, _, err = run_cli([*base, "--eval-levels", levels], capsys)  # argparse's usage and error
+        assert code == 2 and "argument --eval-levels: levels must be in [0, 2**63 - 1]" in err, err
+        assert "Traceback" not in err
+    tiny = [*base, "--n-envs", "1", "--n-steps", "1", "--batch-size", "1"]
+    line = one_line_error(*run_cli(tiny, capsys)[::2])
+    assert "--batch-size must be at least 2, got 1" in line
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--out", ""], "--out must name a directory"),
+        (["--env-kwarg", "size=3"], "--env-kwarg size=3: MiniGrid-Empty-5x5-v0 fixes size=5"),
+        (["--env-kwarg", "max_steps=2O"], "--env-kwarg max_steps=2O: the value is not valid JSON"),
+        (
+            ["--env-kwarg", "max_steps=20", "--env-kwarg", "max_steps=30"],
+            "--env-kwarg max_steps is given twice",
+        ),
+        (["--env-kwarg", "max steps=20"], "--env-kwarg: 'max steps' is not a keyword name"),
+    ],
+)
+def test_d13_an_empty_out_and_malformed_env_kwargs_exit_2_with_one_line(
+    args: list[str],
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    tiny = [a for a in TINY if a not in ("--env-kwarg", "max_steps=20")]
+    argv = ["train", ENV, *tiny, "--timesteps", "64", *args]
+    if "--out" not in args:
+        argv += ["--out", "r"]
+    line = one_line_error(*run_cli(argv, capsys)[::2])
+    assert message in line, line
+    assert not any(tmp_path.iterdir())  # refused before anything is written (no runs/run, no r)

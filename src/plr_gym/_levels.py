@@ -70,6 +70,16 @@ def refuse_masked(name: str, value: Any) -> None:
         )
 
 
+def as_sequence(name: str, value: Any, what: str) -> Any:
+    """``value`` as a list (a numpy array as it is), else ``TypeError`` naming ``name``: a scalar, a string
+    or a mapping where a sequence of ``what`` is expected (``update_batch(levels, 0.5)``)."""
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{name} must be a sequence of {what}, got {type(value).__name__} {value!r}")
+    return list(value)
+
+
 def check_level_ids(values: Any, name: str = "levels", *, high: int = MAX_LEVEL_ID) -> npt.NDArray[np.int64]:
     """``values`` (a ``range``, an int array or a collection of ints) as a new ``int64`` array of level
     ids in ``[0, high]``, else ``TypeError``/``ValueError`` naming ``name`` and the accepted range. No

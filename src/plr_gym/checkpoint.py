@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 import re
@@ -102,6 +103,7 @@ def atomic_open(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
     ``path`` is untouched.
     """
     target = Path(path)
+    _refuse_directory(target)
     directory = target.parent if str(target.parent) else Path(".")
     fd, tmp = _create_temporary(directory, target.name)
     try:
@@ -150,10 +152,18 @@ _CORRUPT = (
 def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray[Any, Any]]:
     """Read every array of an ``.npz`` archive into memory, never unpickling.
 
+    A visible name of a checkpoint directory (``DIR/plr_sampler.npz``, a link through ``.plr-current``)
+    is read from the generation :func:`checkpoint_files` resolves and checks: never through a generation
+    that is a link (or holds links) to somewhere outside ``DIR``.
+
     :raises FileNotFoundError: if ``path`` does not exist.
+    :raises IsADirectoryError: if ``path`` is a directory.
     :raises ValueError: if the file is not a readable ``.npz`` archive of plain arrays (truncated,
-        corrupt, or holding pickled objects).
+        corrupt, or holding pickled objects), or a visible name whose generation is not a real
+        directory of the checkpoint directory.
     """
+    path = _through_generation(Path(path))
+    _refuse_directory(path)
     with open(path, "rb") as f:
         data = f.read()
     try:
@@ -161,6 +171,23 @@ def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray[Any, Any]]:
             return {k: npz[k] for k in npz.files}
     except _CORRUPT as exc:
         raise ValueError(f"{os.fspath(path)} is not a readable plr_gym checkpoint: {exc}") from exc
+
+
+def _refuse_directory(path: Path) -> None:
+    """Name the argument when a file's ``path`` is a directory (``os.replace`` and ``open`` would not)."""
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "path must name a file, not a directory", os.fspath(path))
+
+
+def _through_generation(path: Path) -> Path:
+    """``DIR/name`` linked as ``.plr-current/name`` (a visible name of :func:`write_checkpoint_dir`): the
+    file in the generation that :func:`checkpoint_files` resolves and checks; any other path as it is."""
+    if not path.is_symlink():
+        return path
+    parts = Path(os.readlink(path)).parts
+    if len(parts) < 2 or parts[0] != CURRENT_LINK:
+        return path
+    return checkpoint_files(path.parent).joinpath(*parts[1:])
 
 
 # --------------------------------------------------------------------------------------------------

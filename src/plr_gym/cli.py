@@ -38,8 +38,10 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import dataclasses
+import errno
 import functools
 import importlib.util
 import io
@@ -48,8 +50,9 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -231,8 +234,8 @@ def parse_levels(spec: str) -> list[int]:
         ) from None
     if not levels:
         raise argparse.ArgumentTypeError(f"no levels in {spec!r}")
-    if min(levels) < 0:
-        raise argparse.ArgumentTypeError(f"levels must be >= 0, got {spec!r}")
+    if min(levels) < 0 or max(levels) > 2**63 - 1:
+        raise argparse.ArgumentTypeError(f"levels must be in [0, 2**63 - 1] (int64 level ids), got {spec!r}")
     if len(set(levels)) != len(levels):
         raise argparse.ArgumentTypeError(f"levels must be distinct, got {spec!r}")
     return levels
@@ -387,18 +390,62 @@ def sampler_kwargs(args: argparse.Namespace, levels: Sequence[int]) -> dict[str,
 
 
 def _env_kwargs(args: argparse.Namespace, family: str) -> dict[str, Any]:
+    """``gym.make`` keywords from ``--env-kwarg KEY=VALUE`` (and Procgen's ``--distribution-mode``).
+
+    VALUE is JSON (``100``, ``[5, 6]``, ``true``, ``"text"``); a bare word (``hard``) is taken as a string.
+    Refused with a ``CLIError`` naming the option: no ``=``, a key that is not a keyword name, a key given
+    twice, a value that starts like a number, list, object or quoted string but is not valid JSON
+    (``2O``, ``[5,``), and a keyword the env id itself fixes with another value (``size=3`` for
+    ``MiniGrid-Empty-5x5-v0``, registered with ``size=5``: the id would no longer name the env trained).
+    """
     kwargs: dict[str, Any] = {}
     if family == "procgen":
         kwargs["distribution_mode"] = args.distribution_mode
+    env_id = getattr(args, "env_id", None) or getattr(args, "env", None)
+    fixed = _registered_kwargs(env_id) if isinstance(env_id, str) else {}
+    given: set[str] = set()
     for item in args.env_kwarg or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise CLIError(f"--env-kwarg must be KEY=VALUE, got {item!r}")
+        if not key.isidentifier():
+            raise CLIError(f"--env-kwarg: {key!r} is not a keyword name (KEY=VALUE, e.g. max_steps=100)")
+        if key in given:
+            raise CLIError(f"--env-kwarg {key} is given twice")
+        given.add(key)
         try:
-            kwargs[key] = json.loads(value)
+            parsed = json.loads(value)
         except json.JSONDecodeError:
-            kwargs[key] = value
+            if not value or value[0] in '+-.0123456789[{"' or value != value.strip():
+                raise CLIError(
+                    f"--env-kwarg {item}: the value is not valid JSON (a number, [a, list], true/false, "
+                    '"a string"); a bare word is taken as a string'
+                ) from None
+            parsed = value
+        if key in fixed and _json_value(parsed) != _json_value(fixed[key]):
+            raise CLIError(
+                f"--env-kwarg {item}: {env_id} fixes {key}={fixed[key]!r} (the id names it); use the id of "
+                f"the {key} you want, or an env that takes {key}"
+            )
+        kwargs[key] = parsed
     return kwargs
+
+
+def _registered_kwargs(env_id: str) -> dict[str, Any]:
+    """The keywords Gymnasium's registration of ``env_id`` fixes (``{}`` if it is not registered)."""
+    import gymnasium as gym
+
+    try:
+        return dict(gym.spec(env_id).kwargs)
+    except Exception:  # an unknown id is reported where the env is built
+        return {}
+
+
+def _json_value(value: Any) -> Any:
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 #: ``plr-gym train`` options that may differ when a run is resumed (the rest must match its config.json).
@@ -440,7 +487,9 @@ def train(args: argparse.Namespace) -> Path:
         from plr_gym.presets import TEST_PROTOCOLS
 
         config["test_protocol"] = TEST_PROTOCOLS[args.preset]
-    run_dir = RunDirectory(out, keep=getattr(args, "keep_checkpoints", DEFAULT_KEEP), logs=("eval.csv",))
+    run_dir = RunDirectory(
+        out, keep=getattr(args, "keep_checkpoints", DEFAULT_KEEP), logs=("eval.csv",), event_logs=("tb",)
+    )
     resume = getattr(args, "resume", None) is not None
     if resume:
         _check_options_added_since(out, args)
@@ -489,9 +538,21 @@ def train(args: argparse.Namespace) -> Path:
             _learn(args, run.model, run_dir, parts, out, resumed=checkpoint is not None)
         finally:
             run.close()
-        _finish(
-            args, out, parts, train_levels, eval_levels, env_kwargs, run.model, time.perf_counter() - start
-        )
+        try:
+            _finish(
+                args,
+                out,
+                parts,
+                train_levels,
+                eval_levels,
+                env_kwargs,
+                run.model,
+                time.perf_counter() - start,
+            )
+        except OSError as exc:
+            if exc.errno not in _DISK_FULL:
+                raise
+            raise _disk_full(exc, out, int(run.model.num_timesteps), run_dir.current()) from None
     finally:
         run_dir.release()
     return out
@@ -546,6 +607,11 @@ def _check_train_args(args: argparse.Namespace) -> tuple[list[int], list[int], A
             f"(e.g. {overlap[0]}); training levels are "
             f"{args.level_start}:{args.level_start + args.num_levels}"
         )
+    if args.algo != "a2c" and args.batch_size < 2 and getattr(args, "normalize_advantage", True):
+        raise CLIError(
+            f"--batch-size must be at least 2, got {args.batch_size}: PPO normalizes the advantages over "
+            "each minibatch (SB3 refuses a minibatch of 1)"
+        )
     if args.algo != "a2c" and args.batch_size > args.n_steps * args.n_envs:
         raise CLIError(
             f"--batch-size {args.batch_size} exceeds the rollout size --n-steps x --n-envs = "
@@ -570,6 +636,8 @@ def _run_path(args: argparse.Namespace) -> Path:
                 f"--resume {path} continues the run in {path}: give no --out, or the same directory"
             )
         return path
+    if args.out is not None and not args.out.strip():
+        raise CLIError(f"--out must name a directory, got {args.out!r} (default: runs/run)")
     return Path(args.out or "runs/run")
 
 
@@ -709,7 +777,7 @@ def _learn(
         save_seconds=None if getattr(args, "save_minutes", None) is None else 60.0 * args.save_minutes,
     )
     try:
-        with stop.installed():
+        with stop.installed(), _writer_thread_errors_in_main():
             model.learn(
                 max(args.timesteps - int(model.num_timesteps), 0),  # 0: a finished run's final evaluation
                 callback=[*parts.all(), saver],  # the saver last: it saves what the others wrote
@@ -719,6 +787,10 @@ def _learn(
             )
     except RunDirectoryError as exc:  # a checkpoint could not be written (disk full, ...)
         raise CLIError(str(exc)) from None
+    except OSError as exc:
+        if exc.errno not in _DISK_FULL:
+            raise
+        raise _disk_full(exc, out, model.num_timesteps, saver.last) from None
     except KeyboardInterrupt:
         last = saver.last.timestep if saver.last is not None else None
         where = f"continue from its checkpoint at step {last} with --resume {out}" if last is not None else ""
@@ -731,6 +803,38 @@ def _learn(
             f"{out}; continue with the same command and --resume {out}",
             stop.exit_code,
         )
+
+
+def _disk_full(exc: OSError, out: Path, step: int, last: Any) -> CLIError:
+    """The one line for a write in the run directory that failed for want of space."""
+    kept = f"the checkpoint at step {last.timestep} is kept" if last is not None else "no checkpoint kept"
+    return CLIError(
+        f"cannot write in {out} at step {step} (a log, TensorBoard's events, evaluation.json or an env's "
+        f"file): {exc.strerror}{f' ({exc.filename})' if exc.filename else ''}; {kept}: free space and "
+        f"continue with --resume {out}"
+    )
+
+
+#: ``errno`` of a write that failed for want of space: disk full, quota exceeded, file-size limit.
+_DISK_FULL = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, name))
+
+
+@contextlib.contextmanager
+def _writer_thread_errors_in_main() -> Iterator[None]:
+    """TensorBoard writes its event files in a thread; a write that fails there (disk full) is raised
+    again by the next write in the main thread, where ``train`` reports it in one line. Meanwhile the
+    thread's own traceback is not printed."""
+    previous = threading.excepthook
+
+    def hook(info: Any) -> None:
+        if not (type(info.thread).__name__ == "_AsyncWriterThread" and isinstance(info.exc_value, OSError)):
+            previous(info)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = previous
 
 
 def _finish(
@@ -1201,7 +1305,11 @@ def add_train_arguments(parser: argparse.ArgumentParser, env_positional: bool = 
         "--distribution-mode", default=None, help="Procgen distribution mode (default easy; Procgen only)"
     )
     g.add_argument(
-        "--env-kwarg", action="append", metavar="KEY=VALUE", help="extra gym.make keyword (JSON value)"
+        "--env-kwarg",
+        action="append",
+        metavar="KEY=VALUE",
+        help="extra gym.make keyword (a JSON value, or a bare word as a string); a keyword the env id "
+        "fixes, e.g. size for MiniGrid-Empty-5x5-v0, is refused",
     )
     _add_reference_arguments(parser)
     lv = parser.add_argument_group("levels")

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from plr_gym._levels import _decode, _encode, level_key
+from plr_gym._levels import _decode, _encode, as_sequence, level_key
 from plr_gym._sizes import allocating
 from plr_gym._structures import LinearStalenessTree
 from plr_gym.checkpoint import load_npz, save_npz
@@ -316,8 +316,9 @@ class LevelBuffer:
         extras: Iterable[dict[str, Any] | None] | None = None,
     ) -> None:
         """:meth:`update` each ``(index, score)`` pair; everything is validated first."""
-        idx, sc = list(indices), list(scores)
-        ex = [None] * len(idx) if extras is None else list(extras)
+        idx = list(as_sequence("indices", indices, "buffer indices (one per score)"))
+        sc = list(as_sequence("scores", scores, "numbers (one per level)"))
+        ex = [None] * len(idx) if extras is None else list(as_sequence("extras", extras, "dicts or None"))
         if not len(idx) == len(sc) == len(ex):
             raise ValueError(
                 f"indices, scores and extras must have equal lengths: {len(idx)}, {len(sc)}, {len(ex)}"

@@ -4,10 +4,10 @@
 folder. ``plr-gym train`` only parses arguments and hands them to it; a library user drives the same
 object from their own script:
 
-- **one trainer per directory**: :meth:`RunDirectory.acquire` takes an exclusive ``flock`` on
-  ``.plr-lock`` (which also records the holder's pid). A second trainer gets :class:`RunLockedError`
-  naming that pid. The kernel drops the lock when its holder dies, even by ``SIGKILL``, so a stale lock
-  is never in the way and never has to be guessed at.
+- **one trainer per directory**: :meth:`RunDirectory.acquire` takes an exclusive ``flock`` on the run
+  directory itself (deleting a file in it never frees the lock) and records its pid in ``.plr-lock``. A
+  second trainer gets :class:`RunLockedError` naming that pid. The kernel drops the lock when its
+  holder dies, even by ``SIGKILL``, so a stale lock is never in the way and never has to be guessed at.
 - **one consistent checkpoint**: :meth:`RunDirectory.save` writes the model (its weights and optimizer
   state, ``parameters.pt``, and SB3's ``model.zip``), the level source and the scorer's open episodes
   (``plr/``), the RNG states (numpy, torch, Python's ``random``), VecNormalize statistics where the
@@ -20,7 +20,9 @@ object from their own script:
 - **resume reads the manifest only**: :meth:`RunDirectory.restore` checks every file against the
   manifest (size and hash) and every part against the live objects before changing anything, loads the
   weights with ``torch.load(weights_only=True)`` into a model built from the run's configuration (no
-  unpickling), and cuts the logs back to the checkpoint's step.
+  unpickling), and cuts the logs (``eval.csv``, TensorBoard's event files) back to the checkpoint's
+  step. Without ``.plr-current`` (a copy that skipped links) it resumes the newest generation that
+  verifies; it never removes one.
 - **when to save**: :class:`RunCheckpointCallback` saves every ``save_freq`` steps (at the first
   rollout boundary after them, when the model has trained on every step it counts), at the end of
   training, and at the current step when :class:`StopOnSignals` reports ``SIGTERM``, ``SIGINT`` or
@@ -102,11 +104,12 @@ __all__ = [
     "RunDirectoryError",
     "RunLockedError",
     "StopOnSignals",
+    "cut_event_logs",
 ]
 
 #: The manifest of a checkpoint: written last in its generation, linked at the top of the run directory.
 MANIFEST = "checkpoint.json"
-#: The lock file of a run directory (an ``flock``; its content is the holder's pid).
+#: The file holding the pid of a run directory's lock holder (the lock is an ``flock`` on the directory).
 LOCK_FILE = ".plr-lock"
 #: The run's configuration (``plr-gym train`` writes its arguments there when it starts).
 CONFIG_FILE = "config.json"
@@ -193,13 +196,16 @@ class RunDirectory:
     :param logs: append-only log files of the run directory (names relative to it) that are part of
         the checkpoint: :meth:`save` copies each into the generation, :meth:`restore` puts the copy back,
         so a resumed run continues each log from the checkpoint's step, with no duplicated rows.
+    :param event_logs: folders of TensorBoard event files (e.g. ``("tb",)``, SB3's ``tensorboard_log``):
+        :meth:`restore` cuts every event file under them back to the checkpoint's step
+        (:func:`cut_event_logs`), so a resumed run's curves continue without duplicated points.
 
     Use it as a context manager (``with RunDirectory(path) as run:``), or call :meth:`acquire` and
     :meth:`release`. Saving and restoring need the lock; :meth:`current` and :meth:`read_config` do not.
 
     Layout (``plr-gym train`` adds ``eval.csv``, ``evaluation.json``, ``curriculum.png``, ``tb/``)::
 
-        RUN/.plr-lock             lock (flock), holder's pid
+        RUN/.plr-lock             the lock holder's pid (the lock: an flock on RUN itself)
         RUN/config.json           the run's configuration (write_config)
         RUN/.plr-gen-<N>/         one checkpoint generation: checkpoint.json (written last), model.zip,
                                   parameters.pt, state.json, rng.npz, plr/, logs/, [vecnormalize.npz,
@@ -219,17 +225,28 @@ class RunDirectory:
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], keep: int = DEFAULT_KEEP, logs: Iterable[str] = ("eval.csv",)
+        self,
+        path: str | os.PathLike[str],
+        keep: int = DEFAULT_KEEP,
+        logs: Iterable[str] = ("eval.csv",),
+        event_logs: Iterable[str] = (),
     ) -> None:
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
             raise ValueError(f"keep must be a positive int, got {keep!r}")
         self.path = Path(path)
         self.keep = keep
         self.logs = tuple(logs)
+        self.event_logs = tuple(event_logs)
         for name in self.logs:
             if not isinstance(name, str) or not _plain_relative(name):
                 raise ValueError(f"logs must be file names relative to the run directory, got {name!r}")
+        for name in self.event_logs:
+            if not isinstance(name, str) or not _plain_relative(name):
+                raise ValueError(
+                    f"event_logs must be folder names relative to the run directory, got {name!r}"
+                )
         self._lock_fd: int | None = None
+        self._resuming: tuple[Path, dict[str, Any]] | None = None  # begin(resume=True) -> restore()
 
     def __repr__(self) -> str:
         return f"RunDirectory({str(self.path)!r}, keep={self.keep})"
@@ -238,6 +255,10 @@ class RunDirectory:
     def acquire(self) -> RunDirectory:
         """Take the run directory's lock (creating the directory if needed) and check it is writable.
 
+        The lock is an exclusive ``flock`` on the directory itself (on platforms that cannot lock a
+        directory, on ``.plr-lock``): deleting or replacing ``.plr-lock`` never lets a second trainer in.
+        ``.plr-lock`` records the holder's pid for the message a second trainer gets.
+
         :raises RunLockedError: another live process holds it (its pid is named).
         :raises RunDirectoryError: the directory cannot be created or written (read-only, a file...).
         """
@@ -245,19 +266,23 @@ class RunDirectory:
             return self
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+            fd = _open_lock_target(self.path)
         except OSError as exc:
             raise RunDirectoryError(f"cannot use run directory {self.path}: {_reason(exc)}") from None
         try:
             try:
                 locked = _try_lock(fd)
-                if locked:
-                    os.ftruncate(fd, 0)
-                    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-            except OSError as exc:  # e.g. no lock support on this filesystem, or a read-only lock file
+            except OSError as exc:  # e.g. no lock support on this filesystem
                 raise RunDirectoryError(f"cannot lock run directory {self.path}: {_reason(exc)}") from None
             if not locked:
-                raise RunLockedError(self.path, _read_pid(fd))
+                raise RunLockedError(self.path, _read_pid(self.path / LOCK_FILE))
+            try:
+                with atomic_open(self.path / LOCK_FILE) as f:  # the holder's pid, for RunLockedError
+                    f.write(f"{os.getpid()}\n".encode())
+            except OSError as exc:
+                raise RunDirectoryError(
+                    f"cannot write in run directory {self.path}: {_reason(exc)}"
+                ) from None
             self._probe_writable()
         except BaseException:
             os.close(fd)
@@ -267,6 +292,7 @@ class RunDirectory:
 
     def release(self) -> None:
         """Release the lock (the kernel also does when the process dies)."""
+        self._resuming = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -316,8 +342,14 @@ class RunDirectory:
         - ``resume=True`` continues from the current checkpoint, after checking that ``config`` agrees
           with the run's ``config.json`` on every key both hold except those in ``mutable`` (e.g. the
           total budget). A directory without a checkpoint (missing, empty, or a run killed before its
-          first save) starts again from step 0. ``config.json`` gets ``resumed_at``: the step of each
-          resume.
+          first save) starts again from step 0. When :meth:`restore` has restored the checkpoint,
+          ``config.json`` gets ``config`` and ``resumed_at``, the step of each resume; a resume that
+          fails (or a finished run that is not restored) leaves ``config.json`` as it was.
+        - Without ``.plr-current`` the newest generation that verifies is resumed (see :meth:`current`);
+          a verified generation is never removed. A copy made with its links dereferenced (``cp -rL``:
+          ``.plr-current``, ``plr``, ``model.zip``... are copies) gets its links back when every copy is
+          identical to the generation whose manifest ``.plr-current`` holds, and that generation
+          verifies; otherwise it is refused (:meth:`current`).
 
         :return: the checkpoint to :meth:`restore` from, or ``None`` for a run starting at step 0.
         :raises RunLockedError: another trainer holds the directory.
@@ -337,6 +369,7 @@ class RunDirectory:
                     self.clear(files)
                 self.write_config(config)
                 return None
+            self._relink_dereferenced_copy()
             ckpt = self.current()
             previous = self.read_config()
             if ckpt is not None and previous is None:
@@ -357,11 +390,51 @@ class RunDirectory:
             resumed = previous.get("resumed_at", []) if previous is not None else []
             if not isinstance(resumed, list):
                 raise RunDirectoryError(f"{self.path / CONFIG_FILE}: resumed_at must be a list of steps")
-            self.write_config({**config, "resumed_at": [*resumed, ckpt.timestep]})
+            if not os.path.lexists(self.path / CURRENT_LINK):
+                self._relink(ckpt)
+            # written by restore() once the checkpoint is restored: a failed resume records nothing
+            self._resuming = (ckpt.path, {**config, "resumed_at": [*resumed, ckpt.timestep]})
             return ckpt
         except BaseException:
             self.release()
             raise
+
+    def _relink_dereferenced_copy(self) -> None:
+        """Undo ``cp -rL``: replace ``.plr-current`` and the visible names, copies of one generation, by
+        the links they were, if every copy is identical to that generation and it verifies. Anything else
+        is left as it is (and :meth:`current` refuses it, naming the cause)."""
+        link = self.path / CURRENT_LINK
+        if not link.is_dir() or link.is_symlink() or not (link / MANIFEST).is_file():
+            return
+        manifest = (link / MANIFEST).read_bytes()
+        gens = [gen for gen in self.checkpoints() if (gen / MANIFEST).is_file()]
+        matches = [gen for gen in gens if (gen / MANIFEST).read_bytes() == manifest]
+        if not matches:
+            return
+        try:
+            ckpt = self._verified(matches[-1], hint=False)
+        except RunDirectoryError:
+            return
+        top = {name.split("/")[0] for name in ckpt.manifest["files"]}
+        visible = [MANIFEST, *sorted(top - (_RESERVED - {MODEL_ZIP, PLR_DIR}))]
+        copies = [n for n in visible if os.path.lexists(self.path / n) and not (self.path / n).is_symlink()]
+        if not _same_tree(link, ckpt.path) or not all(
+            _same_tree(self.path / n, ckpt.path / n) for n in copies
+        ):
+            return
+        for name in copies:  # the visible names first: a kill part-way leaves .plr-current to repair again
+            _remove(self.path / name)
+        _remove(link)  # then the link: a kill here leaves none, and current() finds the generation
+        commit_generation(self.path, ckpt.path, visible, keep=len(self.checkpoints()) + 1)
+
+    def _relink(self, ckpt: Checkpoint) -> None:
+        """Make ``ckpt`` current again after ``.plr-current`` was lost (a copy that skipped links): the
+        link and the visible names that are missing (``checkpoint.json``, ``model.zip``, ``plr``, extra
+        files); nothing is removed, and a visible name that exists as a file is left alone."""
+        top = {name.split("/")[0] for name in ckpt.manifest["files"]}
+        visible = [MANIFEST, *sorted(top - (_RESERVED - {MODEL_ZIP, PLR_DIR}))]
+        missing = [name for name in visible if not os.path.lexists(self.path / name)]
+        commit_generation(self.path, ckpt.path, missing, keep=len(self.checkpoints()) + 1)
 
     def clear(self, run_files: Iterable[str] = ()) -> None:
         """Remove the checkpoints (generations and their links) and ``run_files``; nothing else."""
@@ -407,23 +480,52 @@ class RunDirectory:
         """The current checkpoint, verified against its manifest; ``None`` if the directory has none.
 
         Reads ``.plr-current`` once and the generation's ``checkpoint.json``; every file the manifest
-        names must exist inside the generation with the recorded size and SHA-256.
+        names must exist inside the generation with the recorded size and SHA-256, and ``state.json`` must
+        hold the manifest's step. Without ``.plr-current`` (a copy made by a tool that skips symbolic
+        links, or a link removed by hand) it is the newest generation that verifies; a generation is
+        never skipped silently when ``.plr-current`` names it.
 
-        :raises RunDirectoryError: a corrupt or incomplete checkpoint (the message names the file).
+        :raises RunDirectoryError: a corrupt or incomplete checkpoint (the message names the file), a
+            directory whose generations all fail to verify, or a ``.plr-current`` that is not a link (the
+            run was copied with its links dereferenced).
         """
-        if not os.path.lexists(self.path / CURRENT_LINK):
-            return None
+        link = self.path / CURRENT_LINK
+        if not os.path.lexists(link):
+            return self._newest_verified()
+        if not link.is_symlink():
+            raise RunDirectoryError(
+                f"{link} is a {'directory' if link.is_dir() else 'file'}, not a symbolic link: "
+                f"{self.path} was copied with its links dereferenced (cp -rL, rsync -L, an archive tool "
+                "without links); copy the run directory again keeping links (cp -a, rsync -a) and resume "
+                "the copy"
+            )
         try:
             gen = checkpoint_files(self.path)
         except (ValueError, OSError) as exc:
             raise RunDirectoryError(f"{self.path}: {_reason(exc)}") from None
         return self._verified(gen)
 
+    def _newest_verified(self) -> Checkpoint | None:
+        """Without ``.plr-current``: the newest generation that verifies; ``None`` without generations."""
+        gens = self.checkpoints()
+        reasons = []
+        for gen in reversed(gens):
+            try:
+                return self._verified(gen, hint=False)
+            except RunDirectoryError as exc:
+                reasons.append(str(exc))
+        if not gens:
+            return None
+        raise RunDirectoryError(
+            f"{self.path} has no {CURRENT_LINK} link and none of its {len(gens)} checkpoint generations "
+            f"verifies (the newest: {reasons[0]}); nothing was changed"
+        )
+
     def checkpoints(self) -> list[Path]:
         """The generation directories kept, oldest first."""
         return [path for _, path in generations(self.path)]
 
-    def _verified(self, gen: Path) -> Checkpoint:
+    def _verified(self, gen: Path, hint: bool = True) -> Checkpoint:
         where = gen / MANIFEST
         try:
             manifest = json.loads(where.read_bytes())
@@ -462,7 +564,14 @@ class RunDirectory:
                 raise RunDirectoryError(
                     f"checkpoint file {path} is corrupt: {size} bytes with SHA-256 {digest[:12]}..., the "
                     f"manifest says {entry['bytes']} bytes, {str(entry['sha256'])[:12]}..."
-                    + self._older_hint(gen)
+                    + (self._older_hint(gen) if hint else "")
+                )
+        if STATE in files:  # the manifest itself is not hashed: its step must be the one the files hold
+            saved = _read_json_object(gen / STATE).get("num_timesteps")
+            if saved != step:
+                raise RunDirectoryError(
+                    f"checkpoint {gen}: {STATE} says step {saved!r}, {MANIFEST} says {step}: the manifest "
+                    "does not describe its files" + (self._older_hint(gen) if hint else "")
                 )
         return Checkpoint(path=gen, timestep=step, manifest=manifest)
 
@@ -649,12 +758,103 @@ class RunDirectory:
         for name in self.logs:  # a log that did not exist at the checkpoint was written after it
             if name not in ckpt.manifest.get("logs", []):
                 (self.path / name).unlink(missing_ok=True)
+        for name in self.event_logs:
+            cut_event_logs(self.path / name, ckpt.timestep)
+        if self._resuming is not None and self._resuming[0] == ckpt.path:
+            self.write_config(self._resuming[1])  # the resume succeeded: record it
+        self._resuming = None
         return ckpt
 
 
 _RESERVED = frozenset(
     {MANIFEST, MODEL_ZIP, PARAMETERS, STATE, RNG, PLR_DIR, VECNORMALIZE, REPLAY_BUFFER, LOGS_DIR}
 )
+
+
+# --------------------------------------------------------------------------------------------------
+# TensorBoard event files
+# --------------------------------------------------------------------------------------------------
+_EVENT_FILE = "events.out.tfevents."
+
+
+def cut_event_logs(directory: str | os.PathLike[str], step: int) -> int:
+    """Cut every TensorBoard event file under ``directory`` back to ``step``; return the events removed.
+
+    A run killed after its checkpoint at ``step`` kept logging; its resumed run logs those steps again
+    (SB3 continues the same TensorBoard run). Each event file (TFRecord: a length, its CRC, the event,
+    its CRC) keeps the events whose ``step`` is at most ``step``, bytes unchanged; a record torn by the
+    kill at the end of a file is dropped; a file is rewritten atomically, and only if something goes.
+    Events are parsed without TensorBoard: only the step (field 2 of the ``Event`` message) is read.
+    """
+    removed = 0
+    base = Path(directory)
+    if not base.is_dir():
+        return 0
+    for path in sorted(base.rglob(_EVENT_FILE + "*")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        data = path.read_bytes()
+        kept, dropped = _events_up_to(data, step)
+        if dropped:
+            with atomic_open(path) as f:
+                f.write(kept)
+            removed += dropped
+    return removed
+
+
+def _events_up_to(data: bytes, step: int) -> tuple[bytes, int]:
+    """The records of an event file whose step is at most ``step`` (and how many others there were)."""
+    out = bytearray()
+    pos = dropped = 0
+    while pos < len(data):
+        if pos + 12 > len(data):
+            return bytes(out), dropped + 1  # a torn header
+        length = int.from_bytes(data[pos : pos + 8], "little")
+        end = pos + 12 + length + 4
+        if end > len(data):
+            return bytes(out), dropped + 1  # a torn record
+        if _event_step(data[pos + 12 : pos + 12 + length]) <= step:
+            out += data[pos:end]
+        else:
+            dropped += 1
+        pos = end
+    return bytes(out), dropped
+
+
+def _event_step(event: bytes) -> int:
+    """``Event.step`` of a serialized TensorBoard event (0 when absent; kept when unreadable)."""
+    pos = 0
+    try:
+        while pos < len(event):
+            key, pos = _varint(event, pos)
+            field, wire = key >> 3, key & 7
+            if wire == 0:
+                value, pos = _varint(event, pos)
+                if field == 2:
+                    return value - (1 << 64) if value >= 1 << 63 else value
+            elif wire == 1:
+                pos += 8
+            elif wire == 2:
+                length, pos = _varint(event, pos)
+                pos += length
+            elif wire == 5:
+                pos += 4
+            else:
+                return 0
+    except IndexError:
+        return 0
+    return 0
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80 or shift > 63:
+            return value, pos
+        shift += 7
 
 
 # --------------------------------------------------------------------------------------------------
@@ -806,11 +1006,38 @@ def _try_lock(fd: int) -> bool:
     return True
 
 
-def _read_pid(fd: int) -> int | None:
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def _same_tree(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` hold the same regular files (names and bytes) and directories, no links."""
+    if a.is_symlink() or b.is_symlink():
+        return False
+    if a.is_file() and b.is_file():
+        return a.stat().st_size == b.stat().st_size and _sha256(a) == _sha256(b)
+    if a.is_dir() and b.is_dir():
+        names = sorted(os.listdir(a))
+        return names == sorted(os.listdir(b)) and all(_same_tree(a / n, b / n) for n in names)
+    return False
+
+
+def _open_lock_target(path: Path) -> int:
+    """A descriptor to ``flock``: the directory itself where it can be opened (POSIX), else ``.plr-lock``."""
+    flags = getattr(os, "O_CLOEXEC", 0)
+    if hasattr(os, "O_DIRECTORY"):
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | flags)
+    return os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | flags, 0o666)  # pragma: no cover - Windows
+
+
+def _read_pid(path: Path) -> int | None:
     try:
-        text = os.pread(fd, 32, 0).decode().strip()
+        text = path.read_text()[:32].strip()
         return int(text) if text.isdigit() else None
-    except (OSError, UnicodeDecodeError, ValueError):  # pragma: no cover
+    except (OSError, UnicodeDecodeError, ValueError):
         return None
 
 
@@ -851,7 +1078,9 @@ def _file_entries(gen: Path) -> dict[str, dict[str, Any]]:
 def _save_model_state(model: Any, gen: Path) -> None:
     import torch as th
 
-    th.save(model.get_parameters(), gen / PARAMETERS)
+    # through a Python file: a failed write (disk full) raises OSError, not torch's RuntimeError
+    with open(gen / PARAMETERS, "wb") as f:
+        th.save(model.get_parameters(), f)
     state = {
         "num_timesteps": int(model.num_timesteps),
         "n_updates": int(getattr(model, "_n_updates", 0)),

@@ -68,7 +68,7 @@ from typing import Any, Union
 import numpy as np
 import numpy.typing as npt
 
-from plr_gym._levels import check_level_ids, refuse_masked
+from plr_gym._levels import as_sequence, check_level_ids, refuse_masked
 from plr_gym._sizes import allocating
 from plr_gym._structures import LinearStalenessTree, OrderedKeys, SumTree
 from plr_gym.checkpoint import load_npz, save_npz
@@ -765,8 +765,8 @@ class LevelSampler:
         """
         refuse_masked("levels", levels)
         refuse_masked("scores", scores)
-        lv = np.asarray(levels if isinstance(levels, np.ndarray) else list(levels))
-        sc = np.asarray(scores if isinstance(scores, np.ndarray) else list(scores))
+        lv = np.asarray(as_sequence("levels", levels, "level ids (one per score)"))
+        sc = np.asarray(as_sequence("scores", scores, "numbers (one per level)"))
         if lv.ndim != 1 or sc.ndim != 1 or lv.shape != sc.shape:
             raise ValueError(f"levels and scores must be 1-D of equal length, got {lv.shape} and {sc.shape}")
         if lv.size == 0:

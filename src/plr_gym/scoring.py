@@ -367,6 +367,29 @@ class ScoreTarget(Protocol):
     def update_batch(self, levels: Any, scores: Any) -> None: ...
 
 
+def _flags(name: str, value: Any) -> npt.NDArray[np.bool_]:
+    """A mask of ``process_rollout`` as booleans: bools, or numbers that are all 0 or 1 (SB3 stores
+    ``episode_starts`` as float32); anything else (0.5, a complex number, strings) is a ``TypeError``."""
+    arr = np.asarray(value)
+    if arr.dtype == np.bool_:
+        return arr
+    if arr.dtype.kind in "iuf" and np.isin(arr, (0, 1)).all():
+        return arr.astype(bool)
+    raise TypeError(
+        f"{name} must hold booleans (or 0 and 1), got dtype {arr.dtype}"
+        + (f" with values {np.unique(arr)[:4].tolist()}" if arr.dtype.kind in "iufc" else "")
+    )
+
+
+def _reals(name: str, value: Any) -> npt.NDArray[np.float64]:
+    """An array of ``process_rollout`` as float64: bools, ints or floats only (a complex array would lose
+    its imaginary part, silently)."""
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    return arr.astype(np.float64)
+
+
 class EpisodeScorer:
     """Cuts rollouts into episodes and reports each completed episode's score exactly once.
 
@@ -512,23 +535,27 @@ class EpisodeScorer:
             0 failure, NaN unknown; read at episode ends only), for ``learnability``.
         :return: the ``(level, score)`` pairs reported, env by env.
         """
-        starts = np.asarray(episode_starts).astype(bool)
+        starts = _flags("episode_starts", episode_starts)
         n_steps, n_envs = self._check_shape("episode_starts", starts, None)
         lv = np.asarray(levels)
+        if lv.dtype.kind in "bfc":
+            raise TypeError(
+                f"levels must be int level ids (or a generator's level objects), got dtype {lv.dtype}"
+            )
         if lv.shape[:2] != (n_steps, n_envs):
             raise ValueError(f"levels must have shape {(n_steps, n_envs)}, got {lv.shape}")
-        done_arr = np.asarray(dones).astype(bool)
+        done_arr = _flags("dones", dones)
         if done_arr.shape not in ((n_envs,), (n_steps, n_envs)) and done_arr.size != n_envs:
             raise ValueError(
                 f"dones must have shape ({n_envs},) or ({n_steps}, {n_envs}), got {done_arr.shape}"
             )
         if done_arr.shape != (n_steps, n_envs):
             done_arr = done_arr.reshape(n_envs)
-        mask = np.ones((n_steps, n_envs), dtype=bool) if valid is None else np.asarray(valid).astype(bool)
+        mask = np.ones((n_steps, n_envs), dtype=bool) if valid is None else _flags("valid", valid)
         self._check_shape("valid", mask, (n_steps, n_envs))
         fields: dict[str, Any] = {
-            "rewards": self._check_shape("rewards", np.asarray(rewards, dtype=np.float64), (n_steps, n_envs)),
-            "values": self._check_shape("values", np.asarray(values, dtype=np.float64), (n_steps, n_envs)),
+            "rewards": self._check_shape("rewards", _reals("rewards", rewards), (n_steps, n_envs)),
+            "values": self._check_shape("values", _reals("values", values), (n_steps, n_envs)),
         }
         for name, arr in (
             ("advantages", advantages),
@@ -538,7 +565,7 @@ class EpisodeScorer:
             ("raw_rewards", raw_rewards),
         ):
             if arr is not None:
-                fields[name] = self._check_shape(name, np.asarray(arr, dtype=np.float64), (n_steps, n_envs))
+                fields[name] = self._check_shape(name, _reals(name, arr), (n_steps, n_envs))
         if "successes" in fields:
             known = fields["successes"][~np.isnan(fields["successes"])]
             if not np.isin(known, (0.0, 1.0)).all():
@@ -547,16 +574,14 @@ class EpisodeScorer:
         for name, arr in fields.items():
             if name not in ("log_policy", "successes") and not np.isfinite(arr[mask]).all():
                 raise ValueError(f"{name} contains NaN or inf")
-        boot = (
-            np.zeros(n_envs) if last_values is None else np.asarray(last_values, dtype=np.float64).reshape(-1)
-        )
+        boot = np.zeros(n_envs) if last_values is None else _reals("last_values", last_values).reshape(-1)
         if boot.shape != (n_envs,):
             raise ValueError(f"last_values must have shape ({n_envs},), got {boot.shape}")
         if not np.isfinite(boot).all():
             raise ValueError("last_values contains NaN or inf")
         trunc = None
         if truncations is not None:
-            trunc = self._check_shape("truncations", np.asarray(truncations).astype(bool), (n_steps, n_envs))
+            trunc = self._check_shape("truncations", _flags("truncations", truncations), (n_steps, n_envs))
             trunc = trunc & mask
             rows, cols = np.nonzero(trunc[:-1])
             if not np.isfinite(fields["values"][rows + 1, cols]).all():

@@ -51,7 +51,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from plr_gym._levels import level_key, load_values, save_values
+from plr_gym._levels import as_sequence, level_key, load_values, save_values
 from plr_gym.level_buffer import LevelBuffer
 from plr_gym.scoring import Strategy, strategy_spec
 
@@ -357,7 +357,11 @@ class BufferLevelSource:
         All or nothing: every score is checked first (a NaN or infinite score raises ``ValueError``), and
         if anything fails part-way the buffer and the counters are restored, so the report can be retried.
         """
-        level_list, values = list(levels), np.asarray(scores, dtype=np.float64).reshape(-1).tolist()
+        level_list = list(as_sequence("levels", levels, "levels (one per score)"))
+        raw = np.asarray(as_sequence("scores", scores, "numbers (one per level)"))
+        if raw.dtype.kind not in "biuf":
+            raise TypeError(f"{self.owner}: scores must be real numbers, got dtype {raw.dtype}")
+        values = raw.astype(np.float64).reshape(-1).tolist()
         if len(level_list) != len(values):
             raise ValueError(
                 f"{self.owner}: got {len(level_list)} levels but {len(values)} scores (one per level)"

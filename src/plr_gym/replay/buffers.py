@@ -358,6 +358,8 @@ class _PrioritizedBufferBase(ReplayBuffer):
         self._levels_of(infos)
         if self.handle_timeout_termination and not all(isinstance(info, dict) for info in infos):
             raise ValueError(f"infos must be a list of {self.n_envs} dicts (one per env), got {infos!r}")
+        if self.handle_timeout_termination:
+            timeout_flags(infos, self.n_envs)
         if np.size(action) != self.n_envs * self.action_dim:
             raise ValueError(
                 f"action must hold n_envs * action_dim = {self.n_envs * self.action_dim} values, "
@@ -772,6 +774,26 @@ class _PrioritizedBufferBase(ReplayBuffer):
             "levels": self.levels,
             **self._obs_arrays(),
         }
+
+
+def timeout_flags(infos: Any, n_envs: int) -> NDArray[np.bool_]:
+    """Each env's ``infos[i]["TimeLimit.truncated"]`` (``False`` when absent), checked before any step is
+    stored: a bool (Python's or numpy's, also as a 0-d array) or the int 0 or 1; anything else (a string,
+    ``None``, a list, an array of several values, another number) raises ``ValueError`` naming the env."""
+    out = np.zeros(n_envs, dtype=bool)
+    for i in range(n_envs):
+        value = infos[i].get("TimeLimit.truncated", False)
+        flag = value.item() if isinstance(value, np.ndarray) and value.ndim == 0 else value
+        if isinstance(flag, (bool, np.bool_)):
+            out[i] = bool(flag)
+        elif isinstance(flag, (int, np.integer)) and flag in (0, 1):
+            out[i] = flag == 1
+        else:
+            raise ValueError(
+                f'infos[{i}]["TimeLimit.truncated"] must be a bool (or the int 0 or 1), got {value!r} '
+                f"({type(value).__name__})"
+            )
+    return out
 
 
 def _real_array(name: str, value: Any) -> NDArray[Any]:

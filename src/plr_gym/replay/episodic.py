@@ -9,7 +9,7 @@ import torch as th
 from numpy.typing import NDArray
 from stable_baselines3.common.vec_env import VecNormalize
 
-from plr_gym.replay.buffers import PrioritizedReplayBuffer
+from plr_gym.replay.buffers import PrioritizedReplayBuffer, timeout_flags
 
 __all__ = ["EpisodicInfoMixin", "EpisodicReplayBuffer", "EpisodicReplayBufferSamples", "ValueFn"]
 
@@ -143,8 +143,7 @@ class EpisodicInfoMixin:
         nothing; call it with checked arguments before the step is stored."""
         ended = np.asarray(np.broadcast_to(np.asarray(done, dtype=np.float32), (self.n_envs,))) > 0
         if self.handle_timeout_termination:
-            flags = [info.get("TimeLimit.truncated", False) for info in infos]
-            ended &= np.asarray(flags, dtype=np.float32) > 0
+            ended &= timeout_flags(infos, self.n_envs)
         else:
             ended[:] = False
         bootstrap = np.zeros(self.n_envs, dtype=np.float64)

@@ -22,7 +22,7 @@ from stable_baselines3.common.type_aliases import ReplayBufferSamples
 from stable_baselines3.common.vec_env import VecNormalize
 
 from plr_gym._sizes import allocating
-from plr_gym.replay.buffers import _real_array
+from plr_gym.replay.buffers import _real_array, timeout_flags
 
 __all__ = ["ReplayWriterWrapper", "SharedReplayBuffer", "SharedReplayWriter"]
 
@@ -521,8 +521,9 @@ class SharedReplayBuffer(ReplayBuffer):
         act = _checked("action", action, (n, self.action_dim), True)
         rew = _checked("reward", reward, (n,))
         done_a = _checked("done", done, (n,))
+        timeouts = timeout_flags(infos, n) & self.handle_timeout_termination
         for e in range(n):
-            timeout = bool(infos[e].get("TimeLimit.truncated", False)) and self.handle_timeout_termination
+            timeout = bool(timeouts[e])
             fields = {
                 "observations": obs_a[e],
                 "next_observations": next_a[e],

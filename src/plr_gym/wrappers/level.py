@@ -250,15 +250,15 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
                 )
         _check_info(self.env, "reset", info)
         self._level = level
-        info["level"] = level
-        return obs, info
+        # a new dict: an env may return one dict object from every call and every instance (sub-envs
+        # sharing it would each report the last writer's level)
+        return obs, {**info, "level": level}
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the env; ``info["level"]`` is the level of this step's episode."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         _check_info(self.env, "step", info)
-        info["level"] = self._level
-        return obs, reward, terminated, truncated, info
+        return obs, reward, terminated, truncated, {**info, "level": self._level}
 
     # ------------------------------------------------------------------ seed check
     def _check_first_obs(self, level: int, obs: Any) -> None:

@@ -191,6 +191,14 @@ class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
             if type(reported) is int and current.dtype.kind == "i" and reported == current[i]:
                 continue  # the common case: int levels, equal (level_key would say the same)
             if level_key(reported) != level_key(current[i]):
+                sharing = [j for j, info in enumerate(reset_infos) if info is reset_infos[i]]
+                if len(sharing) > 1:
+                    names = ", ".join(map(str, sharing[:-1])) + f" and {sharing[-1]}"
+                    raise RuntimeError(
+                        f"envs {names} share one info dict object, so each reports the level of the last "
+                        f"env written to it (env {i}: {reported!r}, chosen {current[i]!r}): the VecEnv (or "
+                        "the env) must return a new dict per env"
+                    )
                 raise RuntimeError(
                     f"env {i} started an episode on level {reported!r} but {type(self).__name__} chose level "
                     f"{self._current[i]!r}: something between the VecEnv and the LevelWrapper passes its "
