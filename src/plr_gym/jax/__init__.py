@@ -1,0 +1,14 @@
+"""plr_gym in JAX: level samplers as pure functions on pytree states (``pip install "plr-gym[jax]"``).
+
+- :class:`LevelSampler` / :class:`SamplerState`: PLR over a finite level set, the twin of
+  :class:`plr_gym.LevelSampler` (same keywords, defaults and replay distribution).
+
+Every method is a pure function of a static configuration (the sampler object) and a state, and runs
+inside ``jax.jit``, ``jax.vmap`` and ``jax.lax.scan``. See ``docs/jax.md``.
+"""
+
+from __future__ import annotations
+
+from plr_gym.jax.sampler import LevelSampler, SamplerState
+
+__all__ = ["LevelSampler", "SamplerState"]

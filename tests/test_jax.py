@@ -1,0 +1,254 @@
+"""plr_gym.jax against the numpy classes: same state, same weights; same operations, same state.
+
+Skipped where JAX is not installed (the jax extra needs Python >= 3.12: the 3.11 stack has no JAX).
+Few shapes on purpose: every configuration and shape compiles once (seconds on CI's cores).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from conftest import importorskip_on_stack
+from plr_gym import LevelSampler as NumpyLevelSampler
+
+jax = importorskip_on_stack(
+    "jax", "JAX >= 0.11 needs Python >= 3.12 (the jax extra is tested on Python 3.13)"
+)
+import jax.numpy as jnp  # noqa: E402
+from jax.experimental import checkify  # noqa: E402
+
+from plr_gym.jax import LevelSampler  # noqa: E402
+
+N = 7  # levels
+M = 3  # updates and draws per step: one shape per configuration
+
+
+@pytest.fixture
+def x64() -> Iterator[None]:
+    with jax.enable_x64(True):
+        yield
+
+
+# Each configuration exercises one corner (a compile each, so few): score transforms, staleness
+# transforms, schedules, the EWA, learnability, an annealed temperature, the baselines.
+CONFIGS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "paper_rank_fixed_min_seen": {
+        "temperature": 0.1,
+        "staleness_coef": 0.1,
+        "uniform_mass": 0.0,
+        "replay_schedule": "fixed",
+        "replay_prob": 0.6,
+        "min_seen_ratio": 0.4,
+    },
+    "power_alpha_stale_rank": {
+        "score_transform": "power",
+        "temperature": 0.5,
+        "alpha": 0.3,
+        "staleness_transform": "rank",
+        "min_seen_ratio": 0.0,
+    },
+    "softmax_stale_softmax": {
+        "score_transform": "softmax",
+        "temperature": 0.2,
+        "staleness_transform": "softmax",
+        "staleness_temperature": 2.0,
+        "staleness_coef": 0.5,
+        "min_seen_ratio": 0.5,
+    },
+    "eps_greedy_stale_power_t2": {
+        "score_transform": "eps_greedy",
+        "eps": 0.2,
+        "staleness_transform": "power",
+        "staleness_temperature": 2.0,
+        "uniform_mass": 0.1,
+        "min_seen_ratio": 0.0,
+    },
+    "max_stale_eps_greedy": {
+        "score_transform": "max",
+        "staleness_transform": "eps_greedy",
+        "staleness_coef": 1.0,
+        "min_seen_ratio": 0.0,
+    },
+    "constant_stale_max_annealed": {
+        "score_transform": "constant",
+        "staleness_transform": "max",
+        "temperature_end": 0.1,
+        "min_seen_ratio": 0.0,
+    },
+    "learnability": {"strategy": "learnability", "min_seen_ratio": 0.0, "success_rate_alpha": 0.25},
+    "sequential": {"strategy": "sequential"},
+    "random": {"strategy": "random"},
+}
+
+
+def _scores(rng: np.random.Generator, config: dict[str, Any], size: int) -> np.ndarray:
+    if config.get("strategy") == "learnability":
+        return rng.integers(0, 2, size).astype(np.float64)
+    if config.get("score_transform") == "max":  # ties matter
+        return rng.integers(0, 3, size).astype(np.float64)
+    scores = rng.random(size) * 2.0
+    scores[rng.random(size) < 0.2] = 0.0  # ties (rank) and zero weights (power)
+    if config.get("score_transform") in ("softmax", "rank", None):
+        scores -= 0.5  # signed scores
+    return scores
+
+
+def _assert_same_state(
+    jsampler: LevelSampler, state: Any, numpy_sampler: NumpyLevelSampler, tol: float
+) -> None:
+    mine = jsampler.state_dict(state)
+    ref = numpy_sampler.state_dict()
+    np.testing.assert_allclose(mine["scores"], ref["scores"], rtol=0, atol=tol)
+    for key in ("last_sampled", "order"):
+        np.testing.assert_array_equal(mine[key], ref[key], err_msg=key)
+    for key in ("num_seen", "num_samples", "next_index", "num_replay", "num_explore"):
+        assert mine[key] == ref[key], key
+    if "outcomes" in ref:
+        np.testing.assert_array_equal(mine["outcomes"], ref["outcomes"])
+        np.testing.assert_allclose(mine["success_rate"], ref["success_rate"], rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_same_operations_fed_the_numpy_draws_give_the_same_state_and_weights(x64: None, name: str) -> None:
+    config = CONFIGS[name]
+    rng = np.random.default_rng(sum(map(ord, name)))
+    ref = NumpyLevelSampler(range(N), seed=1, **config)
+    jsampler, state = LevelSampler.from_numpy(ref)
+    assert jsampler == LevelSampler(num_levels=N, **config)
+    progress = 0.0
+    for step in range(14):
+        draws = ref.sample(M)  # the numpy draws, fed to the JAX state
+        state = jsampler.mark_sampled(state, jnp.asarray(draws))
+        levels = rng.integers(0, N, M)
+        scores = _scores(rng, config, M)
+        mask = rng.random(M) < 0.8
+        ref.update_batch(levels[mask], scores[mask])
+        state = jsampler.update(state, jnp.asarray(levels), jnp.asarray(scores), jnp.asarray(mask))
+        if "temperature_end" in config and step % 4 == 3:
+            progress += 0.25
+            ref.set_progress(progress)
+            state = jsampler.set_progress(state, progress)
+        np.testing.assert_allclose(
+            np.asarray(jsampler.weights(state)), ref.sample_weights(), rtol=0, atol=1e-12
+        )
+        assert float(jsampler.replay_probability(state)) == pytest.approx(ref.replay_probability(), abs=1e-15)
+        _assert_same_state(jsampler, state, ref, 1e-12)
+    assert ref.num_seen > 0 and int(state.num_rejected) == 0
+
+
+def test_sample_is_mark_sampled_of_its_draws_and_runs_under_vmap(x64: None) -> None:
+    jsampler = LevelSampler(num_levels=N, min_seen_ratio=0.5)
+    state = jsampler.update(jsampler.init(), jnp.arange(4), jnp.array([0.3, -1.0, 2.0, 0.5]))
+    after, levels, replayed = jsampler.sample(state, jax.random.key(3), 5)
+    for x, y in zip(jax.tree.leaves(after), jax.tree.leaves(jsampler.mark_sampled(state, levels))):
+        np.testing.assert_array_equal(x, y)
+    # a replay is a draw of a seen level, an exploration one of an unseen level
+    np.testing.assert_array_equal(np.asarray(replayed), np.asarray(state.seen[levels]))
+    # vmap over keys and over states: each batch member is the unbatched call
+    keys = jax.random.split(jax.random.key(4), 3)
+    states = jax.tree.map(lambda a: jnp.stack([a] * 3), state)
+    batched = jax.device_get(jax.vmap(lambda s, k: jsampler.sample(s, k, 5))(states, keys))
+    for b in range(3):
+        one = jax.device_get(jsampler.sample(state, keys[b], 5))
+        for x, y in zip(jax.tree.leaves(batched), jax.tree.leaves(one)):
+            np.testing.assert_array_equal(x[b], y)
+
+
+def _chi_square(counts: np.ndarray, probs: np.ndarray) -> float:
+    keep = probs > 0
+    assert counts[~keep].sum() == 0  # never a level of probability 0
+    expected = probs[keep] * counts.sum()
+    return float(stats.chisquare(counts[keep], expected).pvalue)
+
+
+@pytest.mark.parametrize("name", ["defaults", "paper_rank_fixed_min_seen"])
+def test_jax_draws_follow_the_weights(x64: None, name: str) -> None:
+    """χ² of 40,000 single draws from one fixed state: a replay follows weights(), an exploration is
+    uniform over the unseen levels, with probability replay_probability()."""
+    config = CONFIGS[name]
+    ref = NumpyLevelSampler(range(N), seed=5, **config)
+    ref.sample(10)
+    ref.update_batch([0, 1, 2, 3, 5], [0.4, 1.5, -0.2, 0.4, 0.9])
+    ref.sample(6)
+    jsampler, state = LevelSampler.from_numpy(ref)
+    keys = jax.random.split(jax.random.key(11), 40_000)
+    _, levels, replayed = jax.vmap(lambda k: jsampler.sample(state, k, 1))(keys)
+    levels, replayed = np.asarray(levels[:, 0]), np.asarray(replayed[:, 0])
+    p_replay = ref.replay_probability()
+    unseen = ~ref.seen
+    probs = p_replay * ref.sample_weights() + (1 - p_replay) * unseen / unseen.sum()
+    assert _chi_square(np.bincount(levels, minlength=N), probs) > 1e-3
+    assert stats.binomtest(int(replayed.sum()), replayed.size, p_replay).pvalue > 1e-3
+    np.testing.assert_array_equal(replayed, ref.seen[levels])
+
+
+def test_float32_weights_within_1e_6_of_numpy() -> None:
+    ref = NumpyLevelSampler(range(N), seed=2, temperature=0.3, staleness_transform="rank", min_seen_ratio=0.0)
+    for _ in range(5):
+        ref.sample(3)
+        ref.update_batch(np.arange(N)[::2], np.linspace(-1, 3, 4))
+    jsampler, state = LevelSampler.from_numpy(ref)
+    assert state.scores.dtype == jnp.float32
+    np.testing.assert_allclose(np.asarray(jsampler.weights(state)), ref.sample_weights(), rtol=0, atol=1e-6)
+
+
+def test_round_trips_through_the_numpy_state_and_checkpoint_files(x64: None, tmp_path: Path) -> None:
+    ref = NumpyLevelSampler(range(10, 17), seed=0, strategy="learnability", min_seen_ratio=0.0)
+    ref.sample(5)
+    ref.update_batch([11, 12, 16, 11], [1.0, 0.0, 1.0, 1.0])
+    ref.sample(4)
+    jsampler, state = LevelSampler.from_numpy(ref)
+    back = jsampler.to_numpy(state, levels=ref.levels, seed=0)
+    a, b = ref.state_dict(), back.state_dict()
+    for key in a:
+        if key != "rng":  # the numpy generator is not part of the JAX state: `seed` starts a new one
+            np.testing.assert_equal(a[key], b[key], err_msg=key)
+    path = tmp_path / "sampler.npz"
+    jsampler.save(state, path, levels=ref.levels)
+    again = jsampler.load(path)
+    assert jax.tree.all(jax.tree.map(jnp.array_equal, again, state))
+    assert np.array_equal(NumpyLevelSampler.load(path).sample_weights(), ref.sample_weights())
+    with pytest.raises(ValueError, match="different configuration"):
+        LevelSampler(num_levels=7, strategy="learnability").load(path)
+
+
+def test_invalid_updates_are_skipped_and_counted_or_raised_with_checkify(x64: None) -> None:
+    """The declared difference: numpy raises ValueError (and stores nothing); array code skips the entry
+    and counts it (on_invalid="skip"), or fails a checkify check (on_invalid="raise")."""
+    levels, scores = jnp.array([0, 1, 9, 2]), jnp.array([0.5, jnp.nan, 0.3, -0.2])
+    ref = NumpyLevelSampler(range(N), score_transform="power", seed=0)
+    with pytest.raises(ValueError, match="finite"):
+        ref.update_batch([0, 1], [0.5, np.nan])
+    skip = LevelSampler(num_levels=N, score_transform="power")
+    state = skip.update(skip.init(), levels, scores)
+    assert int(state.num_rejected) == 3 and int(state.num_seen) == 1 and float(state.scores[0]) == 0.5
+    ref.update(0, 0.5)
+    assert np.array_equal(np.asarray(skip.weights(state)), ref.sample_weights())
+    # masked-out entries are neither applied nor counted
+    state = skip.update(skip.init(), levels, scores, jnp.array([True, False, False, False]))
+    assert int(state.num_rejected) == 0 and int(state.num_seen) == 1
+    strict = LevelSampler(num_levels=N, score_transform="power", on_invalid="raise")
+    err, _ = checkify.checkify(strict.update)(strict.init(), levels, scores)
+    with pytest.raises(checkify.JaxRuntimeError, match="invalid"):
+        err.throw()
+    err, _ = checkify.checkify(strict.update)(strict.init(), levels[:1], scores[:1])
+    assert err.get() is None
+
+
+def test_the_configuration_is_checked_by_the_numpy_rules() -> None:
+    with pytest.raises(ValueError, match="staleness_coef must lie in"):
+        LevelSampler(num_levels=3, staleness_coef=1.5)
+    with pytest.raises(ValueError, match="a name, not a callable"):
+        LevelSampler(num_levels=3, strategy=lambda ep: 0.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="num_levels must be >= 1"):
+        LevelSampler(num_levels=0)
+    with pytest.raises(ValueError, match="on_invalid"):
+        LevelSampler(num_levels=3, on_invalid="ignore")
+    assert hash(LevelSampler(num_levels=3)) == hash(LevelSampler(num_levels=3, temperature=1))
