@@ -23,7 +23,7 @@ jax = importorskip_on_stack(
 import jax.numpy as jnp  # noqa: E402
 from jax.experimental import checkify  # noqa: E402
 
-from plr_gym.jax import LevelSampler  # noqa: E402
+from plr_gym.jax import LevelBuffer, LevelSampler  # noqa: E402
 
 N = 7  # levels
 M = 3  # updates and draws per step: one shape per configuration
@@ -252,3 +252,106 @@ def test_the_configuration_is_checked_by_the_numpy_rules() -> None:
     with pytest.raises(ValueError, match="on_invalid"):
         LevelSampler(num_levels=3, on_invalid="ignore")
     assert hash(LevelSampler(num_levels=3)) == hash(LevelSampler(num_levels=3, temperature=1))
+
+
+# ---------------------------------------------------------------------------------------------- LevelBuffer
+BUFFER_CONFIGS: dict[str, dict[str, Any]] = {
+    "rank_duplicates": {"capacity": 5, "duplicate_check": True, "temperature": 0.3},
+    "topk_fill": {
+        "capacity": 5,
+        "score_transform": "topk",
+        "topk": 2,
+        "staleness_coef": 0.3,
+        "min_fill_ratio": 0.5,
+    },
+    "max_no_staleness": {"capacity": 4, "score_transform": "max", "staleness_coef": 0.0},
+}
+
+
+def _assert_same_buffer(jbuffer: LevelBuffer, state: Any, ref: Any) -> None:
+    mine, theirs = jbuffer.state_dict(state), ref.state_dict()
+    assert mine["levels"] == theirs["levels"] and mine["count"] == theirs["count"]
+    assert mine["extras"] == theirs["extras"]
+    np.testing.assert_array_equal(mine["timestamps"], theirs["timestamps"])
+    np.testing.assert_allclose(mine["scores"], theirs["scores"], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", list(BUFFER_CONFIGS))
+def test_buffer_fed_the_numpy_operations_keeps_the_same_contents_indices_and_timestamps(
+    x64: None, name: str
+) -> None:
+    from plr_gym import LevelBuffer as NumpyLevelBuffer
+
+    config = BUFFER_CONFIGS[name]
+    rng = np.random.default_rng(sum(map(ord, name)))
+    ref = NumpyLevelBuffer(seed=3, **config)
+    jbuffer = LevelBuffer(**config)
+    state = jbuffer.init(jnp.zeros((), int), {"max_return": 0.0})
+    rejected = replays = 0
+    for _ in range(12):
+        levels = rng.integers(0, 9, M)  # repeats: duplicates and re-inserts
+        scores = rng.integers(0, 4, M) / 2.0 if name.startswith("max") else rng.random(M)
+        extras = rng.random(M)
+        want = ref.insert_batch(levels.tolist(), scores, [{"max_return": float(e)} for e in extras])
+        state, got = jbuffer.insert_batch(
+            state, jnp.asarray(levels), jnp.asarray(scores), {"max_return": jnp.asarray(extras)}
+        )
+        np.testing.assert_array_equal(np.asarray(got), want)
+        rejected += int((want == -1).sum())
+        np.testing.assert_allclose(
+            np.asarray(jbuffer.weights(state))[: ref.size], ref.sample_weights(), rtol=0, atol=1e-12
+        )
+        if ref.sample_replay_decision():
+            indices, _ = ref.sample_replay_levels(M)  # the numpy draws, fed to the JAX state
+            replays += 1
+            state = jbuffer.mark_replayed(state, jnp.asarray(indices))
+            new_scores = rng.random(M)
+            ref.update_batch(indices.tolist(), new_scores)
+            state = jbuffer.update_batch(state, jnp.asarray(indices), jnp.asarray(new_scores))
+        _assert_same_buffer(jbuffer, state, ref)
+    assert ref.size == config["capacity"] and int(state.num_rejected) == 0
+    assert rejected > 0 and replays > 3  # evictions, rejections and replays were all exercised
+
+
+def test_buffer_draws_follow_the_weights_and_round_trip_through_numpy(x64: None, tmp_path: Path) -> None:
+    from plr_gym import LevelBuffer as NumpyLevelBuffer
+
+    ref = NumpyLevelBuffer(capacity=6, seed=0, staleness_coef=0.3)
+    ref.insert_batch([np.array([i, i + 1]) for i in range(6)], [0.3, 0.9, 0.1, 0.5, 0.5, 0.2])
+    ref.sample_replay_levels(4)
+    jbuffer, state = LevelBuffer.from_numpy(ref)
+    keys = jax.random.split(jax.random.key(7), 40_000)
+    _, indices, levels = jax.vmap(lambda k: jbuffer.sample_replay_level(state, k))(keys)
+    assert _chi_square(np.bincount(np.asarray(indices), minlength=6), ref.sample_weights()) > 1e-3
+    np.testing.assert_array_equal(np.asarray(levels)[:, 0], np.asarray(indices))  # level i is [i, i + 1]
+    back = jbuffer.to_numpy(state)
+    assert [lv.tolist() for lv in back.levels] == [lv.tolist() for lv in ref.levels]
+    np.testing.assert_array_equal(back.state_dict()["timestamps"], ref.state_dict()["timestamps"])
+    path = tmp_path / "buffer.npz"
+    jbuffer.save(state, path)
+    again = jbuffer.load(path, level=jnp.zeros(2, int))
+    for x, y in zip(jax.tree.leaves(again), jax.tree.leaves(state)):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_buffer_declared_differences_are_options(x64: None) -> None:
+    """An empty buffer never replays (index -1, state unchanged); JaxUED's clock and top-k softmax are
+    options; a NaN score is skipped and counted."""
+    buffer = LevelBuffer(capacity=3, min_fill_ratio=0.0)
+    empty = buffer.init(jnp.zeros((), int))
+    assert not bool(buffer.sample_replay_decision(empty, jax.random.key(0)))
+    after, index, _ = buffer.sample_replay_level(empty, jax.random.key(0))
+    assert int(index) == -1 and int(after.count) == 0 and float(buffer.weights(empty).sum()) == 0.0
+    levels, scores = jnp.array([5, 6, 5, 7, 8]), jnp.array([2.0, 1.0, 3.0, 0.5, jnp.nan])
+    for clock, count, stamps in (("plr_gym", 3, [1, 2, 3]), ("jaxued", 4, [3, 2, 4])):
+        b = LevelBuffer(capacity=3, duplicate_check=True, clock=clock)
+        s, idx = b.insert_batch(b.init(jnp.zeros((), int)), levels, scores)
+        assert idx.tolist() == [0, 1, 0, 2, -1] and int(s.num_rejected) == 1
+        assert int(s.count) == count and s.timestamps.tolist() == stamps, clock
+    topk = {"capacity": 3, "score_transform": "topk", "topk": 2, "staleness_coef": 0.0}
+    s, _ = LevelBuffer(**topk).insert_batch(
+        LevelBuffer(**topk).init(jnp.zeros((), int)), levels[:2], scores[:2]
+    )
+    assert LevelBuffer(**topk).weights(s).tolist() == [0.5, 0.5, 0.0]
+    soft = LevelBuffer(**topk, topk_softmax=True).weights(s)
+    np.testing.assert_allclose(np.asarray(soft), [np.e / (np.e + 1), 1 / (np.e + 1), 0.0], rtol=1e-12)

@@ -2,6 +2,8 @@
 
 - :class:`LevelSampler` / :class:`SamplerState`: PLR over a finite level set, the twin of
   :class:`plr_gym.LevelSampler` (same keywords, defaults and replay distribution).
+- :class:`LevelBuffer` / :class:`BufferState`: Robust PLR / ACCEL's bounded level buffer, the twin of
+  :class:`plr_gym.LevelBuffer`.
 
 Every method is a pure function of a static configuration (the sampler object) and a state, and runs
 inside ``jax.jit``, ``jax.vmap`` and ``jax.lax.scan``. See ``docs/jax.md``.
@@ -9,6 +11,7 @@ inside ``jax.jit``, ``jax.vmap`` and ``jax.lax.scan``. See ``docs/jax.md``.
 
 from __future__ import annotations
 
+from plr_gym.jax.buffer import BufferState, LevelBuffer
 from plr_gym.jax.sampler import LevelSampler, SamplerState
 
-__all__ = ["LevelSampler", "SamplerState"]
+__all__ = ["BufferState", "LevelBuffer", "LevelSampler", "SamplerState"]
