@@ -355,3 +355,76 @@ def test_buffer_declared_differences_are_options(x64: None) -> None:
     assert LevelBuffer(**topk).weights(s).tolist() == [0.5, 0.5, 0.0]
     soft = LevelBuffer(**topk, topk_softmax=True).weights(s)
     np.testing.assert_allclose(np.asarray(soft), [np.e / (np.e + 1), 1 / (np.e + 1), 0.0], rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------- scorers
+class _Recorder:
+    def __init__(self) -> None:
+        self.levels: list[Any] = []
+        self.scores: list[float] = []
+
+    def update_batch(self, levels: Any, scores: Any) -> None:
+        self.levels += list(levels)
+        self.scores += list(np.asarray(scores))
+
+
+SCORER_CASES = [
+    ("value_l1", "stitch"),
+    ("positive_value_loss", "commit"),
+    ("max_mc", "stitch"),
+    ("max_mc", "commit"),
+    ("learnability", "stitch"),
+]
+
+
+@pytest.mark.parametrize(("strategy", "partial"), SCORER_CASES)
+def test_jax_scorer_equals_the_numpy_episode_scorer_on_the_same_rollouts(
+    x64: None, strategy: str, partial: str
+) -> None:
+    from plr_gym.jax.scoring import EpisodeScorer
+    from plr_gym.scoring import EpisodeScorer as NumpyEpisodeScorer
+
+    n_steps, n_envs, n_levels = 9, 3, 4
+    rng = np.random.default_rng(len(strategy) + len(partial))
+    recorder = _Recorder()
+    ref = NumpyEpisodeScorer(recorder, n_envs, strategy=strategy, partial_episodes=partial)
+    scorer = EpisodeScorer(num_levels=n_levels, strategy=strategy, partial_episodes=partial)
+    state = scorer.init(n_envs)
+    current = rng.integers(0, n_levels, n_envs)
+    for rollout in range(4):
+        starts = rng.random((n_steps, n_envs)) < 0.25
+        starts[0] |= rollout == 0 and rng.random() < 0.7  # some episodes' starts are never observed
+        if rollout == 2:
+            starts[0, 0] = True  # an env reset under an open episode: it never completes
+        levels = np.empty((n_steps, n_envs), np.int64)
+        for t in range(n_steps):
+            current = np.where(starts[t], rng.integers(0, n_levels, n_envs), current)
+            levels[t] = current
+        dones = rng.random(n_envs) < 0.3
+        rewards = rng.integers(0, 2, (n_steps, n_envs)) * rng.random((n_steps, n_envs))
+        values, advantages = rng.normal(size=(n_steps, n_envs)), rng.normal(size=(n_steps, n_envs))
+        successes = (rng.random((n_steps, n_envs)) < 0.5).astype(float)
+        arrays = {
+            "levels": levels,
+            "episode_starts": starts,
+            "dones": dones,
+            "rewards": rewards,
+            "values": values,
+            "advantages": advantages,
+            "successes": successes,
+        }
+        before = len(recorder.scores)
+        ref.process_rollout(**arrays)
+        state, out_levels, scores, mask = scorer.process_rollout(
+            state, **{k: jnp.asarray(v) for k, v in arrays.items()}
+        )
+        mask = np.asarray(mask)
+        assert np.asarray(out_levels)[mask].tolist() == recorder.levels[before:]
+        np.testing.assert_allclose(np.asarray(scores)[mask], recorder.scores[before:], rtol=0, atol=1e-12)
+    assert int(state.num_scored) == ref.num_scored > 6 and int(state.num_dropped) == ref.num_dropped
+    assert int(state.active.sum()) == ref.num_open_episodes
+    if strategy == "max_mc":
+        want = np.full(n_levels, -np.inf)
+        for level, best in ref.max_returns.items():
+            want[level] = best
+        np.testing.assert_allclose(np.asarray(state.max_returns), want, rtol=0, atol=1e-12)
