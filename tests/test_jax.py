@@ -428,3 +428,68 @@ def test_jax_scorer_equals_the_numpy_episode_scorer_on_the_same_rollouts(
         for level, best in ref.max_returns.items():
             want[level] = best
         np.testing.assert_allclose(np.asarray(state.max_returns), want, rtol=0, atol=1e-12)
+
+
+# ------------------------------------------------------------------------------------------ JaxUED adapter
+def test_jaxued_adapter_keeps_jaxueds_dict_and_calls_inside_jit_and_equals_the_buffer(x64: None) -> None:
+    from plr_gym.jax.jaxued import LevelSampler as JaxUEDLevelSampler
+
+    level_sampler = JaxUEDLevelSampler(4, staleness_coeff=0.3, prioritization_params={"temperature": 0.5})
+    pholder = {"wall_map": jnp.zeros((3, 3), bool), "goal_pos": jnp.zeros(2, int)}
+    sampler = level_sampler.initialize(pholder, {"max_return": -jnp.inf})
+    assert sorted(sampler) == ["episode_count", "levels", "levels_extra", "scores", "size", "timestamps"]
+    assert sampler["levels"]["wall_map"].shape == (4, 3, 3)
+
+    def levels_of(seed: Any) -> dict[str, Any]:
+        walls = jax.random.bernoulli(jax.random.key(seed), 0.5, (3, 3, 3))
+        return {"wall_map": walls, "goal_pos": jax.random.randint(jax.random.key(seed + 1), (3, 2), 0, 3)}
+
+    @jax.jit
+    def train_step(sampler: dict[str, Any], rng: Any) -> tuple[dict[str, Any], Any]:
+        # maze_plr.py's three branches: new levels, replay + update, mutate (insert children)
+        rng_new, rng_replay, rng_score = jax.random.split(rng, 3)
+        new = levels_of(jax.random.randint(rng_new, (), 0, 1000))
+        scores = jax.random.uniform(rng_score, (3,))
+        sampler, _ = level_sampler.insert_batch(sampler, new, scores, {"max_return": scores})
+        sampler, (idx, levels) = level_sampler.sample_replay_levels(sampler, rng_replay, 2)
+        old = level_sampler.get_levels_extra(sampler, idx)["max_return"]
+        sampler = level_sampler.update_batch(sampler, idx, scores[:2], {"max_return": jnp.maximum(old, 0.5)})
+        return sampler, levels
+
+    for i in range(5):
+        sampler, levels = train_step(sampler, jax.random.key(i))
+    assert levels["wall_map"].shape == (2, 3, 3) and int(sampler["size"]) == 4
+    # the dict is the plr_gym buffer's state: same weights, same numpy twin
+    state = level_sampler._state(sampler)
+    np.testing.assert_array_equal(level_sampler.level_weights(sampler), level_sampler.buffer.weights(state))
+    twin = level_sampler.buffer.to_numpy(state)
+    np.testing.assert_allclose(
+        np.asarray(level_sampler.level_weights(sampler)), twin.sample_weights(), atol=1e-12
+    )
+    assert int(level_sampler.find(sampler, level_sampler.get_levels(sampler, 2))) == 2
+
+
+def test_jaxued_adapter_options_reproduce_jaxued_0_0_1(x64: None) -> None:
+    """Uniform top-k by default, JaxUED 0.0.1's softmax with topk_softmax=True; plr_gym's clock by default,
+    JaxUED's (ticks on rejected and duplicate inserts) with clock="jaxued"; no replay from an empty buffer."""
+    from plr_gym.jax.jaxued import LevelSampler as JaxUEDLevelSampler
+
+    levels, scores = jnp.array([1, 2, 1, 3, 4]), jnp.array([2.0, 1.0, 3.0, 0.5, 0.1])
+    for options, weights, count in (
+        ({}, [0.5, 0.5, 0.0], 3),
+        (
+            {"topk_softmax": True, "clock": "jaxued"},
+            [np.e**3 / (np.e**3 + np.e), np.e / (np.e**3 + np.e), 0.0],
+            5,
+        ),
+    ):
+        ls = JaxUEDLevelSampler(3, 0.95, 0.0, 1.0, "topk", {"k": 2}, duplicate_check=True, **options)
+        sampler, idx = ls.insert_batch(ls.initialize(jnp.zeros((), int)), levels, scores)
+        assert idx.tolist() == [0, 1, 0, 2, -1]  # 4 (score 0.1) does not beat the weakest (0.5)
+        np.testing.assert_allclose(np.asarray(ls.score_weights(sampler)), weights, rtol=1e-12)
+        assert int(sampler["episode_count"]) == count
+    ls = JaxUEDLevelSampler(3, replay_prob=1.0, minimum_fill_ratio=0.0)
+    empty = ls.initialize(jnp.zeros((), int))
+    assert not bool(ls.sample_replay_decision(empty, jax.random.key(0)))
+    after, (idx, _) = ls.sample_replay_level(empty, jax.random.key(0))
+    assert int(idx) == -1 and int(after["episode_count"]) == 0
