@@ -434,7 +434,10 @@ def test_jax_scorer_equals_the_numpy_episode_scorer_on_the_same_rollouts(
 def test_jaxued_adapter_keeps_jaxueds_dict_and_calls_inside_jit_and_equals_the_buffer(x64: None) -> None:
     from plr_gym.jax.jaxued import LevelSampler as JaxUEDLevelSampler
 
-    level_sampler = JaxUEDLevelSampler(4, staleness_coeff=0.3, prioritization_params={"temperature": 0.5})
+    # maze_plr.py passes both keys; "rank" reads the temperature
+    level_sampler = JaxUEDLevelSampler(
+        4, staleness_coeff=0.3, prioritization_params={"temperature": 0.5, "k": 4}
+    )
     pholder = {"wall_map": jnp.zeros((3, 3), bool), "goal_pos": jnp.zeros(2, int)}
     sampler = level_sampler.initialize(pholder, {"max_return": -jnp.inf})
     assert sorted(sampler) == ["episode_count", "levels", "levels_extra", "scores", "size", "timestamps"]

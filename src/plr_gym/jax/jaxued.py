@@ -101,16 +101,13 @@ class LevelSampler:
         topk_softmax: bool = False,
         clock: str | None = None,
     ) -> LevelBuffer:
+        # as JaxUED: "rank" reads params["temperature"], "topk" params["k"] (scripts pass both)
         if prioritization == "rank":
-            if set(params) - {"temperature"}:
-                raise ValueError(f"prioritization='rank' takes {{'temperature': ...}}, got {params!r}")
             transform: dict[str, Any] = {
                 "score_transform": "rank",
                 "temperature": params.get("temperature", 1.0),
             }
         elif prioritization == "topk":
-            if set(params) - {"k"}:
-                raise ValueError(f"prioritization='topk' takes {{'k': ...}}, got {params!r}")
             transform = {"score_transform": "topk", "topk": params.get("k", 1)}
         else:
             raise ValueError(f"prioritization={prioritization!r} is not supported; choose rank or topk")
