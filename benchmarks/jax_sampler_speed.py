@@ -114,9 +114,7 @@ def main() -> None:
         )
     capacity = 64 if args.quick else 4000
     per = buffer(capacity, n_envs, updates, rounds)
-    print(
-        f"- LevelBuffer, capacity {capacity}: insert {n_envs} + replay {n_envs}: {1e6 * per:.0f} us"
-    )
+    print(f"- LevelBuffer, capacity {capacity}: insert {n_envs} + replay {n_envs}: {1e6 * per:.0f} us")
 
 
 if __name__ == "__main__":
