@@ -231,6 +231,9 @@ def test_invalid_updates_are_skipped_and_counted_or_raised_with_checkify(x64: No
     assert int(state.num_rejected) == 3 and int(state.num_seen) == 1 and float(state.scores[0]) == 0.5
     ref.update(0, 0.5)
     assert np.array_equal(np.asarray(skip.weights(state)), ref.sample_weights())
+    annealed = LevelSampler(num_levels=N, temperature_end=0.1)
+    state1 = annealed.set_progress(annealed.init(), 1.5)  # numpy: ValueError; here skipped and counted
+    assert float(state1.progress) == 0.0 and int(state1.num_rejected) == 1
     # masked-out entries are neither applied nor counted
     state = skip.update(skip.init(), levels, scores, jnp.array([True, False, False, False]))
     assert int(state.num_rejected) == 0 and int(state.num_seen) == 1

@@ -229,8 +229,16 @@ class LevelSampler:
 
     @_jit()
     def set_progress(self, state: SamplerState, progress: Any) -> SamplerState:
-        """``state`` with ``progress`` (share of training done, clipped to ``[0, 1]``)."""
-        return state._replace(progress=jnp.clip(jnp.asarray(progress, float_dtype()), 0.0, 1.0))
+        """``state`` with ``progress``, the share of training done in ``[0, 1]`` (``β`` follows it with
+        ``temperature_end``). A value outside ``[0, 1]`` is invalid (see ``on_invalid``: skipped and
+        counted, or a ``checkify`` error)."""
+        p = jnp.asarray(progress, float_dtype())
+        ok = (p >= 0.0) & (p <= 1.0)
+        self._check(ok, "set_progress: progress {p} is outside [0, 1]", p=p)
+        return state._replace(
+            progress=jnp.where(ok, p, state.progress),
+            num_rejected=state.num_rejected + (~ok).astype(state.num_rejected.dtype),
+        )
 
     # ------------------------------------------------------------------ the replay distribution
     def _score_weights(self, state: SamplerState) -> Array:
