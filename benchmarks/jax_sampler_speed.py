@@ -4,8 +4,9 @@ A PPO update on ``E`` envs with PLR does, per update: score the rollout (``Episo
 on ``(T, E)`` arrays), record the scores (``LevelSampler.update``) and draw the next ``E`` levels
 (``LevelSampler.sample``). This script times exactly that, jitted and run ``--updates`` times inside one
 ``lax.scan``, against the same scan doing only a stand-in for the env steps (a ``(T, E)`` random array),
-at 20 and 200 levels; and, for Robust PLR / ACCEL, ``LevelBuffer.insert_batch`` + ``sample_replay_levels``
-at a capacity of 4,000 (JaxUED's maze default).
+at 20 and 200 levels; and, for Robust PLR / ACCEL, ``insert_batch`` + ``sample_replay_levels`` at a
+capacity of 4,000 (JaxUED's maze default) through JaxUED's interface: plr_gym's drop-in, and JaxUED's own
+sampler where it is installed.
 
     python benchmarks/jax_sampler_speed.py [--quick]
 """
@@ -25,7 +26,8 @@ import jax
 import jax.numpy as jnp
 
 from _provenance import cpu_model, git_commit, load_average
-from plr_gym.jax import EpisodeScorer, LevelBuffer, LevelSampler
+from plr_gym.jax import EpisodeScorer, LevelSampler
+from plr_gym.jax.jaxued import LevelSampler as JaxUEDLevelSampler
 
 
 def _timed(fn: Callable[[Any], Any], arg: Any, rounds: int) -> float:
@@ -76,17 +78,18 @@ def finite(num_levels: int, n_envs: int, n_steps: int, updates: int, rounds: int
     return _timed(plr, keys, rounds) / updates, _timed(base, keys, rounds) / updates
 
 
-def buffer(capacity: int, n_envs: int, updates: int, rounds: int) -> float:
-    """Seconds per update of insert_batch(n_envs) + sample_replay_levels(n_envs) on a (13, 13) level."""
-    buf = LevelBuffer(capacity=capacity, duplicate_check=True, staleness_coef=0.3, temperature=0.3)
-    state0 = buf.init(jnp.zeros((13, 13), bool), {"max_return": 0.0})
+def buffer(cls: Any, capacity: int, n_envs: int, updates: int, rounds: int) -> float:
+    """Seconds per update of insert_batch(n_envs) + sample_replay_levels(n_envs) of (13, 13) levels, through
+    JaxUED's interface (``cls``: plr_gym's drop-in, or JaxUED's own sampler)."""
+    ls = cls(capacity, 0.8, 0.3, 0.5, "rank", {"temperature": 0.3}, True)
+    state0 = ls.initialize(jnp.zeros((13, 13), bool), {"max_return": 0.0})
 
     def step(state: Any, key: Any) -> Any:
         k1, k2, k3 = jax.random.split(key, 3)
         levels = jax.random.bernoulli(k1, 0.3, (n_envs, 13, 13))
         scores = jax.random.uniform(k2, (n_envs,))
-        state, _ = buf.insert_batch(state, levels, scores, {"max_return": scores})
-        state, idx, _ = buf.sample_replay_levels(state, k3, n_envs)
+        state, _ = ls.insert_batch(state, levels, scores, {"max_return": scores})
+        state, (idx, _) = ls.sample_replay_levels(state, k3, n_envs)
         return state, idx.sum()
 
     keys = jax.random.split(jax.random.key(1), updates)
@@ -113,8 +116,16 @@ def main() -> None:
             f"update (loop with them {1e6 * plr:.0f} us, stand-in alone {1e6 * base:.0f} us)"
         )
     capacity = 64 if args.quick else 4000
-    per = buffer(capacity, n_envs, updates, rounds)
-    print(f"- LevelBuffer, capacity {capacity}: insert {n_envs} + replay {n_envs}: {1e6 * per:.0f} us")
+    samplers: list[tuple[str, Any]] = [("plr_gym.jax.jaxued.LevelSampler", JaxUEDLevelSampler)]
+    try:  # JaxUED's own, where installed (not a plr_gym dependency)
+        from jaxued.level_sampler import LevelSampler as Reference
+
+        samplers.append(("jaxued.level_sampler.LevelSampler", Reference))
+    except ImportError:
+        pass
+    for label, cls in samplers:
+        per = buffer(cls, capacity, n_envs, updates, rounds)
+        print(f"- {label}, capacity {capacity}: insert {n_envs} + replay {n_envs}: {1e6 * per:.0f} us/update")
 
 
 if __name__ == "__main__":

@@ -334,10 +334,14 @@ class LevelBuffer:
             count=count, timestamps=state.timestamps.at[i].set(jnp.where(ok, count, state.timestamps[i]))
         )
 
-    def _replay_one(self, state: BufferState, key: Array) -> tuple[BufferState, tuple[Array, Any]]:
+    def _replay_one(self, state: BufferState, key: Array, ps: Array) -> tuple[BufferState, tuple[Array, Any]]:
+        """One replay; ``ps`` is :meth:`score_weights` (unchanged by replays: computed once per batch)."""
         empty = state.size == 0
         self._check(~empty, "sample_replay_level: the buffer is empty")
-        idx = jnp.where(empty, -1, draw_index(key, self.weights(state))).astype(state.size.dtype)
+        weights = (1.0 - self.staleness_coef) * ps
+        if self.staleness_coef > 0.0:  # the formula of weights(), term by term
+            weights = weights + self.staleness_coef * self.staleness_weights(state)
+        idx = jnp.where(empty, -1, draw_index(key, weights)).astype(state.size.dtype)
         level = jax.tree.map(lambda x: x[jnp.maximum(idx, 0)], state.levels)
         return self._mark(state, idx), (idx, level)
 
@@ -345,13 +349,16 @@ class LevelBuffer:
     def sample_replay_level(self, state: BufferState, key: Array) -> tuple[BufferState, Array, Any]:
         """Draw ``(state, index, level)`` from :meth:`weights` and mark the level as just replayed (index
         -1 and the state unchanged when the buffer is empty)."""
-        state, (idx, level) = self._replay_one(state, key)
+        state, (idx, level) = self._replay_one(state, key, self.score_weights(state))
         return state, idx, level
 
     @_jit((0, 3))
     def sample_replay_levels(self, state: BufferState, key: Array, n: int) -> tuple[BufferState, Array, Any]:
         """``n`` consecutive :meth:`sample_replay_level` draws: ``(state, indices, levels)``."""
-        state, (indices, levels) = jax.lax.scan(self._replay_one, state, jax.random.split(key, n))
+        ps = self.score_weights(state)
+        state, (indices, levels) = jax.lax.scan(
+            lambda s, k: self._replay_one(s, k, ps), state, jax.random.split(key, n)
+        )
         return state, indices, levels
 
     @_jit()
