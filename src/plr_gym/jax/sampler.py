@@ -378,7 +378,16 @@ class LevelSampler:
         levels = jnp.asarray(levels)
         scores = jnp.asarray(scores).astype(float_dtype())
         mask = jnp.ones(levels.shape, bool) if mask is None else jnp.asarray(mask, bool)
-        out: SamplerState = jax.lax.scan(self._update_one, state, (levels, scores, mask))[0]
+        # the masked entries first, in order; then a loop over just those (a rollout's (T·N) arrays hold
+        # a few completed episodes: the loop's length is theirs, not T·N)
+        order = jnp.argsort(~mask, stable=True)
+        levels, scores = levels[order], scores[order]
+        on = jnp.asarray(True)
+
+        def body(k: Array, s: SamplerState) -> SamplerState:
+            return self._update_one(s, (levels[k], scores[k], on))[0]
+
+        out: SamplerState = jax.lax.fori_loop(0, mask.sum(), body, state)
         return out
 
     def _valid(self, level: Array, score: Array) -> Array:
