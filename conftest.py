@@ -15,6 +15,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 collect_ignore = [
     path
-    for path, needs in (("src/plr_gym/trl.py", "trl"), ("src/plr_gym/verl.py", "verl"))
+    for path, needs in (
+        ("src/plr_gym/trl.py", "trl"),
+        ("src/plr_gym/verl.py", "verl"),
+        ("src/plr_gym/jax", "jax"),  # the jax extra: Python >= 3.12 (the 3.13 stack)
+    )
     if importlib.util.find_spec(needs) is None
 ]

@@ -1,7 +1,7 @@
 """Print a CI stack's versions and fail if the venv is not the stack it should be (docs/install.md).
 
 python .ci/check_stack.py py311   # Python 3.11, numpy 1.x, procgen-mirror (+ gym), Ray and RLlib
-python .ci/check_stack.py py313   # Python 3.13, numpy >= 2, procgen-gym, no gym, Ray core, notebooks
+python .ci/check_stack.py py313   # Python 3.13, numpy >= 2, procgen-gym, no gym, Ray core, notebooks, JAX
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ def main(stack: str) -> int:
             (version("procgen-mirror") is None, "no procgen-mirror installed"),
             (version("ray") is not None, "Ray core installed"),
             (all(version(d) for d in ("nbclient", "ipykernel")), "nbclient and ipykernel: notebooks run"),
+            (version("jax") is not None, "JAX installed (the jax extra: plr_gym.jax, tests/test_jax.py)"),
         ],
     }[stack]
     failed = [what for ok, what in expect if not ok]

@@ -33,7 +33,8 @@ def _run(code: str) -> dict[str, object]:
 def test_the_core_imports_without_torch_or_sb3_in_under_a_second_of_cpu() -> None:
     out = _run(
         "import sys, time, json\n"
-        "for heavy in ('torch', 'stable_baselines3', 'transformers', 'trl'): sys.modules[heavy] = None\n"
+        "for heavy in ('torch', 'stable_baselines3', 'transformers', 'trl', 'jax', 'jaxlib'):\n"
+        "    sys.modules[heavy] = None\n"
         "t = time.process_time()\n"
         f"import {', '.join(CORE)}\n"
         "cpu = time.process_time() - t\n"

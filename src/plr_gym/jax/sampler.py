@@ -1,0 +1,545 @@
+"""Prioritized Level Replay over a finite level set, in JAX: pure functions on a pytree state.
+
+:class:`LevelSampler` is the array-code twin of :class:`plr_gym.LevelSampler`: the same keywords, defaults
+and replay distribution, with a static, hashable configuration (the object itself) and the whole state in
+one pytree (:class:`SamplerState`), so that every method can run inside ``jax.jit``, ``jax.vmap`` and
+``jax.lax.scan``. Levels are the positions ``0 .. num_levels − 1``.
+
+Declared differences from the numpy class (each an option or a documented rule):
+
+- ``on_invalid="skip"`` (default): an update entry that the numpy class would refuse with ``ValueError``
+  (a non-finite score, a level outside ``0 .. num_levels − 1``, a negative score for ``power``, an outcome
+  outside ``[0, 1]`` for ``learnability``) is skipped and counted in :attr:`SamplerState.num_rejected`
+  (array code cannot raise). ``on_invalid="raise"`` checks with :func:`jax.experimental.checkify.check`
+  instead: wrap the call in ``checkify.checkify`` to get the error.
+- Draws use ``jax.random`` keys, not the numpy generator: the same state gives the same distribution, not
+  the same draws. A conversion to the numpy state (:meth:`LevelSampler.to_numpy`) starts the numpy
+  generator from ``seed``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+from collections.abc import Callable
+from typing import Any, NamedTuple, TypeVar, cast
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpy.typing as npt
+from jax.experimental import checkify
+
+from plr_gym.jax._common import draw_index, float_dtype, int_dtype, transform_weights
+from plr_gym.sampler import STRATEGIES
+from plr_gym.sampler import LevelSampler as NumpyLevelSampler
+from plr_gym.transforms import TRANSFORMS
+
+__all__ = ["LevelSampler", "SamplerState"]
+
+# jax.Array; Any for the type checker, which runs on a stack without JAX (Python 3.11)
+Array = Any
+
+_TRANSFORMS = ("rank", "power", "softmax", "eps_greedy", "constant", "max")
+_ON_INVALID = ("skip", "raise")
+
+
+class SamplerState(NamedTuple):
+    """The whole state of a :class:`LevelSampler` (a pytree; arrays of length ``num_levels``).
+
+    Fields mirror :meth:`plr_gym.LevelSampler.state_dict`: ``order[:num_seen]`` are the seen levels in the
+    order they became seen (``position`` is its inverse), ``last_sampled[i]`` the draw count when level
+    ``i`` was last drawn, ``num_samples`` the draw count ``c``.
+    """
+
+    scores: Array
+    last_sampled: Array
+    order: Array
+    position: Array
+    num_seen: Array
+    num_samples: Array
+    next_index: Array
+    num_replay: Array
+    num_explore: Array
+    success_rate: Array
+    outcomes: Array
+    progress: Array
+    num_rejected: Array
+
+    @property
+    def seen(self) -> Array:
+        """Boolean mask of the levels that have a score."""
+        return self.position < self.num_seen
+
+    @property
+    def staleness(self) -> Array:
+        """Draws since each level was last drawn (``c − C_i``)."""
+        return self.num_samples - self.last_sampled
+
+
+def _min_seen_count(num_levels: int, ratio: float) -> int:
+    """The least ``k`` with ``k / num_levels >= ratio`` in float64 (the numpy class's comparison)."""
+    k = min(num_levels, max(0, math.ceil(ratio * num_levels)))
+    while k > 0 and (k - 1) / num_levels >= ratio:
+        k -= 1
+    while k < num_levels and k / num_levels < ratio:
+        k += 1
+    return k
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _jit(static: tuple[int, ...] = (0,)) -> Callable[[_F], _F]:
+    """``jax.jit`` with the configuration (``self``) and the arguments at ``static`` static."""
+    return cast(Callable[[_F], _F], functools.partial(jax.jit, static_argnums=static))
+
+
+@dataclasses.dataclass(frozen=True)
+class LevelSampler:
+    """PLR over ``num_levels`` levels (positions ``0 .. num_levels − 1``) as pure JAX functions.
+
+    The keywords, their defaults and their meaning are :class:`plr_gym.LevelSampler`'s (see there and
+    ``docs/jax.md``); ``strategy`` is a name (scores are computed outside, e.g. by
+    :mod:`plr_gym.jax.scoring`): the scoring strategies store what :meth:`update` gets, ``"learnability"``
+    takes episode outcomes in ``[0, 1]``, ``"random"`` and ``"sequential"`` ignore scores. Score and
+    staleness transforms: ``rank``, ``power``, ``softmax``, ``eps_greedy``, ``constant``, ``max``.
+
+    :param on_invalid: ``"skip"`` (default): update entries the numpy class refuses are skipped and
+        counted in ``state.num_rejected``; ``"raise"``: a ``checkify`` check (wrap in
+        ``jax.experimental.checkify.checkify``).
+
+    The object is the static configuration (frozen, hashable); every method is jitted with it static.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from plr_gym.jax import LevelSampler
+        >>> sampler = LevelSampler(num_levels=4)
+        >>> state = sampler.init()
+        >>> state = sampler.update(state, jnp.arange(4), jnp.array([0.1, 0.9, 0.5, 0.3]))
+        >>> [round(float(w), 4) for w in sampler.weights(state)]   # = plr_gym.LevelSampler.sample_weights()
+        [0.2045, 0.3305, 0.2465, 0.2185]
+        >>> state, levels, replayed = sampler.sample(state, jax.random.key(0), 8)
+        >>> bool(replayed.all()), int(state.num_samples)      # every level seen: every draw replays
+        (True, 8)
+    """
+
+    num_levels: int
+    strategy: str = "value_l1"
+    score_transform: str = "rank"
+    temperature: float = 1.0
+    staleness_coef: float = 0.3
+    staleness_transform: str = "power"
+    staleness_temperature: float = 1.0
+    replay_schedule: str = "proportionate"
+    replay_prob: float = 0.5
+    min_seen_ratio: float = 1.0
+    alpha: float = 1.0
+    eps: float = 0.05
+    uniform_mass: float = 0.5
+    success_rate_alpha: float = 0.1
+    temperature_end: float | None = None
+    on_invalid: str = "skip"
+
+    def __post_init__(self) -> None:
+        n = self.num_levels
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+            raise TypeError(f"num_levels must be an int, got {type(n).__name__} {n!r}")
+        if n < 1:
+            raise ValueError(f"num_levels must be >= 1, got {n}")
+        if not isinstance(self.strategy, str) or self.strategy not in STRATEGIES:
+            raise ValueError(
+                f"strategy={self.strategy!r} is not supported by plr_gym.jax (a name, not a callable); "
+                f"choose one of {', '.join(STRATEGIES)}"
+            )
+        for name in ("score_transform", "staleness_transform"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or value not in _TRANSFORMS:
+                raise ValueError(f"{name}={value!r} is not supported; choose one of {', '.join(_TRANSFORMS)}")
+        if self.on_invalid not in _ON_INVALID:
+            raise ValueError(f"on_invalid={self.on_invalid!r} is not supported; choose one of skip, raise")
+        # every other check (ranges, types, learnability with alpha) is the numpy class's, in one place
+        NumpyLevelSampler(range(1), **self._numpy_kwargs())
+        object.__setattr__(self, "num_levels", int(n))
+        for name in (
+            "temperature",
+            "staleness_coef",
+            "staleness_temperature",
+            "replay_prob",
+            "min_seen_ratio",
+            "alpha",
+            "eps",
+            "uniform_mass",
+            "success_rate_alpha",
+        ):
+            object.__setattr__(self, name, float(getattr(self, name)))
+        if self.temperature_end is not None:
+            object.__setattr__(self, "temperature_end", float(self.temperature_end))
+
+    def _numpy_kwargs(self) -> dict[str, Any]:
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        del fields["num_levels"], fields["on_invalid"]
+        return fields
+
+    # ------------------------------------------------------------------ properties of the configuration
+    @property
+    def uses_scores(self) -> bool:
+        """False for the ``random`` and ``sequential`` baselines."""
+        return self.strategy not in ("random", "sequential")
+
+    @property
+    def learns_outcomes(self) -> bool:
+        """True for ``strategy="learnability"`` (updates are outcomes; scores are ``p·(1 − p)``)."""
+        return self.strategy == "learnability"
+
+    @property
+    def min_seen_count(self) -> int:
+        """Levels that must be seen before any replay (``min_seen_ratio`` as a count)."""
+        return _min_seen_count(self.num_levels, self.min_seen_ratio)
+
+    # ------------------------------------------------------------------ state
+    def init(self) -> SamplerState:
+        """A fresh state: nothing seen, nothing drawn."""
+        n = self.num_levels
+        idt, fdt = int_dtype(), float_dtype()
+        zero = jnp.zeros((), idt)
+        return SamplerState(
+            scores=jnp.zeros(n, fdt),
+            last_sampled=jnp.zeros(n, idt),
+            order=jnp.arange(n, dtype=idt),
+            position=jnp.arange(n, dtype=idt),
+            num_seen=zero,
+            num_samples=zero,
+            next_index=zero,
+            num_replay=zero,
+            num_explore=zero,
+            success_rate=jnp.zeros(n, fdt),
+            outcomes=jnp.zeros(n, idt),
+            progress=jnp.zeros((), fdt),
+            num_rejected=zero,
+        )
+
+    def current_temperature(self, state: SamplerState) -> Any:
+        """``β`` now: ``temperature``, or annealed towards ``temperature_end`` by ``state.progress``."""
+        if self.temperature_end is None:
+            return self.temperature
+        return self.temperature + (self.temperature_end - self.temperature) * state.progress
+
+    @_jit()
+    def set_progress(self, state: SamplerState, progress: Any) -> SamplerState:
+        """``state`` with ``progress``, the share of training done in ``[0, 1]`` (``β`` follows it with
+        ``temperature_end``). A value outside ``[0, 1]`` is invalid (see ``on_invalid``: skipped and
+        counted, or a ``checkify`` error)."""
+        p = jnp.asarray(progress, float_dtype())
+        ok = (p >= 0.0) & (p <= 1.0)
+        self._check(ok, "set_progress: progress {p} is outside [0, 1]", p=p)
+        return state._replace(
+            progress=jnp.where(ok, p, state.progress),
+            num_rejected=state.num_rejected + (~ok).astype(state.num_rejected.dtype),
+        )
+
+    # ------------------------------------------------------------------ the replay distribution
+    def _score_weights(self, state: SamplerState) -> Array:
+        return transform_weights(
+            self.score_transform, state.scores, state.seen, self.current_temperature(state), self.eps
+        )
+
+    def _mix(self, ps: Array, state: SamplerState) -> Array:
+        seen = state.seen
+        p = ps
+        if self.staleness_coef > 0.0:
+            stale = state.num_samples - state.last_sampled
+            pc = transform_weights(
+                self.staleness_transform, stale, seen, self.staleness_temperature, self.eps
+            )
+            p = (1.0 - self.staleness_coef) * p + self.staleness_coef * pc
+        if self.uniform_mass > 0.0:
+            n_seen = jnp.maximum(state.num_seen, 1).astype(p.dtype)
+            p = (1.0 - self.uniform_mass) * p + self.uniform_mass / n_seen
+        return jnp.where(seen, p, 0.0)
+
+    @_jit()
+    def weights(self, state: SamplerState) -> Array:
+        """The replay distribution over the levels: :meth:`plr_gym.LevelSampler.sample_weights`.
+
+        Zero on unseen levels; all zeros before any level is seen; uniform for ``random``, one-hot on the
+        next level for ``sequential``.
+        """
+        n, fdt = self.num_levels, float_dtype()
+        if self.strategy == "random":
+            return jnp.full(n, 1.0 / n, fdt)
+        if self.strategy == "sequential":
+            return jnp.zeros(n, fdt).at[state.next_index].set(1.0)
+        return self._mix(self._score_weights(state), state)
+
+    @_jit()
+    def replay_probability(self, state: SamplerState) -> Array:
+        """Probability that the next draw replays a seen level (0 for ``random``/``sequential``)."""
+        fdt = float_dtype()
+        if not self.uses_scores:
+            return jnp.zeros((), fdt)
+        n_seen, n = state.num_seen, self.num_levels
+        p = (
+            n_seen.astype(fdt) / n
+            if self.replay_schedule == "proportionate"
+            else jnp.asarray(self.replay_prob, fdt)
+        )
+        p = jnp.where(n_seen < self.min_seen_count, 0.0, p)
+        return jnp.where(n_seen == 0, 0.0, jnp.where(n_seen == n, 1.0, p))
+
+    # ------------------------------------------------------------------ drawing
+    def _mark(self, state: SamplerState, i: Array, replay: Array) -> SamplerState:
+        t = state.num_samples + 1
+        state = state._replace(num_samples=t, last_sampled=state.last_sampled.at[i].set(t))
+        if self.strategy == "sequential":
+            state = state._replace(next_index=((i + 1) % self.num_levels).astype(state.next_index.dtype))
+        if self.uses_scores:
+            state = state._replace(
+                num_replay=state.num_replay + replay.astype(state.num_replay.dtype),
+                num_explore=state.num_explore + (~replay).astype(state.num_explore.dtype),
+            )
+        return state
+
+    def _draw(self, state: SamplerState, key: Array, ps: Array) -> tuple[SamplerState, tuple[Array, Array]]:
+        n = self.num_levels
+        k_decide, k_replay, k_explore = jax.random.split(key, 3)
+        if self.strategy == "random":
+            i = jax.random.randint(k_explore, (), 0, n, dtype=state.order.dtype)
+            replay = jnp.zeros((), bool)
+        elif self.strategy == "sequential":
+            i, replay = state.next_index, jnp.zeros((), bool)
+        else:
+            n_seen = state.num_seen
+            p = self.replay_probability(state)
+            replay = jnp.where(
+                n_seen == 0,
+                False,
+                jnp.where(n_seen == n, True, jax.random.uniform(k_decide, dtype=p.dtype) < p),
+            )
+            i_replay = draw_index(k_replay, self._mix(ps, state))
+            unseen = jnp.maximum(n - n_seen, 1)
+            k = jax.random.randint(k_explore, (), 0, unseen, dtype=n_seen.dtype)
+            i_explore = state.order[jnp.minimum(n_seen + k, n - 1)]
+            i = jnp.where(replay, i_replay, i_explore).astype(state.order.dtype)
+        return self._mark(state, i, replay), (i, replay)
+
+    @_jit((0, 3))
+    def sample(self, state: SamplerState, key: Array, n: int) -> tuple[SamplerState, Array, Array]:
+        """Draw ``n`` levels, one after the other (each draw updates staleness, as numpy's ``sample(n)``).
+
+        :return: ``(state, levels, replayed)``: the new state, ``n`` level positions, and whether each
+            draw replayed a seen level (``False`` for exploring an unseen one, and for ``random`` and
+            ``sequential``).
+        """
+        ps = self._score_weights(state) if self.uses_scores else jnp.zeros(self.num_levels, float_dtype())
+        state, (levels, replayed) = jax.lax.scan(
+            lambda s, k: self._draw(s, k, ps), state, jax.random.split(key, n)
+        )
+        return state, levels, replayed
+
+    @_jit()
+    def mark_sampled(self, state: SamplerState, levels: Array) -> SamplerState:
+        """``state`` after drawing ``levels`` (in order) by any means: what :meth:`sample` does after each
+        draw. A draw of a seen level counts as a replay. Levels outside the range are rejected (see
+        ``on_invalid``)."""
+        levels = jnp.asarray(levels)
+
+        def step(s: SamplerState, level: Array) -> tuple[SamplerState, None]:
+            ok = (level >= 0) & (level < self.num_levels)
+            self._check(ok, "mark_sampled: level {level} is outside 0..num_levels-1", level=level)
+            i = jnp.clip(level, 0, self.num_levels - 1).astype(s.order.dtype)
+            marked = self._mark(s, i, s.position[i] < s.num_seen)
+            rejected = s._replace(num_rejected=s.num_rejected + 1)
+            return jax.tree.map(lambda a, b: jnp.where(ok, a, b), marked, rejected), None
+
+        out: SamplerState = jax.lax.scan(step, state, levels)[0]
+        return out
+
+    def _check(self, ok: Array, message: str, **values: Any) -> None:
+        if self.on_invalid == "raise":
+            checkify.check(ok, message, **values)
+
+    # ------------------------------------------------------------------ scores
+    @_jit()
+    def update(
+        self, state: SamplerState, levels: Array, scores: Array, mask: Array | None = None
+    ) -> SamplerState:
+        """Record the scores (outcomes, for ``learnability``) of completed episodes, in order.
+
+        ``S ← (1 − alpha)·S + alpha·score`` for a seen level; an unseen level takes ``score`` and becomes
+        seen. Entries where ``mask`` is False are ignored; invalid entries follow ``on_invalid``.
+
+        :param levels: ``(M,)`` level positions.
+        :param scores: ``(M,)`` scores.
+        :param mask: ``(M,)`` booleans, which entries to apply (default: all).
+        """
+        levels = jnp.asarray(levels)
+        scores = jnp.asarray(scores).astype(float_dtype())
+        mask = jnp.ones(levels.shape, bool) if mask is None else jnp.asarray(mask, bool)
+        # the masked entries first, in order; then a loop over just those (a rollout's (T·N) arrays hold
+        # a few completed episodes: the loop's length is theirs, not T·N)
+        order = jnp.argsort(~mask, stable=True)
+        levels, scores = levels[order], scores[order]
+        on = jnp.asarray(True)
+
+        def body(k: Array, s: SamplerState) -> SamplerState:
+            return self._update_one(s, (levels[k], scores[k], on))[0]
+
+        out: SamplerState = jax.lax.fori_loop(0, mask.sum(), body, state)
+        return out
+
+    def _valid(self, level: Array, score: Array) -> Array:
+        ok = (level >= 0) & (level < self.num_levels) & jnp.isfinite(score)
+        if self.learns_outcomes:
+            ok &= (score >= 0.0) & (score <= 1.0)
+        elif self.uses_scores and TRANSFORMS[self.score_transform].nonnegative:
+            ok &= score >= 0.0
+        return ok
+
+    def _update_one(
+        self, state: SamplerState, entry: tuple[Array, Array, Array]
+    ) -> tuple[SamplerState, None]:
+        level, score, m = entry
+        valid = self._valid(level, score)
+        self._check(
+            valid | ~m,
+            "update: entry (level {level}, score {score}) is invalid: a level outside 0..num_levels-1, a "
+            "non-finite score, a negative score for score_transform='power' or an outcome outside [0, 1] "
+            "for strategy='learnability'",
+            level=level,
+            score=score,
+        )
+        do = m & valid
+        n = self.num_levels
+        i = jnp.clip(level, 0, n - 1).astype(state.order.dtype)
+        was_seen = state.position[i] < state.num_seen
+        old = state.scores[i]
+        success_rate, outcomes = state.success_rate, state.outcomes
+        if self.learns_outcomes:
+            count = state.outcomes[i] + 1
+            rate = state.success_rate[i]
+            rate = rate + jnp.maximum(1.0 / count.astype(rate.dtype), self.success_rate_alpha) * (
+                score - rate
+            )
+            new = rate * (1.0 - rate)
+            success_rate = success_rate.at[i].set(jnp.where(do, rate, state.success_rate[i]))
+            outcomes = outcomes.at[i].set(jnp.where(do, count, state.outcomes[i]))
+        else:
+            new = jnp.where(was_seen, (1.0 - self.alpha) * old + self.alpha * score, score)
+        # a newly seen level swaps into order[num_seen] (the numpy class's permutation)
+        becomes_seen = do & ~was_seen
+        p, q = state.position[i], jnp.minimum(state.num_seen, n - 1)
+        j = state.order[q]
+        order = state.order.at[p].set(jnp.where(becomes_seen, j, state.order[p]))
+        order = order.at[q].set(jnp.where(becomes_seen, i, order[q]))
+        position = state.position.at[j].set(jnp.where(becomes_seen, p, state.position[j]))
+        position = position.at[i].set(jnp.where(becomes_seen, q, position[i]))
+        return (
+            state._replace(
+                scores=state.scores.at[i].set(jnp.where(do, new, old)),
+                order=order,
+                position=position,
+                num_seen=state.num_seen + becomes_seen.astype(state.num_seen.dtype),
+                success_rate=success_rate,
+                outcomes=outcomes,
+                num_rejected=state.num_rejected + (m & ~valid).astype(state.num_rejected.dtype),
+            ),
+            None,
+        )
+
+    # ------------------------------------------------------------------ the numpy state and checkpoint files
+    @classmethod
+    def from_numpy(cls, sampler: NumpyLevelSampler, **options: Any) -> tuple[LevelSampler, SamplerState]:
+        """The JAX sampler with ``sampler``'s configuration and its state (``options``: ``on_invalid``).
+
+        Level ids become positions in ``sampler.levels``; a callable strategy is refused."""
+        config = dict(sampler.state_dict()["config"])
+        del config["seed"]
+        jax_sampler = cls(num_levels=sampler.num_levels, **config, **options)
+        return jax_sampler, jax_sampler.state_from_dict(sampler.state_dict())
+
+    def state_from_dict(self, state_dict: dict[str, Any]) -> SamplerState:
+        """A state from :meth:`plr_gym.LevelSampler.state_dict` (validated by the numpy class: the
+        configuration must be this sampler's, the numpy generator's state is not used)."""
+        levels = np.asarray(state_dict.get("levels", ()))
+        if levels.shape != (self.num_levels,):
+            raise ValueError(
+                f"state_dict holds {levels.size} levels, this sampler has num_levels={self.num_levels}"
+            )
+        checked = NumpyLevelSampler(levels, **self._numpy_kwargs())
+        checked.load_state_dict(state_dict)
+        d = checked.state_dict()
+        idt, fdt = int_dtype(), float_dtype()
+        order = np.asarray(d["order"], np.int64)
+        position = np.empty_like(order)
+        position[order] = np.arange(order.size)
+        n = self.num_levels
+        return SamplerState(
+            scores=jnp.asarray(d["scores"], fdt),
+            last_sampled=jnp.asarray(d["last_sampled"], idt),
+            order=jnp.asarray(order, idt),
+            position=jnp.asarray(position, idt),
+            num_seen=jnp.asarray(d["num_seen"], idt),
+            num_samples=jnp.asarray(d["num_samples"], idt),
+            next_index=jnp.asarray(d["next_index"], idt),
+            num_replay=jnp.asarray(d["num_replay"], idt),
+            num_explore=jnp.asarray(d["num_explore"], idt),
+            success_rate=jnp.asarray(d.get("success_rate", np.zeros(n)), fdt),
+            outcomes=jnp.asarray(d.get("outcomes", np.zeros(n, np.int64)), idt),
+            progress=jnp.asarray(d.get("progress", 0.0), fdt),
+            num_rejected=jnp.zeros((), idt),
+        )
+
+    def to_numpy(self, state: SamplerState, levels: Any = None, seed: int | None = None) -> NumpyLevelSampler:
+        """A :class:`plr_gym.LevelSampler` holding ``state`` (level ids ``levels``, default the positions;
+        its generator seeded with ``seed``). ``num_rejected`` has no numpy counterpart and is dropped."""
+        n = self.num_levels
+        host = jax.device_get(state)
+        level_ids = np.arange(n) if levels is None else np.asarray(levels)
+        out = NumpyLevelSampler(level_ids, seed=seed, **self._numpy_kwargs())
+        d = out.state_dict()
+        scores = np.asarray(host.scores, np.float64)
+        success_rate = np.asarray(host.success_rate, np.float64)
+        if self.learns_outcomes:  # the definition, in float64 (a float32 state rounds it differently)
+            scores = success_rate * (1.0 - success_rate)
+        order, num_seen = np.asarray(host.order, np.int64), int(host.num_seen)
+        d.update(
+            scores=scores,
+            last_sampled=np.asarray(host.last_sampled, np.int64),
+            order=order,
+            num_seen=num_seen,
+            num_samples=int(host.num_samples),
+            next_index=int(host.next_index),
+            num_replay=int(host.num_replay),
+            num_explore=int(host.num_explore),
+            progress=float(host.progress),
+            softmax_shift=self._anchor(scores[order[:num_seen]], float(host.progress)),
+        )
+        if self.learns_outcomes:
+            d.update(success_rate=success_rate, outcomes=np.asarray(host.outcomes, np.int64))
+        out.load_state_dict(d)
+        return out
+
+    def _anchor(self, seen_scores: npt.NDArray[np.float64], progress: float) -> float:
+        """The numpy sum tree's reference exponent for ``power``/``softmax`` (that of the best score)."""
+        if self.score_transform not in ("power", "softmax") or seen_scores.size == 0:
+            return 0.0
+        top = float(seen_scores.max())
+        g = (math.log(top) if top > 0 else -math.inf) if self.score_transform == "power" else top
+        return g if math.isfinite(g) else 0.0
+
+    def state_dict(self, state: SamplerState, levels: Any = None, seed: int | None = None) -> dict[str, Any]:
+        """:meth:`plr_gym.LevelSampler.state_dict` of ``state`` (see :meth:`to_numpy`)."""
+        return self.to_numpy(state, levels, seed).state_dict()
+
+    def save(
+        self, state: SamplerState, path: str | os.PathLike[str], levels: Any = None, seed: int | None = None
+    ) -> None:
+        """Write ``state`` as a :class:`plr_gym.LevelSampler` checkpoint file (``.npz``, atomic)."""
+        self.to_numpy(state, levels, seed).save(path)
+
+    def load(self, path: str | os.PathLike[str]) -> SamplerState:
+        """The state in a :class:`plr_gym.LevelSampler` checkpoint file (its configuration must match)."""
+        return self.state_from_dict(NumpyLevelSampler.load(path).state_dict())
