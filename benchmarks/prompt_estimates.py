@@ -140,9 +140,7 @@ class Learner:
         self.s += self.shared * scale * ids.size
 
 
-def run(
-    learner_name: str, arm: str, *, n: int, g: int, b: int, steps: int, seed: int
-) -> dict[str, float]:
+def run(learner_name: str, arm: str, *, n: int, g: int, b: int, steps: int, seed: int) -> dict[str, float]:
     learner = Learner(learner_name, n, np.random.default_rng([seed, 0]))  # the same prompts for every arm
     outcome_rng = np.random.default_rng([seed, 1])
     arm_rng = np.random.default_rng([seed, 2])
@@ -209,7 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arms", nargs="+", default=None, choices=sorted(ARMS))
     parser.add_argument("--learners", nargs="+", default=None, choices=sorted(LEARNERS))
     parser.add_argument(
-        "--extra", nargs="+", default=[], metavar="NAME=JSON",
+        "--extra",
+        nargs="+",
+        default=[],
+        metavar="NAME=JSON",
         help="more arms for exploration: a name and PromptCurriculum keyword arguments as JSON",
     )
     parser.add_argument("--out", type=Path, default=None, help="also write the report to this file")
@@ -250,9 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     records: list[dict[str, Any]] = []
     boot_rng = np.random.default_rng(12345)
     for name in learners:
-        res = {
-            arm: [run(name, arm, n=n, g=g, b=b, steps=steps, seed=s) for s in seeds] for arm in arms
-        }
+        res = {arm: [run(name, arm, n=n, g=g, b=b, steps=steps, seed=s) for s in seeds] for arm in arms}
         base_auc = np.array([r["auc"] for r in res["uniform"]])
         base_fin = np.array([r["final"] for r in res["uniform"]])
         oracle_gain = np.array([r["auc"] for r in res["oracle"]]) - base_auc
@@ -263,14 +262,37 @@ def main(argv: list[str] | None = None) -> int:
             frac = fraction_ci(gain, oracle_gain, boot_rng)
             dfin = t_interval(fin - base_fin)
             records.append(
-                {"learner": name, "arm": arm, "seeds": seeds, "auc": auc.tolist(), "final": fin.tolist(),
-                 "fraction": frac, "delta_final": dfin}  # fmt: skip
+                {
+                    "learner": name,
+                    "arm": arm,
+                    "seeds": seeds,
+                    "auc": auc.tolist(),
+                    "final": fin.tolist(),
+                    "fraction": frac,
+                    "delta_final": dfin,
+                }  # fmt: skip
             )
             same = arm == "uniform"
             lines.append(
                 f"| {name} | {arm} | {auc.mean():.4f} | {'—' if same else f'{gain.mean():+.4f}'} | "
                 f"{'—' if same else f'{frac[0]:.2f} [{frac[1]:.2f}, {frac[2]:.2f}]'} | {fin.mean():.4f} | "
                 f"{'—' if same else f'{dfin[0]:+.4f} [{dfin[1]:+.4f}, {dfin[2]:+.4f}]'} |"
+            )
+    if "default" in arms:
+        lines += [
+            "",
+            "Paired AUC difference to `default` (the incumbent), mean [95% t CI over seeds]:",
+            "",
+            "| arm | " + " | ".join(learners) + " |",
+            "| --- | " + " | ".join("---" for _ in learners) + " |",
+        ]
+        by = {(r["learner"], r["arm"]): np.array(r["auc"]) for r in records}
+        for arm in arms:
+            if arm in ("uniform", "default"):
+                continue
+            cells = [t_interval(by[(name, arm)] - by[(name, "default")]) for name in learners]
+            lines.append(
+                f"| {arm} | " + " | ".join(f"{m:+.4f} [{lo:+.4f}, {hi:+.4f}]" for m, lo, hi in cells) + " |"
             )
     lines += ["", f"Run time {time.perf_counter() - t0:.1f} s."]
     report = "\n".join(lines) + "\n"

@@ -336,7 +336,9 @@ class PromptCurriculum:
                 f"prompt_labels must hold one label per prompt, shape ({self.num_prompts},), got {labels.shape}"
             )
         if labels.dtype == np.bool_ or not np.issubdtype(labels.dtype, np.integer):
-            raise TypeError(f"prompt_labels must be ints (a topic or difficulty label), got dtype {labels.dtype}")
+            raise TypeError(
+                f"prompt_labels must be ints (a topic or difficulty label), got dtype {labels.dtype}"
+            )
         _, inv = np.unique(labels, return_inverse=True)
         return np.asarray(inv.reshape(-1), dtype=np.int64)  # labels renumbered 0 .. L - 1
 
