@@ -240,11 +240,12 @@ def main(argv: list[str] | None = None) -> int:
         f"- load average at start: {load_average()}",
         f"- setting: {n} prompts in {TOPICS} topics, G = {g}, B = {b}, {steps} steps; seeds {seeds}",
         "",
-        "AUC = mean accuracy over all prompts, averaged over the steps. Gain = AUC − uniform's AUC on the same "
-        "seed. Fraction = mean gain / the oracle's mean gain [95% bootstrap CI over seeds]. Δ final = final "
-        "accuracy − uniform's, paired by seed [95% t CI].",
+        "AUC = mean accuracy over all prompts, averaged over the steps. Gain = AUC − uniform's AUC on "
+        "the same seed. Fraction = mean gain / the oracle's mean gain [95% bootstrap CI over seeds]. "
+        "Δ final = final accuracy − uniform's, paired by seed [95% t CI].",
         "",
-        "| learner | arm | AUC | AUC gain | fraction of the oracle's gain | final accuracy | Δ final vs uniform |",
+        "| learner | arm | AUC | AUC gain | fraction of the oracle's gain | final accuracy "
+        "| Δ final vs uniform |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     t0 = time.perf_counter()
@@ -270,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
                     "final": fin.tolist(),
                     "fraction": frac,
                     "delta_final": dfin,
-                }  # fmt: skip
+                }
             )
             same = arm == "uniform"
             lines.append(

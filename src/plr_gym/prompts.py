@@ -176,6 +176,19 @@ class PromptCurriculum:
     :param target: ``thompson`` only: the success rate to aim at, in ``(0, 1)``. Default 0.5.
     :param prior: ``thompson`` only: ``(a₀, b₀)`` of the Beta prior, both > 0. Default ``(1, 1)`` (uniform).
     :param posterior_decay: ``thompson`` only: MoPPS's ``λ`` in ``(0, 1]``; 1 keeps all evidence. Default 1.
+    :param estimate: ``learnability`` only: the score the draws use. ``"running"`` (default): the running
+        reward spread above. ``"posterior"``: ``E[p(1 − p)] = a·b/((a + b)(a + b + 1))`` under each prompt's
+        Beta posterior (``prior``, ``posterior_decay``; its square root with ``spread="std"``), which keeps
+        prompts whose groups were all equal above 0.
+    :param evidence_half_life: ``learnability`` only: ``h > 0``, or ``None`` (default: estimates never
+        age). The clock is the :meth:`observe` calls that held a group (one per generation batch). A
+        prompt last measured ``τ`` calls ago has ``w = 2^(−τ/h)``; its score is ``w·v + (1 − w)·v̄``, ``v``
+        its estimate and ``v̄`` the ``w``-weighted mean estimate of the measured prompts (of its label,
+        with ``prompt_labels``), so prompts not measured for long are drawn again as the policy moves.
+        With ``estimate="posterior"`` the evidence decays instead: ``a ← a₀ + w·(a − a₀)``, likewise ``b``.
+    :param prompt_labels: with ``evidence_half_life``: one int label per prompt (a topic, a difficulty
+        level), so that stale estimates decay towards what prompts *like them* score now. ``None``
+        (default): one label for all.
 
     An option of one method set away from its default with the other (``replay_prob``, ``staleness_coef``
     with ``thompson``; ``target`` with ``learnability``) is refused (``ValueError``), not ignored. ``prior``
@@ -259,7 +272,8 @@ class PromptCurriculum:
             raise ValueError(f"estimate={estimate!r} is not supported; choose one of {', '.join(ESTIMATES)}")
         if estimate != "running" and method != "learnability":
             raise ValueError(
-                f"estimate={estimate!r} applies to method='learnability' only (method={method!r} would ignore it)"
+                f"estimate={estimate!r} applies to method='learnability' only "
+                f"(method={method!r} would ignore it)"
             )
         self.estimate = estimate
         if evidence_half_life is not None and method != "learnability":
@@ -333,7 +347,8 @@ class PromptCurriculum:
             raise TypeError(f"prompt_labels must be a 1-D array of int labels: {exc}") from exc
         if labels.shape != (self.num_prompts,):
             raise ValueError(
-                f"prompt_labels must hold one label per prompt, shape ({self.num_prompts},), got {labels.shape}"
+                f"prompt_labels must hold one label per prompt, shape ({self.num_prompts},), "
+                f"got {labels.shape}"
             )
         if labels.dtype == np.bool_ or not np.issubdtype(labels.dtype, np.integer):
             raise TypeError(
