@@ -134,7 +134,8 @@ class PromptCurriculum:
     generation batch; each is answered ``G`` times; ``cur.observe(per_completion_ids, rewards)`` takes one
     entry per completion. A prompt's reward mean, reward variance and success rate ``p`` are estimated
     from each group and averaged over groups with the step ``max(1/n, success_rate_alpha)`` after its
-    ``n``-th group (the first group is taken as is; see :meth:`observe`).
+    ``n``-th group (the first group is taken as is; see :meth:`observe`); by default
+    (``success_rate_alpha=1``) the latest group is the estimate.
 
     :param num_prompts: number of prompts in the dataset; prompt ids are ``0 .. num_prompts − 1``.
     :param method: ``"learnability"`` (draws ``∝ p(1 − p)``, arXiv 2502.12272) or ``"thompson"`` (MoPPS,
@@ -153,7 +154,8 @@ class PromptCurriculum:
     :param staleness_coef: ``learnability`` only: weight in ``[0, 1)`` of the PLR staleness distribution
         (prompts not drawn for long come back; see :class:`~plr_gym.LevelSampler`). Default 0.
     :param success_rate_alpha: smallest step of the running average of ``p`` over groups, in ``(0, 1]``.
-        Default 0.5 (each new group counts half).
+        Default 1: each group replaces the estimate (0.5 until 2026-11-27: each new group counted half;
+        the pre-registered study in docs/prompts.md, "Study: estimates that keep up", chose 1).
     :param spread: ``learnability``'s score of a prompt's rewards: ``"variance"`` (default; ``p·(1 − p)``
         for 0/1 rewards, the paper's score) or ``"std"`` (its square root). Both are computed from the
         rewards themselves, so partial credit (rewards 0.1 to 0.45 in a group) scores above 0 and a group
@@ -217,7 +219,7 @@ class PromptCurriculum:
         uniform_mass: float = 0.1,
         replay_prob: float = 0.5,
         staleness_coef: float = 0.0,
-        success_rate_alpha: float = 0.5,
+        success_rate_alpha: float = 1.0,
         spread: str = "variance",
         reward_range: tuple[float, float] | None = None,
         success_threshold: float | None = None,
