@@ -101,6 +101,9 @@ ARMS: dict[str, dict[str, Any] | None] = {
 #: the study's seeds, fixed in the plan (exploration before it used seeds 100-102)
 STUDY_SEEDS = list(range(10))
 ORACLE_UNIFORM_MASS = 0.1
+#: post-hoc diagnostics, not in the study: the oracle's rule over the *measured* prompts only, with the
+#: curriculum's exploration of unseen prompts (``replay_prob``): what discovering the prompts costs
+DIAGNOSTICS: dict[str, float] = {"oracle_measured": 0.5, "oracle_measured_rp0.8": 0.8}
 
 
 def difficulties(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -144,7 +147,8 @@ def run(learner_name: str, arm: str, *, n: int, g: int, b: int, steps: int, seed
     learner = Learner(learner_name, n, np.random.default_rng([seed, 0]))  # the same prompts for every arm
     outcome_rng = np.random.default_rng([seed, 1])
     arm_rng = np.random.default_rng([seed, 2])
-    kwargs = ARMS[arm]
+    kwargs = ARMS.get(arm)
+    seen = np.zeros(n, dtype=bool)
     if kwargs is not None and isinstance(kwargs.get("prompt_labels"), str):
         # labels a dataset could carry: the prompts' topics, or their difficulty kind (easy/hard/between)
         kwargs = {**kwargs, "prompt_labels": {"topics": learner.topic, "difficulty": learner.kind}[
@@ -160,6 +164,24 @@ def run(learner_name: str, arm: str, *, n: int, g: int, b: int, steps: int, seed
             while buf.size < b:
                 buf = np.concatenate([buf, arm_rng.permutation(n)])
             ids, buf = buf[:b], buf[b:]
+        elif arm in DIAGNOSTICS:  # the oracle's weights over the measured prompts; unseen ones explored
+            p = learner.p()
+            v = np.where(seen, p * (1.0 - p), 0.0)
+            w = (1.0 - ORACLE_UNIFORM_MASS) * v / max(v.sum(), 1e-300) + ORACLE_UNIFORM_MASS * seen / max(
+                seen.sum(), 1
+            )
+            unseen = np.flatnonzero(~seen)
+            replay = arm_rng.random(b) < (DIAGNOSTICS[arm] if unseen.size else 1.0)
+            if not seen.any():
+                replay[:] = False
+            k = min(int((~replay).sum()), unseen.size)
+            ids = np.concatenate(
+                [
+                    arm_rng.choice(n, size=b - k, p=w / w.sum()) if b - k else np.empty(0, dtype=np.int64),
+                    arm_rng.choice(unseen, size=k, replace=False),
+                ]
+            ).astype(np.int64)
+            seen[ids] = True
         else:  # oracle
             p = learner.p()
             v = p * (1.0 - p)
@@ -204,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small run (seconds), for the test suite")
     parser.add_argument("--seeds", type=int, nargs="+", default=None)
-    parser.add_argument("--arms", nargs="+", default=None, choices=sorted(ARMS))
+    parser.add_argument("--arms", nargs="+", default=None, choices=sorted(ARMS) + sorted(DIAGNOSTICS))
     parser.add_argument("--learners", nargs="+", default=None, choices=sorted(LEARNERS))
     parser.add_argument(
         "--extra",
