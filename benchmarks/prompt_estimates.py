@@ -98,8 +98,29 @@ ARMS: dict[str, dict[str, Any] | None] = {
         "prompt_labels": "topics",
     },
 }
-#: the study's seeds, fixed in the plan (exploration before it used seeds 100-102)
+#: round 2 (plan amendment in docs/prompts.md): only prompts never or seldom solved age
+ARMS.update(
+    {
+        "un50": {"evidence_half_life": 50.0, "ageing": "unsolved"},
+        "un100": {"evidence_half_life": 100.0, "ageing": "unsolved"},
+        "un50_rp0.8": {"evidence_half_life": 50.0, "ageing": "unsolved", "replay_prob": 0.8},
+        "un100_rp0.8": {"evidence_half_life": 100.0, "ageing": "unsolved", "replay_prob": 0.8},
+        "un50_difficulty": {"evidence_half_life": 50.0, "ageing": "unsolved", "prompt_labels": "difficulty"},
+    }
+)
+ROUND2_ARMS = [
+    "uniform",
+    "oracle",
+    "default",
+    "un50",
+    "un100",
+    "un50_rp0.8",
+    "un100_rp0.8",
+    "un50_difficulty",
+]
+#: the study's seeds, fixed in the plan (exploration before it used seeds 100-102); round 2: 10-19
 STUDY_SEEDS = list(range(10))
+ROUND2_SEEDS = list(range(10, 20))
 ORACLE_UNIFORM_MASS = 0.1
 #: post-hoc diagnostics, not in the study: the oracle's rule over the *measured* prompts only, with the
 #: curriculum's exploration of unseen prompts (``replay_prob``): what discovering the prompts costs
@@ -244,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     n, steps = (300, 60) if args.quick else (2000, 500)
     g, b = 8, 32
     seeds = args.seeds or ([0, 1] if args.quick else STUDY_SEEDS)
-    arms = list(args.arms or (["uniform", "oracle", "default"] if args.quick else list(ARMS)))
+    round1 = [a for a in ARMS if a not in ROUND2_ARMS or a in ("uniform", "oracle", "default")]
+    arms = list(args.arms or (["uniform", "oracle", "default"] if args.quick else round1))
     arms += [item.partition("=")[0] for item in args.extra]
     for must in ("uniform", "oracle"):
         if must not in arms:

@@ -59,12 +59,15 @@ import numpy.typing as npt
 from plr_gym.checkpoint import load_npz, save_npz
 from plr_gym.sampler import LevelSampler, _check_positive, _check_real, _check_unit, _state_rng
 
-__all__ = ["ESTIMATES", "METHODS", "P_HISTOGRAM_BINS", "SPREADS", "PromptCurriculum"]
+__all__ = ["AGEINGS", "ESTIMATES", "METHODS", "P_HISTOGRAM_BINS", "SPREADS", "PromptCurriculum"]
 
 #: Prompt selection rules of :class:`PromptCurriculum`.
 METHODS: tuple[str, ...] = ("learnability", "thompson")
 #: Estimates of a prompt's learnability score: running averages over its groups, or the Beta posterior's.
 ESTIMATES: tuple[str, ...] = ("running", "posterior")
+#: Which measured prompts' estimates age with ``evidence_half_life``: all, or those whose success rate is
+#: below 1/2 (training raises ``p``: a prompt never solved may come within reach, one solved stays solved).
+AGEINGS: tuple[str, ...] = ("all", "unsolved")
 #: Learnability scores of a prompt's reward spread: its variance (``p·(1 − p)`` for 0/1 rewards) or its std.
 SPREADS: tuple[str, ...] = ("variance", "std")
 
@@ -188,6 +191,9 @@ class PromptCurriculum:
         its estimate and ``v̄`` the ``w``-weighted mean estimate of the measured prompts (of its label,
         with ``prompt_labels``), so prompts not measured for long are drawn again as the policy moves.
         With ``estimate="posterior"`` the evidence decays instead: ``a ← a₀ + w·(a − a₀)``, likewise ``b``.
+    :param ageing: with ``evidence_half_life``: ``"all"`` (default) measured prompts age, or only those whose
+        success rate is below 1/2 (``"unsolved"``: training raises ``p``, so a prompt never solved may
+        since have come within reach, while one solved stays solved).
     :param prompt_labels: with ``evidence_half_life``: one int label per prompt (a topic, a difficulty
         level), so that stale estimates decay towards what prompts *like them* score now. ``None``
         (default): one label for all.
@@ -231,6 +237,7 @@ class PromptCurriculum:
         estimate: str = "running",
         evidence_half_life: float | None = None,
         prompt_labels: Any = None,
+        ageing: str = "all",
     ) -> None:
         if not _is_int(num_prompts) or int(num_prompts) < 1:
             raise ValueError(f"num_prompts must be a positive int, got {num_prompts!r}")
@@ -287,6 +294,14 @@ class PromptCurriculum:
             None if evidence_half_life is None else _check_positive("evidence_half_life", evidence_half_life)
         )
         self.prompt_labels = self._check_labels(prompt_labels)
+        if not isinstance(ageing, str) or ageing not in AGEINGS:
+            raise ValueError(f"ageing={ageing!r} is not supported; choose one of {', '.join(AGEINGS)}")
+        if ageing != "all" and (self.evidence_half_life is None or self.estimate != "running"):
+            raise ValueError(
+                f"ageing={ageing!r} chooses which estimates age: it needs evidence_half_life and "
+                "estimate='running'"
+            )
+        self.ageing = ageing
         unused = (
             [("target", self.target, 0.5)]
             if method == "learnability"
@@ -363,6 +378,7 @@ class PromptCurriculum:
         self,
         var: FloatArray,
         post: tuple[FloatArray, FloatArray],
+        rate: FloatArray,
         measured: BoolArray,
         measured_at: IntArray,
         clock: int,
@@ -371,7 +387,9 @@ class PromptCurriculum:
         ``h``, each measured prompt's score relaxes from its estimate ``v`` towards a prior ``v̄`` as it ages,
         ``w·v + (1 − w)·v̄`` with ``w = 2^(−τ/h)``, ``τ`` the observe() calls since its last group; ``v̄`` is
         the ``w``-weighted mean estimate of the measured prompts (of the same label, with
-        ``prompt_labels``). ``estimate="posterior"``: ``E[p(1 − p)] = a·b/((a + b)(a + b + 1))`` under each
+        ``prompt_labels``); with ``ageing="unsolved"`` only prompts whose success rate is below 1/2 relax
+        (the others keep ``v``; ``v̄`` is computed alike). ``estimate="posterior"``:
+        ``E[p(1 − p)] = a·b/((a + b)(a + b + 1))`` under each
         prompt's Beta posterior, whose evidence decays instead: ``a ← a₀ + w·(a − a₀)``, likewise ``b``."""
         w = (
             np.ones(self.num_prompts)
@@ -397,6 +415,8 @@ class PromptCurriculum:
         mass = np.bincount(labels, weights=w * score, minlength=size)
         with np.errstate(invalid="ignore", divide="ignore"):
             prior = np.where(total > 0, mass / np.where(total > 0, total, 1.0), 0.0)[labels]
+        if self.ageing == "unsolved":
+            w = np.where(rate < 0.5, w, 1.0)
         return np.asarray(np.where(measured, w * score + (1.0 - w) * prior, 0.0))
 
     # ------------------------------------------------------------------ read-only state
@@ -421,7 +441,9 @@ class PromptCurriculum:
         """The learnability score of each prompt that the draws use (see ``spread``; with
         ``evidence_half_life``, decayed as of the last :meth:`observe`); a copy. 0 for prompts never
         measured."""
-        return self._decayed(self._var, (self._a, self._b), self._groups > 0, self._measured_at, self._clock)
+        return self._decayed(
+            self._var, (self._a, self._b), self._rate, self._groups > 0, self._measured_at, self._clock
+        )
 
     @property
     def measured_at(self) -> IntArray:
@@ -567,7 +589,7 @@ class PromptCurriculum:
         self.sampler.update_batch(touched, self._score_of(var[touched]))  # cannot fail after our checks
         if self.evidence_half_life is not None or self.estimate != "running":
             seen = np.flatnonzero(count > 0)
-            decayed = self._decayed(var, (a, b), count > 0, measured_at, clock)
+            decayed = self._decayed(var, (a, b), rate, count > 0, measured_at, clock)
             self.sampler._replace_seen_scores(seen, decayed[seen])
         self._groups, self._mean, self._var, self._rate, self._a, self._b = count, mean, var, rate, a, b
         self._clock, self._measured_at = clock, measured_at
@@ -738,6 +760,7 @@ class PromptCurriculum:
             "estimate": self.estimate,
             "evidence_half_life": self.evidence_half_life,
             "prompt_labels": None if self.prompt_labels is None else self.prompt_labels.tolist(),
+            "ageing": self.ageing,
             "seed": self.seed,
         }
 
@@ -823,6 +846,7 @@ class PromptCurriculum:
         expected = self._decayed(
             arrays["reward_variance"],
             (arrays["posterior_a"], arrays["posterior_b"]),
+            arrays["success_rate"],
             measured,
             arrays["measured_at"],
             counters["clock"],
