@@ -58,6 +58,20 @@ def test_prompt_labels_give_each_label_its_own_prior() -> None:
     np.testing.assert_allclose(cur.scores, expected, rtol=0, atol=1e-15)
 
 
+def test_unsolved_ageing_relaxes_only_prompts_solved_less_than_half_the_time() -> None:
+    h = 2.0
+    cur = PromptCurriculum(6, seed=0, evidence_half_life=h, ageing="unsolved")
+    _feed(cur, BATCHES)
+    v = np.array([0.25, 0.25, 0.0, 0.1875, 0.25])
+    p = np.array([0.5, 0.5, 0.0, 0.75, 0.5])  # success rates: only prompt 2 (p = 0) is below 1/2
+    w = 2.0 ** (-np.array([0, 2, 2, 1, 1]) / h)
+    prior = (w * v).sum() / w.sum()  # the prior is computed as with ageing="all"
+    np.testing.assert_array_equal(cur.success_rate[:5], p)
+    expected = np.r_[np.where(p < 0.5, w * v + (1 - w) * prior, v), 0.0]
+    np.testing.assert_allclose(cur.scores, expected, rtol=0, atol=1e-15)
+    assert cur.scores[2] > 0 and cur.reward_variance[2] == 0.0  # the never-solved prompt is drawn again
+
+
 def test_posterior_estimate_is_the_expected_learnability_with_decaying_evidence() -> None:
     cur = PromptCurriculum(6, seed=0, estimate="posterior", prior=(1.0, 2.0))
     _feed(cur, BATCHES)
@@ -96,6 +110,13 @@ def test_options_are_validated() -> None:
         ),
         ({"method": "thompson", "estimate": "posterior"}, ValueError, "method='learnability' only"),
         ({"prompt_labels": [0, 1, 0, 1]}, ValueError, "need evidence_half_life"),
+        ({"ageing": "unsolved"}, ValueError, "it needs evidence_half_life and estimate='running'"),
+        ({"ageing": "old", "evidence_half_life": 5.0}, ValueError, "ageing='old' is not supported"),
+        (
+            {"ageing": "unsolved", "evidence_half_life": 5.0, "estimate": "posterior"},
+            ValueError,
+            "needs evidence_half_life and estimate='running'",
+        ),
         ({"prompt_labels": [0, 1, 0], "evidence_half_life": 5.0}, ValueError, r"shape \(4,\), got \(3,\)"),
         (
             {"prompt_labels": [0.5, 1, 0, 1], "evidence_half_life": 5.0},
@@ -116,6 +137,7 @@ def test_options_are_validated() -> None:
     "kwargs",
     [
         {"evidence_half_life": 4.0, "success_rate_alpha": 1.0, "prompt_labels": np.arange(40) % 3},
+        {"evidence_half_life": 3.0, "ageing": "unsolved", "success_rate_alpha": 0.5},
         {"estimate": "posterior", "evidence_half_life": 6.0},
     ],
 )
