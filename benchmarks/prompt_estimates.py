@@ -75,26 +75,46 @@ LEARNERS: dict[str, tuple[float, float, float, bool]] = {
 ADAM_REFERENCE = 8.0
 #: arm name -> PromptCurriculum keyword arguments (``uniform`` and ``oracle`` are not curricula)
 #: the pre-registered arms of the study (docs/prompts.md, "Study: estimates that keep up"); ``prompt_labels``
-#: given as a string is the learner's ``"topics"`` or ``"difficulty"`` kind (options, not default candidates)
+#: given as a string is the learner's ``"topics"`` or ``"difficulty"`` kind (options, not default candidates).
+#: Round 1's arms ran when estimates did not age by default; they pin that (``evidence_half_life=None``,
+#: ``ageing="all"``), so they reproduce at later commits. ``default`` is the defaults of the commit that runs
+#: (round 1: ``success_rate_alpha=0.5``, no ageing; round 2: ``success_rate_alpha=1``, no ageing).
 ARMS: dict[str, dict[str, Any] | None] = {
     "uniform": None,
     "oracle": None,
-    "default": {},
-    "a1": {"success_rate_alpha": 1.0},
-    "a1_rp0.8": {"success_rate_alpha": 1.0, "replay_prob": 0.8},
-    "a1_rp0.8_u0.05": {"success_rate_alpha": 1.0, "replay_prob": 0.8, "uniform_mass": 0.05},
-    "a1_rp0.8_u0.2": {"success_rate_alpha": 1.0, "replay_prob": 0.8, "uniform_mass": 0.2},
-    "a1_rp0.8_h300": {"success_rate_alpha": 1.0, "replay_prob": 0.8, "evidence_half_life": 300.0},
+    "default": {},  # the library's defaults at the commit that runs
+    "a1": {"success_rate_alpha": 1.0, "evidence_half_life": None},
+    "a1_rp0.8": {"success_rate_alpha": 1.0, "replay_prob": 0.8, "evidence_half_life": None},
+    "a1_rp0.8_u0.05": {
+        "success_rate_alpha": 1.0,
+        "replay_prob": 0.8,
+        "uniform_mass": 0.05,
+        "evidence_half_life": None,
+    },
+    "a1_rp0.8_u0.2": {
+        "success_rate_alpha": 1.0,
+        "replay_prob": 0.8,
+        "uniform_mass": 0.2,
+        "evidence_half_life": None,
+    },
+    "a1_rp0.8_h300": {
+        "success_rate_alpha": 1.0,
+        "replay_prob": 0.8,
+        "evidence_half_life": 300.0,
+        "ageing": "all",
+    },
     "a1_rp0.8_h100_difficulty": {
         "success_rate_alpha": 1.0,
         "replay_prob": 0.8,
         "evidence_half_life": 100.0,
+        "ageing": "all",
         "prompt_labels": "difficulty",
     },
     "a1_rp0.8_h100_topics": {
         "success_rate_alpha": 1.0,
         "replay_prob": 0.8,
         "evidence_half_life": 100.0,
+        "ageing": "all",
         "prompt_labels": "topics",
     },
 }

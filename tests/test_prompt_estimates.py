@@ -26,7 +26,7 @@ BATCHES = [
 
 def test_evidence_half_life_relaxes_scores_towards_the_fresh_weighted_mean() -> None:
     h = 2.0
-    cur = PromptCurriculum(6, seed=0, success_rate_alpha=1.0, evidence_half_life=h)
+    cur = PromptCurriculum(6, seed=0, success_rate_alpha=1.0, evidence_half_life=h, ageing="all")
     _feed(cur, BATCHES)
     v = np.array([0.25, 0.25, 0.0, 0.1875, 0.25])  # p(1 - p) of each prompt's last group (alpha = 1)
     age = np.array([0, 2, 2, 1, 1])  # observe() calls since each prompt's last group; clock = 3
@@ -45,7 +45,9 @@ def test_evidence_half_life_relaxes_scores_towards_the_fresh_weighted_mean() -> 
 def test_prompt_labels_give_each_label_its_own_prior() -> None:
     h = 1.0
     labels = [7, 7, 3, 3, 3, 7]  # any ints; renumbered internally
-    cur = PromptCurriculum(6, seed=0, success_rate_alpha=1.0, evidence_half_life=h, prompt_labels=labels)
+    cur = PromptCurriculum(
+        6, seed=0, success_rate_alpha=1.0, evidence_half_life=h, ageing="all", prompt_labels=labels
+    )
     _feed(cur, BATCHES)
     v = np.array([0.25, 0.25, 0.0, 0.1875, 0.25])
     w = 2.0 ** (-np.array([0, 2, 2, 1, 1]) / h)
@@ -73,28 +75,35 @@ def test_unsolved_ageing_relaxes_only_prompts_solved_less_than_half_the_time() -
 
 
 def test_posterior_estimate_is_the_expected_learnability_with_decaying_evidence() -> None:
-    cur = PromptCurriculum(6, seed=0, estimate="posterior", prior=(1.0, 2.0))
+    cur = PromptCurriculum(6, seed=0, estimate="posterior", prior=(1.0, 2.0), evidence_half_life=None)
     _feed(cur, BATCHES)
     a, b = cur.posterior
     expected = np.where(np.arange(6) < 5, a * b / ((a + b) * (a + b + 1)), 0.0)
     np.testing.assert_allclose(cur.scores, expected, rtol=0, atol=1e-15)
     assert a[0] == 1 + 1 + 2 and b[0] == 2 + 3 + 2  # both groups of prompt 0 count (no decay)
     h = 3.0
-    dec = PromptCurriculum(6, seed=0, estimate="posterior", prior=(1.0, 2.0), evidence_half_life=h)
+    dec = PromptCurriculum(
+        6, seed=0, estimate="posterior", prior=(1.0, 2.0), evidence_half_life=h, ageing="all"
+    )
     _feed(dec, BATCHES)
     w = np.r_[2.0 ** (-np.array([0, 2, 2, 1, 1]) / h), 1.0]
     ad, bd = 1.0 + w * (a - 1.0), 2.0 + w * (b - 2.0)
     np.testing.assert_allclose(dec.scores[:5], (ad * bd / ((ad + bd) * (ad + bd + 1)))[:5], atol=1e-15)
-    std = PromptCurriculum(6, seed=0, estimate="posterior", spread="std")
+    std = PromptCurriculum(6, seed=0, estimate="posterior", spread="std", evidence_half_life=None)
     _feed(std, BATCHES)
     a1, b1 = std.posterior
     np.testing.assert_allclose(std.scores[:5], np.sqrt(a1 * b1 / ((a1 + b1) * (a1 + b1 + 1)))[:5], atol=1e-15)
 
 
-def test_default_estimates_are_unchanged_by_the_clock() -> None:
+def test_defaults_are_the_studys_choice_and_none_switches_ageing_off() -> None:
     cur = PromptCurriculum(6, seed=0)
-    _feed(cur, BATCHES)
-    np.testing.assert_array_equal(cur.scores, cur.reward_variance)  # 0/1 rewards, no range: the variance
+    assert (cur.success_rate_alpha, cur.evidence_half_life, cur.ageing) == (1.0, 50.0, "unsolved")
+    off = PromptCurriculum(6, seed=0, evidence_half_life=None)
+    _feed(off, BATCHES)
+    np.testing.assert_array_equal(off.scores, off.reward_variance)  # 0/1 rewards, no range: the variance
+    # Thompson sampling keeps its own posterior_decay: the defaults apply to learnability only
+    th = PromptCurriculum(6, method="thompson", seed=0)
+    assert th.evidence_half_life is None and th.ageing == "all"
 
 
 def test_options_are_validated() -> None:
@@ -109,14 +118,10 @@ def test_options_are_validated() -> None:
             "estimate='bayes' is not supported; choose one of running, posterior",
         ),
         ({"method": "thompson", "estimate": "posterior"}, ValueError, "method='learnability' only"),
-        ({"prompt_labels": [0, 1, 0, 1]}, ValueError, "need evidence_half_life"),
-        ({"ageing": "unsolved"}, ValueError, "it needs evidence_half_life and estimate='running'"),
+        ({"prompt_labels": [0, 1, 0, 1], "evidence_half_life": None}, ValueError, "need evidence_half_life"),
+        ({"ageing": "all", "evidence_half_life": None}, ValueError, "it needs evidence_half_life"),
         ({"ageing": "old", "evidence_half_life": 5.0}, ValueError, "ageing='old' is not supported"),
-        (
-            {"ageing": "unsolved", "evidence_half_life": 5.0, "estimate": "posterior"},
-            ValueError,
-            "needs evidence_half_life and estimate='running'",
-        ),
+        ({"method": "thompson", "ageing": "all"}, ValueError, "method='learnability' only"),
         ({"prompt_labels": [0, 1, 0], "evidence_half_life": 5.0}, ValueError, r"shape \(4,\), got \(3,\)"),
         (
             {"prompt_labels": [0.5, 1, 0, 1], "evidence_half_life": 5.0},

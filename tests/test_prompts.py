@@ -30,7 +30,12 @@ def _middle_share(draw, observe, batches: int = 300, k: int = 16, g: int = 8, se
 def test_draws_concentrate_on_the_learnable_third(method: str) -> None:
     cur = PromptCurriculum(N, method=method, seed=0)
     share = _middle_share(cur.next_prompts, cur.observe)
-    assert share >= 0.85  # acceptance: >= 0.6; the default floor lambda = 0.1 bounds it by 0.9 + 0.1/3
+    # acceptance: >= 0.6. The default floor lambda = 0.1 bounds it by 0.9 + 0.1/3; learnability's default
+    # ageing (never-solved prompts re-measured, half-life 50) costs some draws here, where nothing learns
+    assert share >= (0.78 if method == "learnability" else 0.85)
+    if method == "learnability":
+        still = PromptCurriculum(N, seed=0, evidence_half_life=None)
+        assert _middle_share(still.next_prompts, still.observe) >= 0.85
     # the reference points of the issue: LevelSampler's environment defaults ~0.49, uniform 1/3
     env = LevelSampler(range(N), strategy="learnability", seed=0)
     env_share = _middle_share(lambda k: env.sample(k), env.update_batch)

@@ -68,6 +68,9 @@ ESTIMATES: tuple[str, ...] = ("running", "posterior")
 #: Which measured prompts' estimates age with ``evidence_half_life``: all, or those whose success rate is
 #: below 1/2 (training raises ``p``: a prompt never solved may come within reach, one solved stays solved).
 AGEINGS: tuple[str, ...] = ("all", "unsolved")
+#: the defaults chosen by the study "Estimates that keep up" (docs/prompts.md, round 2)
+_DEFAULT_HALF_LIFE = 50.0
+_DEFAULT_AGEING = "unsolved"
 #: Learnability scores of a prompt's reward spread: its variance (``p·(1 − p)`` for 0/1 rewards) or its std.
 SPREADS: tuple[str, ...] = ("variance", "std")
 
@@ -185,15 +188,16 @@ class PromptCurriculum:
         reward spread above. ``"posterior"``: ``E[p(1 − p)] = a·b/((a + b)(a + b + 1))`` under each prompt's
         Beta posterior (``prior``, ``posterior_decay``; its square root with ``spread="std"``), which keeps
         prompts whose groups were all equal above 0.
-    :param evidence_half_life: ``learnability`` only: ``h > 0``, or ``None`` (default: estimates never
-        age). The clock is the :meth:`observe` calls that held a group (one per generation batch). A
-        prompt last measured ``τ`` calls ago has ``w = 2^(−τ/h)``; its score is ``w·v + (1 − w)·v̄``, ``v``
-        its estimate and ``v̄`` the ``w``-weighted mean estimate of the measured prompts (of its label,
-        with ``prompt_labels``), so prompts not measured for long are drawn again as the policy moves.
-        With ``estimate="posterior"`` the evidence decays instead: ``a ← a₀ + w·(a − a₀)``, likewise ``b``.
-    :param ageing: with ``evidence_half_life``: ``"all"`` (default) measured prompts age, or only those whose
-        success rate is below 1/2 (``"unsolved"``: training raises ``p``, so a prompt never solved may
-        since have come within reach, while one solved stays solved).
+    :param evidence_half_life: ``learnability`` only: ``h > 0``, or ``None`` (estimates never age). Default
+        50 (chosen by the study in docs/prompts.md, "Estimates that keep up", round 2). The clock is the
+        :meth:`observe` calls that held a group (one per generation batch). A prompt last measured ``τ``
+        calls ago has ``w = 2^(−τ/h)``; its score is ``w·v + (1 − w)·v̄``, ``v`` its estimate and ``v̄``
+        the ``w``-weighted mean estimate of the measured prompts (of its label, with ``prompt_labels``),
+        so prompts not measured for long are drawn again as the policy moves. With
+        ``estimate="posterior"`` the evidence decays instead: ``a ← a₀ + w·(a − a₀)``, likewise ``b``.
+    :param ageing: which measured prompts age: ``"unsolved"`` (default), those whose success rate is
+        below 1/2 (training raises ``p``: a prompt never solved may since have come within reach, while
+        one solved stays solved; the others keep ``w = 1``), or ``"all"``. Needs ``evidence_half_life``.
     :param prompt_labels: with ``evidence_half_life``: one int label per prompt (a topic, a difficulty
         level), so that stale estimates decay towards what prompts *like them* score now. ``None``
         (default): one label for all.
@@ -235,9 +239,9 @@ class PromptCurriculum:
         prior: tuple[float, float] = (1.0, 1.0),
         posterior_decay: float = 1.0,
         estimate: str = "running",
-        evidence_half_life: float | None = None,
+        evidence_half_life: float | None = _DEFAULT_HALF_LIFE,
         prompt_labels: Any = None,
-        ageing: str = "all",
+        ageing: str = _DEFAULT_AGEING,
     ) -> None:
         if not _is_int(num_prompts) or int(num_prompts) < 1:
             raise ValueError(f"num_prompts must be a positive int, got {num_prompts!r}")
@@ -285,21 +289,26 @@ class PromptCurriculum:
                 f"(method={method!r} would ignore it)"
             )
         self.estimate = estimate
-        if evidence_half_life is not None and method != "learnability":
-            raise ValueError(
-                f"evidence_half_life={evidence_half_life!r} applies to method='learnability' only "
-                f"(method={method!r} would ignore it)"
-            )
+        if method != "learnability":
+            for name, value, default in (
+                ("evidence_half_life", evidence_half_life, _DEFAULT_HALF_LIFE),
+                ("ageing", ageing, _DEFAULT_AGEING),
+            ):
+                if value is not None and value != default:
+                    raise ValueError(
+                        f"{name}={value!r} applies to method='learnability' only (method={method!r} would "
+                        "ignore it)"
+                    )
+            evidence_half_life, ageing = None, "all"  # Thompson sampling keeps its own posterior_decay
         self.evidence_half_life = (
             None if evidence_half_life is None else _check_positive("evidence_half_life", evidence_half_life)
         )
         self.prompt_labels = self._check_labels(prompt_labels)
         if not isinstance(ageing, str) or ageing not in AGEINGS:
             raise ValueError(f"ageing={ageing!r} is not supported; choose one of {', '.join(AGEINGS)}")
-        if ageing != "all" and (self.evidence_half_life is None or self.estimate != "running"):
+        if method == "learnability" and ageing != _DEFAULT_AGEING and self.evidence_half_life is None:
             raise ValueError(
-                f"ageing={ageing!r} chooses which estimates age: it needs evidence_half_life and "
-                "estimate='running'"
+                f"ageing={ageing!r} chooses which estimates age: it needs evidence_half_life (it is None)"
             )
         self.ageing = ageing
         unused = (
@@ -389,16 +398,19 @@ class PromptCurriculum:
         the ``w``-weighted mean estimate of the measured prompts (of the same label, with
         ``prompt_labels``); with ``ageing="unsolved"`` only prompts whose success rate is below 1/2 relax
         (the others keep ``v``; ``v̄`` is computed alike). ``estimate="posterior"``:
-        ``E[p(1 − p)] = a·b/((a + b)(a + b + 1))`` under each
-        prompt's Beta posterior, whose evidence decays instead: ``a ← a₀ + w·(a − a₀)``, likewise ``b``."""
+        ``E[p(1 − p)] = a·b/((a + b)(a + b + 1))`` under each prompt's Beta posterior, whose evidence decays
+        instead (where it ages): ``a ← a₀ + w·(a − a₀)``, likewise ``b``."""
         w = (
             np.ones(self.num_prompts)
             if self.evidence_half_life is None
             else np.exp2(-(clock - measured_at) / self.evidence_half_life)
         )
+        # the weights of relaxing (only prompts solved less than half the time, with ageing="unsolved");
+        # the prior below weighs every measured prompt by its own w
+        relax = np.where(rate < 0.5, w, 1.0) if self.ageing == "unsolved" else w
         if self.estimate == "posterior":
             (a0, b0), (a, b) = self.prior, post
-            a, b = a0 + w * (a - a0), b0 + w * (b - b0)
+            a, b = a0 + relax * (a - a0), b0 + relax * (b - b0)
             score = a * b / ((a + b) * (a + b + 1.0))
             if self.spread == "std":
                 score = np.sqrt(score)
@@ -415,9 +427,7 @@ class PromptCurriculum:
         mass = np.bincount(labels, weights=w * score, minlength=size)
         with np.errstate(invalid="ignore", divide="ignore"):
             prior = np.where(total > 0, mass / np.where(total > 0, total, 1.0), 0.0)[labels]
-        if self.ageing == "unsolved":
-            w = np.where(rate < 0.5, w, 1.0)
-        return np.asarray(np.where(measured, w * score + (1.0 - w) * prior, 0.0))
+        return np.asarray(np.where(measured, relax * score + (1.0 - relax) * prior, 0.0))
 
     # ------------------------------------------------------------------ read-only state
     @property
