@@ -17,7 +17,10 @@ Two selection rules, each from its paper:
     Learnability" (Foster & Foerster 2025, arXiv 2502.12272) selects prompts by this score (they take it
     from "No Regrets", Rutherford et al. 2024, which used it for environment levels). Here prompts are drawn
     with probability ``(1 − λ)·p(1 − p)/Σ p(1 − p) + λ/N_seen`` (``λ`` = ``uniform_mass``), plus an
-    optional staleness term; that sampling rule is plr_gym's, the score is the paper's.
+    optional staleness term; that sampling rule is plr_gym's, the score is the paper's. By default the
+    estimates of prompts solved less than half the time age (``evidence_half_life=50``,
+    ``ageing="unsolved"``): a prompt read as never solved is measured again as the policy moves, the
+    setting chosen by the study "Estimates that keep up" in docs/prompts.md.
 ``method="thompson"``
     Model Predictive Prompt Selection (MoPPS; Qu et al. 2025, arXiv 2507.04632): a ``Beta(a, b)`` posterior
     on each prompt's success rate, updated with the successes and failures of every group; each batch
