@@ -83,3 +83,15 @@ def test_prompt_curriculum_quick() -> None:
     rows = {line.split("|")[1].strip(): line for line in out.splitlines() if line.startswith("| ")}
     assert {"uniform", "dapo", "learnability", "thompson"} <= set(rows), out
     assert "not LLM gains" in out
+
+
+def test_prompt_estimates_quick() -> None:
+    out = run_quick("prompt_estimates.py")
+    for header in ("- command:", "- commit:", "- machine:", "- load average at start:"):
+        assert header in out, out
+    rows = [line.split("|") for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    cells = {(r[1].strip(), r[2].strip()): r for r in rows if len(r) > 7}
+    for learner in ("transfer", "fast", "adam"):
+        assert {(learner, "uniform"), (learner, "oracle"), (learner, "default")} <= set(cells), out
+        # the oracle is the yardstick: its fraction of its own gain is 1
+        assert cells[(learner, "oracle")][5].strip().startswith("1.00"), out

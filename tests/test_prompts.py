@@ -30,7 +30,12 @@ def _middle_share(draw, observe, batches: int = 300, k: int = 16, g: int = 8, se
 def test_draws_concentrate_on_the_learnable_third(method: str) -> None:
     cur = PromptCurriculum(N, method=method, seed=0)
     share = _middle_share(cur.next_prompts, cur.observe)
-    assert share >= 0.85  # acceptance: >= 0.6; the default floor lambda = 0.1 bounds it by 0.9 + 0.1/3
+    # acceptance: >= 0.6. The default floor lambda = 0.1 bounds it by 0.9 + 0.1/3; learnability's default
+    # ageing (never-solved prompts re-measured, half-life 50) costs some draws here, where nothing learns
+    assert share >= (0.78 if method == "learnability" else 0.85)
+    if method == "learnability":
+        still = PromptCurriculum(N, seed=0, evidence_half_life=None)
+        assert _middle_share(still.next_prompts, still.observe) >= 0.85
     # the reference points of the issue: LevelSampler's environment defaults ~0.49, uniform 1/3
     env = LevelSampler(range(N), strategy="learnability", seed=0)
     env_share = _middle_share(lambda k: env.sample(k), env.update_batch)
@@ -222,6 +227,15 @@ def test_options_of_the_other_method_are_refused_not_ignored() -> None:
     PromptCurriculum(4, staleness_coef=0.3, replay_prob=0.9, prior=(2.0, 2.0))  # the posterior is kept
 
 
+def test_the_default_estimate_is_the_latest_group() -> None:
+    """``success_rate_alpha=1`` (the default since the estimates study): each group replaces the estimate."""
+    cur = PromptCurriculum(3, seed=0)
+    assert cur.success_rate_alpha == 1.0
+    cur.observe([0, 0, 0, 0], [1.0, 0.0, 0.0, 0.0])
+    cur.observe([0, 0], [1.0, 1.0])
+    assert cur.success_rate[0] == 1.0 and cur.scores[0] == 0.0 and cur.reward_mean[0] == 1.0
+
+
 def test_binary_rewards_score_p_times_one_minus_p_exactly() -> None:
     """The reward variance of 0/1 rewards is p(1 - p) of the running success rate, group after group."""
     cur = PromptCurriculum(3, seed=0, success_rate_alpha=0.3)
@@ -237,7 +251,7 @@ def test_binary_rewards_score_p_times_one_minus_p_exactly() -> None:
 
 def test_partial_credit_scores_the_reward_variance_by_the_documented_rule() -> None:
     """Rewards 0.1 to 0.45 (all below the success threshold) have spread: the score is their variance."""
-    cur = PromptCurriculum(4, seed=0)
+    cur = PromptCurriculum(4, seed=0, success_rate_alpha=0.5)
     g1 = np.array([0.1, 0.2, 0.45, 0.25])
     cur.observe([1, 1, 1, 1], g1)
     assert cur.success_rate[1] == 0.0  # no success at the 0.5 threshold ...

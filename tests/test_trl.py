@@ -56,7 +56,7 @@ def test_sampler_keeps_trls_repeat_layout_and_draws_at_fixed_points() -> None:
 def test_sampler_judges_each_real_group_when_a_prompt_is_drawn_twice() -> None:
     """learnability draws with replacement, so a batch may hold a prompt twice: two GRPO groups (TRL groups
     blocks of num_generations); DAPO's filter judges each, not the pooled prompt."""
-    cur = PromptCurriculum(3, seed=0, filter_groups=True)
+    cur = PromptCurriculum(3, seed=0, filter_groups=True, success_rate_alpha=0.5)
     sampler = CurriculumRepeatSampler([0, 1, 2], cur, mini_repeat_count=2, batch_size=3, lookahead=0)
     sampler.replay_first([[1, 0, 1]])  # as a resumed run hands out a batch drawn before
     per = np.asarray(list(iter(sampler))[:6])

@@ -109,11 +109,13 @@ def test_plus_minus_one_rewards_with_range_and_threshold_from_the_yaml_config() 
             drawn.append(np.asarray(batch_dict["index"], dtype=np.int64))
             sampler.update(rollout(batch_dict, rng, plus_minus=True))
     cur = sampler.curriculum
-    # the p = 0.5 third scores p(1 - p) on the range's unit scale, the others 0; successes are the +1s
+    # the p = 0.5 third's reward variance is p(1 - p) on the range's unit scale (variance / 2²), the others'
+    # 0; successes are the +1s (the draws' scores age from these: evidence_half_life)
     mid = cur.seen & (np.arange(N) >= N // 3) & (np.arange(N) < 2 * N // 3)
     p = cur.success_rate
-    assert np.allclose(cur.scores[mid], p[mid] * (1 - p[mid]), atol=1e-12) and cur.scores[mid].mean() > 0.15
-    assert (cur.scores[cur.seen & ~mid] == 0).all()
+    unit = cur.reward_variance / 4.0
+    assert np.allclose(unit[mid], p[mid] * (1 - p[mid]), atol=1e-12) and cur.scores[mid].mean() > 0.15
+    assert (unit[cur.seen & ~mid] == 0).all()
     late = np.concatenate(drawn[50:])
     assert ((late >= N // 3) & (late < 2 * N // 3)).mean() >= 0.6
 

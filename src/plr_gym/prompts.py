@@ -17,7 +17,10 @@ Two selection rules, each from its paper:
     Learnability" (Foster & Foerster 2025, arXiv 2502.12272) selects prompts by this score (they take it
     from "No Regrets", Rutherford et al. 2024, which used it for environment levels). Here prompts are drawn
     with probability ``(1 − λ)·p(1 − p)/Σ p(1 − p) + λ/N_seen`` (``λ`` = ``uniform_mass``), plus an
-    optional staleness term; that sampling rule is plr_gym's, the score is the paper's.
+    optional staleness term; that sampling rule is plr_gym's, the score is the paper's. By default the
+    estimates of prompts solved less than half the time age (``evidence_half_life=50``,
+    ``ageing="unsolved"``): a prompt read as never solved is measured again as the policy moves, the
+    setting chosen by the study "Estimates that keep up" in docs/prompts.md.
 ``method="thompson"``
     Model Predictive Prompt Selection (MoPPS; Qu et al. 2025, arXiv 2507.04632): a ``Beta(a, b)`` posterior
     on each prompt's success rate, updated with the successes and failures of every group; each batch
@@ -57,17 +60,34 @@ import numpy as np
 import numpy.typing as npt
 
 from plr_gym.checkpoint import load_npz, save_npz
-from plr_gym.sampler import LevelSampler, _check_real, _check_unit, _state_rng
+from plr_gym.sampler import LevelSampler, _check_positive, _check_real, _check_unit, _state_rng
 
-__all__ = ["METHODS", "P_HISTOGRAM_BINS", "SPREADS", "PromptCurriculum"]
+__all__ = ["AGEINGS", "ESTIMATES", "METHODS", "P_HISTOGRAM_BINS", "SPREADS", "PromptCurriculum"]
 
 #: Prompt selection rules of :class:`PromptCurriculum`.
 METHODS: tuple[str, ...] = ("learnability", "thompson")
+#: Estimates of a prompt's learnability score: running averages over its groups, or the Beta posterior's.
+ESTIMATES: tuple[str, ...] = ("running", "posterior")
+#: Which measured prompts' estimates age with ``evidence_half_life``: all, or those whose success rate is
+#: below 1/2 (training raises ``p``: a prompt never solved may come within reach, one solved stays solved).
+AGEINGS: tuple[str, ...] = ("all", "unsolved")
+#: the defaults chosen by the study "Estimates that keep up" (docs/prompts.md, round 2)
+_DEFAULT_HALF_LIFE = 50.0
+_DEFAULT_AGEING = "unsolved"
 #: Learnability scores of a prompt's reward spread: its variance (``p·(1 − p)`` for 0/1 rewards) or its std.
 SPREADS: tuple[str, ...] = ("variance", "std")
 
-_STATE_VERSION = 2
-_ARRAYS = ("posterior_a", "posterior_b", "draws", "groups", "reward_mean", "reward_variance", "success_rate")
+_STATE_VERSION = 3
+_ARRAYS = (
+    "posterior_a",
+    "posterior_b",
+    "draws",
+    "groups",
+    "reward_mean",
+    "reward_variance",
+    "success_rate",
+    "measured_at",
+)
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
@@ -123,7 +143,8 @@ class PromptCurriculum:
     generation batch; each is answered ``G`` times; ``cur.observe(per_completion_ids, rewards)`` takes one
     entry per completion. A prompt's reward mean, reward variance and success rate ``p`` are estimated
     from each group and averaged over groups with the step ``max(1/n, success_rate_alpha)`` after its
-    ``n``-th group (the first group is taken as is; see :meth:`observe`).
+    ``n``-th group (the first group is taken as is; see :meth:`observe`); by default
+    (``success_rate_alpha=1``) the latest group is the estimate.
 
     :param num_prompts: number of prompts in the dataset; prompt ids are ``0 .. num_prompts − 1``.
     :param method: ``"learnability"`` (draws ``∝ p(1 − p)``, arXiv 2502.12272) or ``"thompson"`` (MoPPS,
@@ -142,7 +163,8 @@ class PromptCurriculum:
     :param staleness_coef: ``learnability`` only: weight in ``[0, 1)`` of the PLR staleness distribution
         (prompts not drawn for long come back; see :class:`~plr_gym.LevelSampler`). Default 0.
     :param success_rate_alpha: smallest step of the running average of ``p`` over groups, in ``(0, 1]``.
-        Default 0.5 (each new group counts half).
+        Default 1: each group replaces the estimate (0.5 until 2026-11-27: each new group counted half;
+        the pre-registered study in docs/prompts.md, "Study: estimates that keep up", chose 1).
     :param spread: ``learnability``'s score of a prompt's rewards: ``"variance"`` (default; ``p·(1 − p)``
         for 0/1 rewards, the paper's score) or ``"std"`` (its square root). Both are computed from the
         rewards themselves, so partial credit (rewards 0.1 to 0.45 in a group) scores above 0 and a group
@@ -165,6 +187,23 @@ class PromptCurriculum:
     :param target: ``thompson`` only: the success rate to aim at, in ``(0, 1)``. Default 0.5.
     :param prior: ``thompson`` only: ``(a₀, b₀)`` of the Beta prior, both > 0. Default ``(1, 1)`` (uniform).
     :param posterior_decay: ``thompson`` only: MoPPS's ``λ`` in ``(0, 1]``; 1 keeps all evidence. Default 1.
+    :param estimate: ``learnability`` only: the score the draws use. ``"running"`` (default): the running
+        reward spread above. ``"posterior"``: ``E[p(1 − p)] = a·b/((a + b)(a + b + 1))`` under each prompt's
+        Beta posterior (``prior``, ``posterior_decay``; its square root with ``spread="std"``), which keeps
+        prompts whose groups were all equal above 0.
+    :param evidence_half_life: ``learnability`` only: ``h > 0``, or ``None`` (estimates never age). Default
+        50 (chosen by the study in docs/prompts.md, "Estimates that keep up", round 2). The clock is the
+        :meth:`observe` calls that held a group (one per generation batch). A prompt last measured ``τ``
+        calls ago has ``w = 2^(−τ/h)``; its score is ``w·v + (1 − w)·v̄``, ``v`` its estimate and ``v̄``
+        the ``w``-weighted mean estimate of the measured prompts (of its label, with ``prompt_labels``),
+        so prompts not measured for long are drawn again as the policy moves. With
+        ``estimate="posterior"`` the evidence decays instead: ``a ← a₀ + w·(a − a₀)``, likewise ``b``.
+    :param ageing: which measured prompts age: ``"unsolved"`` (default), those whose success rate is
+        below 1/2 (training raises ``p``: a prompt never solved may since have come within reach, while
+        one solved stays solved; the others keep ``w = 1``), or ``"all"``. Needs ``evidence_half_life``.
+    :param prompt_labels: with ``evidence_half_life``: one int label per prompt (a topic, a difficulty
+        level), so that stale estimates decay towards what prompts *like them* score now. ``None``
+        (default): one label for all.
 
     An option of one method set away from its default with the other (``replay_prob``, ``staleness_coef``
     with ``thompson``; ``target`` with ``learnability``) is refused (``ValueError``), not ignored. ``prior``
@@ -193,7 +232,7 @@ class PromptCurriculum:
         uniform_mass: float = 0.1,
         replay_prob: float = 0.5,
         staleness_coef: float = 0.0,
-        success_rate_alpha: float = 0.5,
+        success_rate_alpha: float = 1.0,
         spread: str = "variance",
         reward_range: tuple[float, float] | None = None,
         success_threshold: float | None = None,
@@ -202,6 +241,10 @@ class PromptCurriculum:
         target: float = 0.5,
         prior: tuple[float, float] = (1.0, 1.0),
         posterior_decay: float = 1.0,
+        estimate: str = "running",
+        evidence_half_life: float | None = _DEFAULT_HALF_LIFE,
+        prompt_labels: Any = None,
+        ageing: str = _DEFAULT_AGEING,
     ) -> None:
         if not _is_int(num_prompts) or int(num_prompts) < 1:
             raise ValueError(f"num_prompts must be a positive int, got {num_prompts!r}")
@@ -241,6 +284,36 @@ class PromptCurriculum:
             raise ValueError(f"prior must be a pair (a0, b0) of positive numbers, got {prior!r}")
         self.prior = (a0, b0)
         self.posterior_decay = _check_unit("posterior_decay", posterior_decay, open_low=True)
+        if not isinstance(estimate, str) or estimate not in ESTIMATES:
+            raise ValueError(f"estimate={estimate!r} is not supported; choose one of {', '.join(ESTIMATES)}")
+        if estimate != "running" and method != "learnability":
+            raise ValueError(
+                f"estimate={estimate!r} applies to method='learnability' only "
+                f"(method={method!r} would ignore it)"
+            )
+        self.estimate = estimate
+        if method != "learnability":
+            for name, value, default in (
+                ("evidence_half_life", evidence_half_life, _DEFAULT_HALF_LIFE),
+                ("ageing", ageing, _DEFAULT_AGEING),
+            ):
+                if value is not None and value != default:
+                    raise ValueError(
+                        f"{name}={value!r} applies to method='learnability' only (method={method!r} would "
+                        "ignore it)"
+                    )
+            evidence_half_life, ageing = None, "all"  # Thompson sampling keeps its own posterior_decay
+        self.evidence_half_life = (
+            None if evidence_half_life is None else _check_positive("evidence_half_life", evidence_half_life)
+        )
+        self.prompt_labels = self._check_labels(prompt_labels)
+        if not isinstance(ageing, str) or ageing not in AGEINGS:
+            raise ValueError(f"ageing={ageing!r} is not supported; choose one of {', '.join(AGEINGS)}")
+        if method == "learnability" and ageing != _DEFAULT_AGEING and self.evidence_half_life is None:
+            raise ValueError(
+                f"ageing={ageing!r} chooses which estimates age: it needs evidence_half_life (it is None)"
+            )
+        self.ageing = ageing
         unused = (
             [("target", self.target, 0.5)]
             if method == "learnability"
@@ -285,6 +358,79 @@ class PromptCurriculum:
         self._num_groups = 0
         self._num_filtered = 0
         self._num_completions = 0
+        self._clock = 0  # observe() calls that held at least one group
+        self._measured_at = np.zeros(n, dtype=np.int64)  # the clock when each prompt's last group came
+
+    def _check_labels(self, prompt_labels: Any) -> IntArray | None:
+        if prompt_labels is None:
+            return None
+        if self.estimate == "posterior":
+            raise ValueError("prompt_labels apply to estimate='running' (the posterior decays to its prior)")
+        if self.evidence_half_life is None:
+            raise ValueError(
+                "prompt_labels set the prior that stale estimates decay towards: they need evidence_half_life"
+            )
+        try:
+            labels = np.asarray(prompt_labels)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"prompt_labels must be a 1-D array of int labels: {exc}") from exc
+        if labels.shape != (self.num_prompts,):
+            raise ValueError(
+                f"prompt_labels must hold one label per prompt, shape ({self.num_prompts},), "
+                f"got {labels.shape}"
+            )
+        if labels.dtype == np.bool_ or not np.issubdtype(labels.dtype, np.integer):
+            raise TypeError(
+                f"prompt_labels must be ints (a topic or difficulty label), got dtype {labels.dtype}"
+            )
+        _, inv = np.unique(labels, return_inverse=True)
+        return np.asarray(inv.reshape(-1), dtype=np.int64)  # labels renumbered 0 .. L - 1
+
+    def _decayed(
+        self,
+        var: FloatArray,
+        post: tuple[FloatArray, FloatArray],
+        rate: FloatArray,
+        measured: BoolArray,
+        measured_at: IntArray,
+        clock: int,
+    ) -> FloatArray:
+        """The scores the draws use, for every prompt (0 where never measured): with ``evidence_half_life``
+        ``h``, each measured prompt's score relaxes from its estimate ``v`` towards a prior ``v̄`` as it ages,
+        ``w·v + (1 − w)·v̄`` with ``w = 2^(−τ/h)``, ``τ`` the observe() calls since its last group; ``v̄`` is
+        the ``w``-weighted mean estimate of the measured prompts (of the same label, with
+        ``prompt_labels``); with ``ageing="unsolved"`` only prompts whose success rate is below 1/2 relax
+        (the others keep ``v``; ``v̄`` is computed alike). ``estimate="posterior"``:
+        ``E[p(1 − p)] = a·b/((a + b)(a + b + 1))`` under each prompt's Beta posterior, whose evidence decays
+        instead (where it ages): ``a ← a₀ + w·(a − a₀)``, likewise ``b``."""
+        w = (
+            np.ones(self.num_prompts)
+            if self.evidence_half_life is None
+            else np.exp2(-(clock - measured_at) / self.evidence_half_life)
+        )
+        # the weights of relaxing (only prompts solved less than half the time, with ageing="unsolved");
+        # the prior below weighs every measured prompt by its own w
+        relax = np.where(rate < 0.5, w, 1.0) if self.ageing == "unsolved" else w
+        if self.estimate == "posterior":
+            (a0, b0), (a, b) = self.prior, post
+            a, b = a0 + relax * (a - a0), b0 + relax * (b - b0)
+            score = a * b / ((a + b) * (a + b + 1.0))
+            if self.spread == "std":
+                score = np.sqrt(score)
+            return np.asarray(np.where(measured, score, 0.0))
+        score = np.where(measured, self._score_of(var), 0.0)
+        if self.evidence_half_life is None:
+            return np.asarray(score)
+        w = np.where(measured, w, 0.0)
+        labels = (
+            np.zeros(self.num_prompts, dtype=np.int64) if self.prompt_labels is None else self.prompt_labels
+        )
+        size = int(labels.max()) + 1
+        total = np.bincount(labels, weights=w, minlength=size)
+        mass = np.bincount(labels, weights=w * score, minlength=size)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            prior = np.where(total > 0, mass / np.where(total > 0, total, 1.0), 0.0)[labels]
+        return np.asarray(np.where(measured, relax * score + (1.0 - relax) * prior, 0.0))
 
     # ------------------------------------------------------------------ read-only state
     @property
@@ -305,8 +451,18 @@ class PromptCurriculum:
 
     @property
     def scores(self) -> FloatArray:
-        """The learnability score of each prompt (see ``spread``); a copy. 0 for prompts never measured."""
-        return self._score_of(self._var)
+        """The learnability score of each prompt that the draws use (see ``spread``; with
+        ``evidence_half_life``, decayed as of the last :meth:`observe`); a copy. 0 for prompts never
+        measured."""
+        return self._decayed(
+            self._var, (self._a, self._b), self._rate, self._groups > 0, self._measured_at, self._clock
+        )
+
+    @property
+    def measured_at(self) -> IntArray:
+        """For each prompt, the number of :meth:`observe` calls with groups (the clock of
+        ``evidence_half_life``) when its last group came (0 if never measured); a copy."""
+        return self._measured_at.copy()
 
     @property
     def seen(self) -> BoolArray:
@@ -440,8 +596,16 @@ class PromptCurriculum:
                 b[u] = d * b[u] + (1.0 - d) * b0 + (n[g] - s[g])
         if not (np.isfinite(mean[touched]).all() and np.isfinite(var[touched]).all()):
             raise ValueError("rewards are too large: their mean or variance overflows float64")
+        clock = self._clock + 1
+        measured_at = self._measured_at.copy()
+        measured_at[touched] = clock
         self.sampler.update_batch(touched, self._score_of(var[touched]))  # cannot fail after our checks
+        if self.evidence_half_life is not None or self.estimate != "running":
+            seen = np.flatnonzero(count > 0)
+            decayed = self._decayed(var, (a, b), rate, count > 0, measured_at, clock)
+            self.sampler._replace_seen_scores(seen, decayed[seen])
         self._groups, self._mean, self._var, self._rate, self._a, self._b = count, mean, var, rate, a, b
+        self._clock, self._measured_at = clock, measured_at
         self._num_groups += k
         self._num_filtered += int((~mixed).sum()) if self.filter_groups else 0
         self._num_completions += int(ids.size)
@@ -606,6 +770,10 @@ class PromptCurriculum:
             "target": self.target,
             "prior": list(self.prior),
             "posterior_decay": self.posterior_decay,
+            "estimate": self.estimate,
+            "evidence_half_life": self.evidence_half_life,
+            "prompt_labels": None if self.prompt_labels is None else self.prompt_labels.tolist(),
+            "ageing": self.ageing,
             "seed": self.seed,
         }
 
@@ -623,16 +791,24 @@ class PromptCurriculum:
             "reward_mean": self._mean.copy(),
             "reward_variance": self._var.copy(),
             "success_rate": self._rate.copy(),
+            "measured_at": self._measured_at.copy(),
             "num_batches": self._num_batches,
             "num_groups": self._num_groups,
             "num_filtered": self._num_filtered,
             "num_completions": self._num_completions,
+            "clock": self._clock,
             "rng": self._rng.bit_generator.state,
         }
 
     def load_state_dict(self, state: Any) -> None:
         """Restore a :meth:`state_dict`; every member is checked first, a refused state (``ValueError``)
         leaves the curriculum unchanged."""
+        if isinstance(state, dict) and state.get("version") in (1, 2):
+            raise ValueError(
+                f"this PromptCurriculum state has version {state['version']}, written by an older plr_gym; "
+                f"this version reads version {_STATE_VERSION} (it adds the clock of evidence_half_life): "
+                "restart the curriculum, or resume with the plr_gym that wrote it"
+            )
         if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
             raise ValueError(
                 f"not a PromptCurriculum state (version {_STATE_VERSION}): {type(state).__name__}"
@@ -650,7 +826,7 @@ class PromptCurriculum:
         n = self.num_prompts
         arrays: dict[str, Any] = {}
         for key in _ARRAYS:
-            dtype = np.int64 if key in ("draws", "groups") else np.float64
+            dtype = np.int64 if key in ("draws", "groups", "measured_at") else np.float64
             arr = np.asarray(state[key])
             if arr.shape != (n,) or not (np.issubdtype(arr.dtype, np.number) and arr.dtype != np.bool_):
                 raise ValueError(f"state '{key}' must be {n} numbers, got {arr.dtype} {arr.shape}")
@@ -659,18 +835,20 @@ class PromptCurriculum:
             arrays[key] = arr.astype(dtype)
         if (arrays["posterior_a"] <= 0).any() or (arrays["posterior_b"] <= 0).any():
             raise ValueError("state 'posterior_a'/'posterior_b' must be finite and positive")
-        for key in ("draws", "groups", "reward_variance"):
+        for key in ("draws", "groups", "reward_variance", "measured_at"):
             if (arrays[key] < 0).any():
                 raise ValueError(f"state '{key}' must be non-negative")
         if ((arrays["success_rate"] < 0) | (arrays["success_rate"] > 1)).any():
             raise ValueError("state 'success_rate' must lie in [0, 1]")
         counters = {}
-        for key in ("num_batches", "num_groups", "num_filtered", "num_completions"):
+        for key in ("num_batches", "num_groups", "num_filtered", "num_completions", "clock"):
             if not _is_int(state[key]) or int(state[key]) < 0:
                 raise ValueError(f"state '{key}' must be a non-negative int, got {state[key]!r}")
             counters[key] = int(state[key])
         if counters["num_filtered"] > counters["num_groups"]:
             raise ValueError("state 'num_filtered' exceeds 'num_groups'")
+        if (arrays["measured_at"] > counters["clock"]).any():
+            raise ValueError("state 'measured_at' exceeds 'clock'")
         rng = _state_rng(state["rng"])
         seed = theirs.get("seed")
         if seed is not None and (not _is_int(seed) or int(seed) < 0):
@@ -678,9 +856,15 @@ class PromptCurriculum:
         sampler_state = state["sampler"]
         measured = arrays["groups"] > 0
         scores = np.asarray(sampler_state.get("scores") if isinstance(sampler_state, dict) else None)
-        if scores.shape != (n,) or not np.array_equal(
-            scores[measured], self._score_of(arrays["reward_variance"])[measured]
-        ):
+        expected = self._decayed(
+            arrays["reward_variance"],
+            (arrays["posterior_a"], arrays["posterior_b"]),
+            arrays["success_rate"],
+            measured,
+            arrays["measured_at"],
+            counters["clock"],
+        )
+        if scores.shape != (n,) or not np.array_equal(scores[measured], expected[measured]):
             raise ValueError("state 'sampler' scores do not match 'reward_variance': the state is corrupt")
         self.sampler.load_state_dict(sampler_state)  # checks everything before it assigns anything
         self.seed = None if seed is None else int(seed)
@@ -695,6 +879,8 @@ class PromptCurriculum:
         self._num_groups = counters["num_groups"]
         self._num_filtered = counters["num_filtered"]
         self._num_completions = counters["num_completions"]
+        self._clock = counters["clock"]
+        self._measured_at = arrays["measured_at"]
         self._rng = rng
 
     def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None) -> None:

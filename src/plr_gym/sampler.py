@@ -830,6 +830,21 @@ class LevelSampler:
         for i, s in zip(idx.tolist(), scf.tolist()):
             self._update_index(i, s)
 
+    def _replace_seen_scores(self, idx: IntArray, scores: FloatArray) -> None:
+        """Set the scores of seen levels (positions ``idx``, distinct) to ``scores`` (finite, >= 0, checked by
+        the caller) and rebuild the sampling structures once: ``O(N)``. Package-internal, for
+        :class:`~plr_gym.prompts.PromptCurriculum`, whose decayed estimates change every score at once."""
+        if not (self._pos[idx] < self._n_seen).all():
+            raise ValueError("only the scores of seen levels can be replaced")
+        saved = (self._scores.copy(), self._softmax_shift)
+        try:
+            self._scores[idx] = scores
+            self._build_structures(reanchor=True)
+        except BaseException:  # interrupted: the old scores and structures
+            self._scores, self._softmax_shift = saved
+            self._build_structures()
+            raise
+
     def _check_score(self, score: Any, level: Any) -> float:
         if self.learns_outcomes:
             if isinstance(score, (bool, np.bool_)):

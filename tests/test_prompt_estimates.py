@@ -1,0 +1,185 @@
+"""PromptCurriculum's estimates that keep up: evidence that decays with the observe() calls since a prompt
+was measured, the label prior, the posterior estimate; exact formulas, validation, checkpoints."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from plr_gym.prompts import PromptCurriculum
+
+
+def _feed(cur: PromptCurriculum, batches: list[tuple[list[int], list[list[int]]]]) -> None:
+    """Observe each batch: prompt ids and each prompt's 0/1 group."""
+    for ids, groups in batches:
+        cur.observe(np.repeat(ids, len(groups[0])), np.asarray(groups, dtype=float).reshape(-1))
+
+
+BATCHES = [
+    ([0, 1, 2], [[1, 0, 0, 0], [1, 1, 0, 0], [0, 0, 0, 0]]),  # clock 1: p = 1/4, 1/2, 0
+    ([3, 4], [[1, 1, 1, 0], [1, 0, 1, 0]]),  # clock 2: p = 3/4, 1/2
+    ([0], [[1, 1, 0, 0]]),  # clock 3: prompt 0 again
+]
+
+
+def test_evidence_half_life_relaxes_scores_towards_the_fresh_weighted_mean() -> None:
+    h = 2.0
+    cur = PromptCurriculum(6, seed=0, success_rate_alpha=1.0, evidence_half_life=h, ageing="all")
+    _feed(cur, BATCHES)
+    v = np.array([0.25, 0.25, 0.0, 0.1875, 0.25])  # p(1 - p) of each prompt's last group (alpha = 1)
+    age = np.array([0, 2, 2, 1, 1])  # observe() calls since each prompt's last group; clock = 3
+    w = 2.0 ** (-age / h)
+    prior = (w * v).sum() / w.sum()
+    expected = np.r_[w * v + (1 - w) * prior, 0.0]  # prompt 5 never measured: 0
+    np.testing.assert_allclose(cur.scores, expected, rtol=0, atol=1e-15)
+    assert cur.measured_at.tolist() == [3, 1, 1, 2, 2, 0]
+    np.testing.assert_allclose(cur.reward_variance[:5], v, atol=1e-15)  # the raw estimates stay
+    # the draws use the decayed scores: replay distribution (1 - lambda)·s/Σs + lambda/N_seen
+    weights = cur.sampler.sample_weights()
+    np.testing.assert_allclose(weights[:5], 0.9 * expected[:5] / expected.sum() + 0.1 / 5, atol=1e-12)
+    assert weights[5] == 0.0
+
+
+def test_prompt_labels_give_each_label_its_own_prior() -> None:
+    h = 1.0
+    labels = [7, 7, 3, 3, 3, 7]  # any ints; renumbered internally
+    cur = PromptCurriculum(
+        6, seed=0, success_rate_alpha=1.0, evidence_half_life=h, ageing="all", prompt_labels=labels
+    )
+    _feed(cur, BATCHES)
+    v = np.array([0.25, 0.25, 0.0, 0.1875, 0.25])
+    w = 2.0 ** (-np.array([0, 2, 2, 1, 1]) / h)
+    lab = np.array(labels[:5])
+    expected = np.zeros(6)
+    for i in range(5):
+        same = lab == lab[i]
+        prior = (w[same] * v[same]).sum() / w[same].sum()
+        expected[i] = w[i] * v[i] + (1 - w[i]) * prior
+    np.testing.assert_allclose(cur.scores, expected, rtol=0, atol=1e-15)
+
+
+def test_unsolved_ageing_relaxes_only_prompts_solved_less_than_half_the_time() -> None:
+    h = 2.0
+    cur = PromptCurriculum(6, seed=0, evidence_half_life=h, ageing="unsolved")
+    _feed(cur, BATCHES)
+    v = np.array([0.25, 0.25, 0.0, 0.1875, 0.25])
+    p = np.array([0.5, 0.5, 0.0, 0.75, 0.5])  # success rates: only prompt 2 (p = 0) is below 1/2
+    w = 2.0 ** (-np.array([0, 2, 2, 1, 1]) / h)
+    prior = (w * v).sum() / w.sum()  # the prior is computed as with ageing="all"
+    np.testing.assert_array_equal(cur.success_rate[:5], p)
+    expected = np.r_[np.where(p < 0.5, w * v + (1 - w) * prior, v), 0.0]
+    np.testing.assert_allclose(cur.scores, expected, rtol=0, atol=1e-15)
+    assert cur.scores[2] > 0 and cur.reward_variance[2] == 0.0  # the never-solved prompt is drawn again
+
+
+def test_posterior_estimate_is_the_expected_learnability_with_decaying_evidence() -> None:
+    cur = PromptCurriculum(6, seed=0, estimate="posterior", prior=(1.0, 2.0), evidence_half_life=None)
+    _feed(cur, BATCHES)
+    a, b = cur.posterior
+    expected = np.where(np.arange(6) < 5, a * b / ((a + b) * (a + b + 1)), 0.0)
+    np.testing.assert_allclose(cur.scores, expected, rtol=0, atol=1e-15)
+    assert a[0] == 1 + 1 + 2 and b[0] == 2 + 3 + 2  # both groups of prompt 0 count (no decay)
+    h = 3.0
+    dec = PromptCurriculum(
+        6, seed=0, estimate="posterior", prior=(1.0, 2.0), evidence_half_life=h, ageing="all"
+    )
+    _feed(dec, BATCHES)
+    w = np.r_[2.0 ** (-np.array([0, 2, 2, 1, 1]) / h), 1.0]
+    ad, bd = 1.0 + w * (a - 1.0), 2.0 + w * (b - 2.0)
+    np.testing.assert_allclose(dec.scores[:5], (ad * bd / ((ad + bd) * (ad + bd + 1)))[:5], atol=1e-15)
+    std = PromptCurriculum(6, seed=0, estimate="posterior", spread="std", evidence_half_life=None)
+    _feed(std, BATCHES)
+    a1, b1 = std.posterior
+    np.testing.assert_allclose(std.scores[:5], np.sqrt(a1 * b1 / ((a1 + b1) * (a1 + b1 + 1)))[:5], atol=1e-15)
+
+
+def test_defaults_are_the_studys_choice_and_none_switches_ageing_off() -> None:
+    cur = PromptCurriculum(6, seed=0)
+    assert (cur.success_rate_alpha, cur.evidence_half_life, cur.ageing) == (1.0, 50.0, "unsolved")
+    off = PromptCurriculum(6, seed=0, evidence_half_life=None)
+    _feed(off, BATCHES)
+    np.testing.assert_array_equal(off.scores, off.reward_variance)  # 0/1 rewards, no range: the variance
+    # Thompson sampling keeps its own posterior_decay: the defaults apply to learnability only
+    th = PromptCurriculum(6, method="thompson", seed=0)
+    assert th.evidence_half_life is None and th.ageing == "all"
+
+
+def test_options_are_validated() -> None:
+    for kwargs, exc, match in [
+        ({"evidence_half_life": 0.0}, ValueError, "evidence_half_life must be > 0"),
+        ({"evidence_half_life": float("inf")}, ValueError, "evidence_half_life"),
+        ({"evidence_half_life": "10"}, TypeError, "evidence_half_life"),
+        ({"method": "thompson", "evidence_half_life": 10.0}, ValueError, "method='learnability' only"),
+        (
+            {"estimate": "bayes"},
+            ValueError,
+            "estimate='bayes' is not supported; choose one of running, posterior",
+        ),
+        ({"method": "thompson", "estimate": "posterior"}, ValueError, "method='learnability' only"),
+        ({"prompt_labels": [0, 1, 0, 1], "evidence_half_life": None}, ValueError, "need evidence_half_life"),
+        ({"ageing": "all", "evidence_half_life": None}, ValueError, "it needs evidence_half_life"),
+        ({"ageing": "old", "evidence_half_life": 5.0}, ValueError, "ageing='old' is not supported"),
+        ({"method": "thompson", "ageing": "all"}, ValueError, "method='learnability' only"),
+        ({"prompt_labels": [0, 1, 0], "evidence_half_life": 5.0}, ValueError, r"shape \(4,\), got \(3,\)"),
+        (
+            {"prompt_labels": [0.5, 1, 0, 1], "evidence_half_life": 5.0},
+            TypeError,
+            "prompt_labels must be ints",
+        ),
+        (
+            {"prompt_labels": [0, 1, 0, 1], "evidence_half_life": 5.0, "estimate": "posterior"},
+            ValueError,
+            "prompt_labels apply to estimate='running'",
+        ),
+    ]:
+        with pytest.raises(exc, match=match):
+            PromptCurriculum(4, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"evidence_half_life": 4.0, "success_rate_alpha": 1.0, "prompt_labels": np.arange(40) % 3},
+        {"evidence_half_life": 3.0, "ageing": "unsolved", "success_rate_alpha": 0.5},
+        {"estimate": "posterior", "evidence_half_life": 6.0},
+    ],
+)
+def test_state_round_trip_is_exact_with_decay(kwargs: dict, tmp_path) -> None:
+    a = PromptCurriculum(40, seed=3, **kwargs)
+    rng = np.random.default_rng(0)
+    p = rng.random(40)
+    for _ in range(15):
+        ids = a.next_prompts(8)
+        per = np.repeat(ids, 4)
+        a.observe(per, rng.random(per.size) < p[per])
+    b = PromptCurriculum(40, seed=3, **kwargs)
+    b.load_state_dict(copy.deepcopy(a.state_dict()))
+    c = PromptCurriculum(40, seed=3, **kwargs)
+    a.save(tmp_path / "cur.npz")
+    c.load_from(tmp_path / "cur.npz")
+    for _ in range(10):
+        ids = a.next_prompts(8)
+        assert np.array_equal(ids, b.next_prompts(8)) and np.array_equal(ids, c.next_prompts(8))
+        per = np.repeat(ids, 4)
+        r = rng.random(per.size) < p[per]
+        for cur in (a, b, c):
+            cur.observe(per, r)
+    for cur in (b, c):
+        np.testing.assert_array_equal(cur.scores, a.scores)
+        np.testing.assert_array_equal(cur.measured_at, a.measured_at)
+        assert cur.state_dict()["clock"] == a.state_dict()["clock"] == 25
+    # another half-life, other labels, a corrupt clock, an old state: refused, the curriculum unchanged
+    before = repr(a.state_dict())
+    other = PromptCurriculum(40, seed=3, **{**kwargs, "evidence_half_life": 5.0})
+    with pytest.raises(ValueError, match="evidence_half_life: state has"):
+        other.load_state_dict(a.state_dict())
+    good = a.state_dict()
+    with pytest.raises(ValueError, match="'measured_at' exceeds 'clock'"):
+        a.load_state_dict({**good, "clock": 3})
+    with pytest.raises(ValueError, match="scores do not match"):
+        a.load_state_dict({**good, "measured_at": np.zeros(40, dtype=np.int64)})
+    with pytest.raises(ValueError, match="has version 2, written by an older plr_gym"):
+        a.load_state_dict({**good, "version": 2})
+    assert repr(a.state_dict()) == before
