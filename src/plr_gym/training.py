@@ -135,8 +135,8 @@ def env_family(env_id: str) -> str:
     ours = procgen_id_for(env_id)
     if ours is not None and ours != env_id:
         raise SetupError(
-            f"{env_id!r} is not plr_gym's Procgen env: use {ours!r}, whose reset(seed=s) plays level s "
-            "(PLR chooses levels through it)"
+            f"{env_id!r} is a legacy Procgen id; plr_gym's runs name each game one way: use {ours!r} "
+            "(whose reset(seed=s) plays level s, as PLR needs; distribution_mode 'easy' unless given)"
         )
     if env_id not in gym.registry:
         close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
