@@ -281,6 +281,17 @@ def test_benchmarks_page_is_one_section_per_benchmark_with_its_provenance() -> N
         assert "command" in low and "commit" in low and "machine" in low, title
         assert re.search(r"^\|.*\|\n\|[ :-]+\|", section, flags=re.MULTILINE), title  # a table
         assert not re.search(r"^#{3} (?:Earlier|Previous|First round)", section, flags=re.MULTILINE), title
+        # the current figure only: no rounds, no dated sub-sections (history lives in benchmarks/results/)
+        assert not re.search(r"^(?:#+ )?Round \d", section, flags=re.MULTILINE), title
+        assert not re.search(r"^#{3,} .*\d{4}-\d{2}-\d{2}", section, flags=re.MULTILINE), title
     for target in re.findall(r"\]: \S+/blob/main/(benchmarks/results/history/\S+\.md)", page):
         assert (ROOT / target).is_file(), target
     assert len(list((ROOT / "benchmarks" / "results" / "history").glob("*.md"))) >= 6
+    # the Procgen throughput ratio has one home, and the Procgen notebook quotes it
+    procgen = [t for t in titles if t.startswith("Procgen throughput")]
+    assert procgen == ["Procgen throughput"], procgen
+    assert len([s for s in sections if "× stock" in s]) == 1
+    (headline,) = [line for line in page.splitlines() if line.startswith("| [Procgen throughput]")]
+    ratio = re.search(r"(\d\.\d\d–\d\.\d\d)× stock \(wall\)", headline)[1]  # type: ignore[index]
+    notebook = (ROOT / "examples" / "plr_procgen.ipynb").read_text()
+    assert f"{ratio}× stock" in notebook and "stock Procgen speed" not in notebook
