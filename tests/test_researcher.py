@@ -323,9 +323,7 @@ def test_results_table_puts_the_baseline_beside_each_run(tmp_path: Path) -> None
     assert lines[2].startswith("| plr | 1,000 | 0.600 [0.000, 1.000] | +0.200 (1 seed, untested) |")
     assert "| 75% |" in lines[2]
     assert "(baseline)" in lines[3] and "| — |" in lines[3]  # uniform draws never use scores
-    assert (
-        "One seed per method: the difference from uniform is one training run each and is not tested" in table
-    )
+    assert "One seed per method: the difference from uniform is not tested" in table
     assert "Verdict" not in table and "significant" not in table
 
 
