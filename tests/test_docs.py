@@ -120,15 +120,17 @@ def test_readme_python_blocks_run(index: int, tmp_path: Path) -> None:
             code = code.replace(real, tiny)
     if index == 0:
         assert all(tiny in code for tiny in TINY.values()), "the quick start's budget changed: update TINY"
+    mlp_run = "MlpPolicy" in code and ".learn(" in code
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    if mlp_run:  # torch's own default (one thread per core), so that the block's choice of one thread shows
+        env.pop("OMP_NUM_THREADS", None)
+        code += "\nimport torch\nprint('TORCH_THREADS', torch.get_num_threads())\n"
     proc = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=tmp_path,
-        env=dict(os.environ, PYTHONWARNINGS="ignore"),
-        capture_output=True,
-        text=True,
-        timeout=600,
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    if mlp_run:  # a small MLP trains with one torch thread, the fast path on a CPU (docs/cli.md)
+        assert "TORCH_THREADS 1\n" in proc.stdout
     if index == 0:  # a readable result: one rounded line
         assert re.search(
             r"held-out return: mean \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\], "
