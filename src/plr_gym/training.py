@@ -671,7 +671,7 @@ def build_run(
         :func:`load_reward_normalization`).
     :param torch_threads: torch's CPU threads, set once the run is built (:func:`apply_torch_threads`):
         ``"auto"`` (default) one thread for an MLP policy (MiniGrid: several times less CPU for the same
-        steps per second, docs/benchmarks.md), torch's default for a CNN; an int sets that many; ``None``
+        steps per second, docs/cli.md), torch's default for a CNN; an int sets that many; ``None``
         leaves torch's setting alone.
     :raises SetupError: an unknown env or algorithm, env options the env does not take, or a sampler that
         does not fit the env. The envs built so far are closed on any error.
