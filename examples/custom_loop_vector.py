@@ -20,7 +20,7 @@ from plr_gym.wrappers import LevelWrapper
 STEPS = int(os.environ.get("PLR_GYM_EXAMPLE_STEPS", 100_000))
 N_ENVS, N_STEPS, GAMMA, LAM, EPOCHS, MINIBATCHES, CLIP = 8, 128, 0.99, 0.95, 4, 4, 0.2
 torch.manual_seed(0)
-
+torch.set_num_threads(1)  # a small MLP: one thread is the fastest on a CPU
 # SAME_STEP autoreset: the observation returned with done=True is already the next episode's first.
 envs = gym.make_vec("MiniGrid-DoorKey-5x5-v0", num_envs=N_ENVS, wrappers=[ImgObsWrapper, LevelWrapper],
                     vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})  # fmt: skip

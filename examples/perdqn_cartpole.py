@@ -6,11 +6,13 @@ Run: python examples/perdqn_cartpole.py   (PLR_GYM_EXAMPLE_STEPS=500 for a quick
 
 import os
 
+import torch
 from stable_baselines3.common.evaluation import evaluate_policy
 
 from plr_gym import PERDQN
 
 STEPS = int(os.environ.get("PLR_GYM_EXAMPLE_STEPS", 50_000))
+torch.set_num_threads(1)  # a small MLP: one thread is the fastest on a CPU
 
 model = PERDQN(
     "MlpPolicy",

@@ -10,6 +10,7 @@ import os
 
 import minigrid  # noqa: F401  (registers the MiniGrid envs)
 import numpy as np
+import torch
 from minigrid.wrappers import ImgObsWrapper
 from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
@@ -20,6 +21,7 @@ from plr_gym.evaluation import evaluate_levels, summarize
 STEPS = int(os.environ.get("PLR_GYM_EXAMPLE_STEPS", 80_000))
 N_EVAL = int(os.environ.get("PLR_GYM_EXAMPLE_EVAL_LEVELS", 50))
 ENV_ID = "MiniGrid-DoorKey-5x5-v0"
+torch.set_num_threads(1)  # a small MLP: one thread is the fastest on a CPU
 
 
 def make_venv(seed: int):

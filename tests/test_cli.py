@@ -219,6 +219,10 @@ def test_compare_writes_table_csv_and_plot(
     table = (out / "comparison.md").read_text()
     assert "| plr (value_l1) |" in table and "| uniform |" in table
     assert "held-out IQM [95% CI]" in stdout
+    # one seed per method: the table says so and prints no CI of the difference, no significance, no verdict
+    assert "held-out mean − uniform (1 seed) |" in stdout and "(1 seed, untested) |" in stdout
+    assert "One seed per method: the difference from uniform is not tested" in stdout
+    assert "Verdict" not in stdout and "significant" not in stdout
     with (out / "comparison.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [r["run"] for r in rows] == ["plr (value_l1)", "uniform"]
@@ -236,6 +240,7 @@ def test_compare_merges_seeds_of_the_same_configuration(
     with (tmp_path / "comparison.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [r["run"] for r in rows] == ["plr (value_l1), 2 seeds", "uniform"]
+    assert "One seed for uniform or for a method" in (tmp_path / "comparison.md").read_text()  # uniform: 1
     # pooled final evaluation: both seeds' episodes of each held-out level
     per_level = []
     for name in ("plr", "plr-seed1"):
@@ -379,6 +384,8 @@ def test_demo_quick(
     out = capsys.readouterr().out
     assert "| plr (value_l1), 2 seeds |" in out and "| uniform, 2 seeds |" in out
     assert "Verdict: " in out and "held-out return vs uniform (95% CI [" in out
+    verdicts = [line for line in out.splitlines() if line.startswith("Verdict: ")]
+    assert len(verdicts) == 2 and verdicts[0] == verdicts[1]  # compare's table and the demo's summary agree
     for run in ("plr-seed0", "plr-seed1", "uniform-seed0", "uniform-seed1"):
         assert (tmp_path / run / "model.zip").is_file()
     assert_png_with_content(tmp_path / "comparison.png")

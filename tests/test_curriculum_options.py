@@ -343,6 +343,7 @@ def test_demo_verdict_reads_the_paired_difference(tmp_path: Path) -> None:
     line = verdict(tmp_path, [0, 1, 2])
     assert line.startswith("Verdict: PLR generalised worse than uniform sampling: PLR -0.099")
     assert verdict(tmp_path, [0, 1, 2, 3]) == ""  # a missing run: no verdict rather than a wrong one
+    assert verdict(tmp_path, [0]) == ""  # one seed per method: nothing to test
 
 
 def test_learnability_interrupted_update_and_crafted_state_leave_the_sampler_unchanged() -> None:
@@ -410,6 +411,15 @@ def test_comparison_table_pairs_merged_seeds_like_the_demo_verdict() -> None:
     assert diff[0] == pytest.approx(expected["mean"])
     assert diff[1] == pytest.approx(expected["mean_ci"])
     assert diff[1][0] < 0 < diff[1][1]  # a level-only bootstrap would call this significantly worse
+
+    # the table gives that CI and the demo's verdict line (one home: plotting.paired_verdict)
+    from plr_gym.plotting import paired_verdict, results_table
+
+    table, rows = results_table([merged_plr, merged_uni])
+    assert (rows[0]["vs_baseline_lo"], rows[0]["vs_baseline_hi"]) == pytest.approx(diff[1])
+    assert "held-out mean − uniform [95% CI]" in table and "One seed per method" not in table
+    assert table.splitlines()[-1] == paired_verdict(diff[0], diff[1])
+    assert table.splitlines()[-1].startswith("Verdict: no significant difference between PLR and uniform")
 
 
 # ---------------------------------------------------------------------------------------- annealed β

@@ -120,15 +120,17 @@ def test_readme_python_blocks_run(index: int, tmp_path: Path) -> None:
             code = code.replace(real, tiny)
     if index == 0:
         assert all(tiny in code for tiny in TINY.values()), "the quick start's budget changed: update TINY"
+    mlp_run = "MlpPolicy" in code and ".learn(" in code
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    if mlp_run:  # torch's own default (one thread per core), so that the block's choice of one thread shows
+        env.pop("OMP_NUM_THREADS", None)
+        code += "\nimport torch\nprint('TORCH_THREADS', torch.get_num_threads())\n"
     proc = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=tmp_path,
-        env=dict(os.environ, PYTHONWARNINGS="ignore"),
-        capture_output=True,
-        text=True,
-        timeout=600,
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    if mlp_run:  # a small MLP trains with one torch thread, the fast path on a CPU (docs/cli.md)
+        assert "TORCH_THREADS 1\n" in proc.stdout
     if index == 0:  # a readable result: one rounded line
         assert re.search(
             r"held-out return: mean \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\], "
@@ -281,6 +283,17 @@ def test_benchmarks_page_is_one_section_per_benchmark_with_its_provenance() -> N
         assert "command" in low and "commit" in low and "machine" in low, title
         assert re.search(r"^\|.*\|\n\|[ :-]+\|", section, flags=re.MULTILINE), title  # a table
         assert not re.search(r"^#{3} (?:Earlier|Previous|First round)", section, flags=re.MULTILINE), title
+        # the current figure only: no rounds, no dated sub-sections (history lives in benchmarks/results/)
+        assert not re.search(r"^(?:#+ )?Round \d", section, flags=re.MULTILINE), title
+        assert not re.search(r"^#{3,} .*\d{4}-\d{2}-\d{2}", section, flags=re.MULTILINE), title
     for target in re.findall(r"\]: \S+/blob/main/(benchmarks/results/history/\S+\.md)", page):
         assert (ROOT / target).is_file(), target
     assert len(list((ROOT / "benchmarks" / "results" / "history").glob("*.md"))) >= 6
+    # the Procgen throughput ratio has one home, and the Procgen notebook quotes it
+    procgen = [t for t in titles if t.startswith("Procgen throughput")]
+    assert procgen == ["Procgen throughput"], procgen
+    assert len([s for s in sections if "× stock" in s]) == 1
+    (headline,) = [line for line in page.splitlines() if line.startswith("| [Procgen throughput]")]
+    ratio = re.search(r"(\d\.\d\d–\d\.\d\d)× stock \(wall\)", headline)[1]  # type: ignore[index]
+    notebook = (ROOT / "examples" / "plr_procgen.ipynb").read_text()
+    assert f"{ratio}× stock" in notebook and "stock Procgen speed" not in notebook

@@ -108,12 +108,58 @@ def test_notebook_has_colab_badge_and_guarded_install(notebook: Path) -> None:
     source = "".join(install[0]["source"])
     # plr-gym is not on PyPI: nothing to do where it is importable; Colab installs from the repository, a
     # clone installs itself, and anywhere else the cell says what to do
-    extra = "procgen" if "procgen" in notebook.stem else "minigrid"
+    extra = (
+        "procgen" if "procgen" in notebook.stem else "minigrid"
+    ) + ",cli"  # cli: matplotlib for the plots
     assert 'if importlib.util.find_spec("plr_gym") is None:' in source
     assert "import google.colab" in source and "if IN_COLAB:" in source
     assert f'%pip install -q "plr-gym[{extra}] @ git+{url}"' in source
     assert f'%pip install -q "..[{extra}]"' in source
     assert f'pip install ".[{extra}]" (see the README' in source and "raise RuntimeError(" in source
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_install_cell_installs_every_module_the_notebook_imports(notebook: Path) -> None:
+    """What the install cell's extras bring (plr-gym's requirements and theirs, from the installed metadata)
+    covers every module the other cells import, apart from the standard library and Jupyter's IPython."""
+    import importlib.metadata as md
+
+    import tomllib
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    cells = json.loads(notebook.read_text())["cells"]
+    code = [c for c in cells if c["cell_type"] == "code"]
+    install = next(c for c in code if "pip install" in "".join(c["source"]))
+    (extras,) = set(re.findall(r'%pip install -q "plr-gym\[([\w,]+)\] @ git\+', "".join(install["source"])))
+    project = tomllib.loads((EXAMPLES.parent / "pyproject.toml").read_text())["project"]
+    wanted = list(project["dependencies"])
+    for extra in extras.split(","):
+        wanted += project["optional-dependencies"][extra]
+    provided: set[str] = set()
+    while wanted:  # plr-gym's requirements with those extras, and theirs (as installed here)
+        req = Requirement(wanted.pop())
+        name = canonicalize_name(req.name)
+        if name in provided or (req.marker is not None and not req.marker.evaluate({"extra": ""})):
+            continue
+        if name == "plr-gym":  # a self-reference (the `all` extra)
+            for extra in req.extras:
+                wanted += project["optional-dependencies"][extra]
+            continue
+        provided.add(name)
+        try:
+            wanted += [r for r in md.requires(req.name) or [] if "extra ==" not in r]
+        except md.PackageNotFoundError:  # not installed on this stack (e.g. Procgen's other build)
+            pass
+    source = "\n".join("".join(c["source"]) for c in code if c is not install)
+    modules = set(re.findall(r"^(?:import|from) (\w+)", source, flags=re.MULTILINE))
+    distributions = md.packages_distributions()
+    missing = {
+        m
+        for m in modules - set(sys.stdlib_module_names) - {"plr_gym", "IPython"}
+        if not {canonicalize_name(d) for d in distributions.get(m, [m])} & provided
+    }
+    assert not missing, f"the install cell's extras [{extras}] do not install {sorted(missing)}"
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
@@ -155,6 +201,9 @@ def test_notebook_runs(notebook: Path, tmp_path: Path, monkeypatch: pytest.Monke
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(notebook, as_version=4)
+    mlp = "MlpPolicy" in "".join(c.source for c in nb.cells)
+    if mlp:  # torch's own default (one thread per core), so that the notebook's choice of one thread shows
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     claims = sampler_claims(nb)
     nb.cells.append(nbformat.v4.new_code_cell(SAMPLER_REPORT))  # the settings the notebook's sampler has
     client = nbclient.NotebookClient(
@@ -166,6 +215,12 @@ def test_notebook_runs(notebook: Path, tmp_path: Path, monkeypatch: pytest.Monke
     )
     assert "held-out" in outputs
     assert "levels seen" in outputs
+    steps = int(tiny_env(notebook.stem)["PLR_GYM_EXAMPLE_STEPS"])
+    assert re.search(
+        rf"^ *[\d,]+ / {steps:,} steps, +\d+ s$", outputs, flags=re.MULTILINE
+    )  # training progress
+    if mlp:  # a small MLP trains with one torch thread (README and docs/cli.md: the fast path on a CPU)
+        assert "TORCH_THREADS 1\n" in outputs
     used = json.loads(outputs.split("SAMPLER ")[-1].splitlines()[0])
     for name, values in claims.items():
         assert values == {used[name]}, f"the text says {name} = {values}, the sampler has {used[name]}"
@@ -173,8 +228,10 @@ def test_notebook_runs(notebook: Path, tmp_path: Path, monkeypatch: pytest.Monke
 
 
 SAMPLER_REPORT = """import json
+import torch
 print("SAMPLER " + json.dumps({k: getattr(sampler, k) for k in
-      ("strategy", "score_transform", "temperature", "staleness_coef", "uniform_mass")}))"""
+      ("strategy", "score_transform", "temperature", "staleness_coef", "uniform_mass")}))
+print("TORCH_THREADS", torch.get_num_threads())"""
 
 
 def sampler_claims(nb: Any) -> dict[str, set[Any]]:

@@ -8,6 +8,7 @@ the suite (``make dist``), then points ``PLR_GYM_DIST`` at them; without it the 
 from __future__ import annotations
 
 import ast
+import datetime
 import functools
 import importlib.metadata
 import json
@@ -46,7 +47,8 @@ def test_the_version_is_written_in_one_place() -> None:
         for path in text_files()
         if re.search(r"""^\s*(__version__|version)\s*[:=]\s*["']?\d+\.\d+""", path.read_text(), re.MULTILINE)
     ]
-    assert written == ["src/plr_gym/_version.py"]
+    # CITATION.cff repeats it for citation tools (cffconvert, GitHub); test_citation_... keeps the two equal
+    assert sorted(written) == ["CITATION.cff", "src/plr_gym/_version.py"]
 
 
 # ------------------------------------------------------------------------------------------------ one URL
@@ -92,7 +94,11 @@ def test_citation_cites_the_library_and_the_paper() -> None:
     cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
     assert cff["cff-version"] == "1.2.0" and cff["type"] == "software" and cff["license"] == "MIT"
     assert cff["title"].startswith("plr_gym") and cff["authors"]
-    assert "version" not in cff  # the version lives in src/plr_gym/_version.py only
+    # the software's version is plr_gym's (src/plr_gym/_version.py), with the day it was set
+    from plr_gym._version import __version__
+
+    assert cff["version"] == __version__
+    assert isinstance(cff["date-released"], datetime.date) and cff["date-released"] <= datetime.date.today()
     (paper,) = cff["references"]
     assert paper["title"] == "Prioritized Level Replay" and paper["year"] == 2021
     assert [a["family-names"] for a in paper["authors"]] == ["Jiang", "Grefenstette", "Rocktäschel"]

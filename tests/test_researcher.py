@@ -316,11 +316,15 @@ def test_results_table_puts_the_baseline_beside_each_run(tmp_path: Path) -> None
     uniform = run("uniform", {"1": [0.6], "2": [0.5], "3": [0.1]})
     table, rows = results_table([plr, uniform])
     assert rows[0]["vs_baseline"] == pytest.approx(0.2)  # (0.3 + 0 + 0.3) / 3, paired by level
-    assert "held-out mean − uniform [95% CI]" in table
+    # one seed per method: the difference is shown, untested: no CI, no significance, no verdict
+    assert np.isnan(rows[0]["vs_baseline_lo"]) and np.isnan(rows[0]["vs_baseline_hi"])
+    assert "held-out mean − uniform (1 seed) |" in table and "[95% CI] | held-out IQM" not in table
     lines = table.splitlines()
-    assert lines[2].startswith("| plr | 1,000 | 0.600 [0.000, 1.000] | +0.200 [")
+    assert lines[2].startswith("| plr | 1,000 | 0.600 [0.000, 1.000] | +0.200 (1 seed, untested) |")
     assert "| 75% |" in lines[2]
     assert "(baseline)" in lines[3] and "| — |" in lines[3]  # uniform draws never use scores
+    assert "One seed per method: the difference from uniform is not tested" in table
+    assert "Verdict" not in table and "significant" not in table
 
 
 # --------------------------------------------------------------------------------------------------

@@ -165,6 +165,44 @@ def test_build_run_is_reproducible_from_its_seed() -> None:
     assert not all(np.array_equal(x, y) for x, y in zip(a, c))
 
 
+def test_build_run_sets_one_torch_thread_for_an_mlp_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fast path is the default (one thread for MiniGrid's MLP); an int or ``None`` (leave torch as it
+    is) opts out; a bad value is refused before anything is built."""
+    import torch
+
+    before = torch.get_num_threads()
+
+    def build(**kw: object) -> int:
+        run = build_run(
+            ENV, LevelSampler(levels=range(5), seed=0), seed=0, env_seed=0, eval_seed=1, n_envs=2,
+            hyperparameters=TINY, **kw,  # type: ignore[arg-type]
+        )  # fmt: skip
+        run.close()
+        return torch.get_num_threads()
+
+    limit = training.max_torch_threads()
+    try:
+        torch.set_num_threads(limit)
+        assert build() == 1  # "auto": an MLP gets one thread
+        torch.set_num_threads(limit)
+        assert build(torch_threads=None) == limit  # opt out: torch's setting stays
+        assert build(torch_threads=limit) == limit
+        built: list[str] = []
+        monkeypatch.setattr(training, "make_level_venv", lambda *a, **k: built.append("venv"))
+        for bad in (0, limit + 1, "1", 1.0, True):
+            with pytest.raises(
+                ValueError, match=rf"torch_threads must be 'auto', None .* int in 1\.\.{limit}"
+            ):
+                build_run(
+                    ENV, LevelSampler(levels=range(5)), seed=0, env_seed=0, eval_seed=1, torch_threads=bad
+                )
+        assert built == [] and torch.get_num_threads() == limit  # refused before any env was built
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_build_run_refuses_an_unknown_env_algorithm_or_sampler(monkeypatch: pytest.MonkeyPatch) -> None:
     from stable_baselines3.common.vec_env import DummyVecEnv
 

@@ -42,7 +42,6 @@ import contextlib
 import csv
 import dataclasses
 import errno
-import functools
 import importlib.util
 import io
 import json
@@ -325,22 +324,13 @@ def _make_progress_callback(total: int) -> Any:
 
 def _apply_torch_threads(requested: int | None, obs_space: Any) -> int:
     """Set torch's CPU threads: ``--torch-threads``, else :func:`plr_gym.training.default_torch_threads`
-    of the run's policy (1 for an MLP, torch's default for a CNN); returns the count in use."""
-    torch_default = _torch_default_threads()  # read before the first change
+    of the run's policy (1 for an MLP, torch's default for a CNN); returns the count in use
+    (:func:`plr_gym.training.apply_torch_threads`)."""
     policy, _ = training.policy_for(obs_space)
-    n = requested if requested is not None else training.default_torch_threads(policy)
-    n = min(torch_default, training.max_torch_threads()) if n is None else n
-    training.set_torch_threads(n)
-    return n
+    return training.apply_torch_threads("auto" if requested is None else requested, policy)
 
 
-@functools.cache
-def _torch_default_threads() -> int:
-    """torch's own thread count, read before this process first changes it (a CNN run after an MLP run in
-    one process gets torch's default back)."""
-    import torch
-
-    return int(torch.get_num_threads())
+_torch_default_threads = training.torch_default_threads
 
 
 def _has_modules(*names: str) -> bool:

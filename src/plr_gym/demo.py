@@ -150,22 +150,18 @@ def _final_matrix(out: Path, sampler: str, seeds: list[int]) -> tuple[list[int],
 
 
 def verdict(out: Path, seeds: list[int]) -> str:
-    """One line for a newcomer: PLR minus uniform on held-out levels, paired by level, with its 95% CI."""
-    from plr_gym.plotting import paired_difference
+    """One line for a newcomer: PLR minus uniform on held-out levels, paired by level, with its 95% CI over
+    seeds and levels (:func:`plr_gym.plotting.paired_verdict`, which ``plr-gym compare`` prints too); ``""``
+    for fewer than two seeds or a missing run."""
+    from plr_gym.plotting import paired_difference, paired_verdict
 
     plr, uni = _final_matrix(out, "plr", seeds), _final_matrix(out, "uniform", seeds)
-    if plr is None or uni is None:
+    if plr is None or uni is None or len(seeds) < 2:  # one seed per method: nothing to test
         return ""
     common = sorted(set(plr[0]) & set(uni[0]))
     pick = [[levels.index(lvl) for lvl in common] for levels in (plr[0], uni[0])]
     d = paired_difference(plr[1][:, pick[0]], uni[1][:, pick[1]])
-    lo, hi = d["mean_ci"]
-    gap = f"PLR {d['mean']:+.3f} held-out return vs uniform (95% CI [{lo:+.3f}, {hi:+.3f}], paired by level)"
-    if lo > 0:
-        return f"Verdict: PLR generalised better than uniform sampling: {gap}."
-    if hi < 0:
-        return f"Verdict: PLR generalised worse than uniform sampling: {gap}."
-    return f"Verdict: no significant difference between PLR and uniform sampling: {gap}."
+    return paired_verdict(d["mean"], d["mean_ci"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,6 +30,7 @@ __all__ = [
     "load_run",
     "merge_seeds",
     "paired_difference",
+    "paired_verdict",
     "plot_comparison",
     "plot_curriculum",
     "results_table",
@@ -184,6 +185,29 @@ def paired_difference(
     }
 
 
+def paired_verdict(mean: float, ci: tuple[float, float], method: str = "PLR") -> str:
+    """One line for a newcomer from a paired difference (``method`` minus uniform, :func:`paired_difference`
+    over **several seeds per method**): better, worse, or no significant difference at its 95% CI. The demo
+    and ``plr-gym compare`` print it; with one seed per method there is no verdict to give (the CI of one
+    run per method covers levels, not training seeds).
+
+    Example:
+        >>> paired_verdict(-0.005, (-0.029, 0.003))  # doctest: +NORMALIZE_WHITESPACE
+        'Verdict: no significant difference between PLR and uniform sampling: PLR -0.005 held-out return vs
+        uniform (95% CI [-0.029, +0.003], paired by level, over seeds and levels).'
+    """
+    lo, hi = ci
+    gap = (
+        f"{method} {mean:+.3f} held-out return vs uniform (95% CI [{lo:+.3f}, {hi:+.3f}], paired by level, "
+        "over seeds and levels)"
+    )
+    if lo > 0:
+        return f"Verdict: {method} generalised better than uniform sampling: {gap}."
+    if hi < 0:
+        return f"Verdict: {method} generalised worse than uniform sampling: {gap}."
+    return f"Verdict: no significant difference between {method} and uniform sampling: {gap}."
+
+
 def merge_seeds(runs: Sequence[Run]) -> Run:
     """One :class:`Run` from runs of the same configuration with different seeds.
 
@@ -257,9 +281,11 @@ def results_table(runs: Sequence[Run]) -> tuple[str, list[dict[str, Any]]]:
     row. "replay share" is the share of the sampler's draws that replayed a seen level by its score and
     staleness; it is "—" for uniform runs, whose draws never use the scores. When one run is the uniform
     baseline (``config["sampler"] == "uniform"``), every other run gets the column "held-out mean −
-    uniform": the difference of the final held-out means, paired by level, with a bootstrap 95% CI
-    (:func:`paired_difference`; over seeds and levels for runs merged from several seeds) when both runs
-    evaluated the same levels.
+    uniform": the difference of the final held-out means, paired by level, when both runs evaluated the
+    same levels. Its bootstrap 95% CI (:func:`paired_difference`, over seeds and levels) and a verdict line
+    (:func:`paired_verdict`) come only when both sides were merged from several seeds: with one seed per
+    method the difference is shown without CI and the table says it is untested (one training run per
+    method; a CI over levels alone says nothing about PLR against uniform).
     """
     rows: list[dict[str, Any]] = []
     baseline = next((run for run in runs if run.config.get("sampler") == "uniform"), None)
@@ -300,16 +326,21 @@ def results_table(runs: Sequence[Run]) -> tuple[str, list[dict[str, Any]]]:
         if baseline is not None and baseline is not run:
             diff = _difference(run, baseline)
             if diff is not None:
-                row["vs_baseline"], (row["vs_baseline_lo"], row["vs_baseline_hi"]) = diff
+                row["vs_baseline"] = diff[0]
+                if _tested(run, baseline):
+                    row["vs_baseline_lo"], row["vs_baseline_hi"] = diff[1]
         if run.scores is not None and run.scores.size:
             row["score_mean"] = float(run.scores.mean())
         else:
             row["score_mean"] = float("nan")
         rows.append(row)
     with_baseline = baseline is not None and len(runs) > 1
+    tested = {
+        id(run) for run in runs if baseline is not None and run is not baseline and _tested(run, baseline)
+    }
     header = "| run | steps | held-out mean [95% CI] |"
     if with_baseline:
-        header += " held-out mean − uniform [95% CI] |"
+        header += " held-out mean − uniform [95% CI] |" if tested else " held-out mean − uniform (1 seed) |"
     header += (
         " held-out IQM [95% CI] | held-out mean over training "
         "| train-level mean | levels seen | replay share | mean level score |"
@@ -325,6 +356,8 @@ def results_table(runs: Sequence[Run]) -> tuple[str, list[dict[str, Any]]]:
                 line += " (baseline) |"
             elif np.isnan(r["vs_baseline"]):
                 line += " — |"
+            elif np.isnan(r["vs_baseline_lo"]):
+                line += f" {r['vs_baseline']:+.3f} (1 seed, untested) |"
             else:
                 line += f" {r['vs_baseline']:+.3f} [{r['vs_baseline_lo']:+.3f}, {r['vs_baseline_hi']:+.3f}] |"
         share = "—" if np.isnan(r["replay_share"]) else f"{r['replay_share']:.0%}"
@@ -338,7 +371,29 @@ def results_table(runs: Sequence[Run]) -> tuple[str, list[dict[str, Any]]]:
         "95% CIs: percentile bootstrap over held-out levels"
         + ("; for several seeds, over seeds and levels." if any(r.n_seeds > 1 for r in runs) else ".")
     )
+    untested = [
+        run
+        for run, r in zip(runs, rows)
+        if run is not baseline and id(run) not in tested and not np.isnan(r["vs_baseline"])
+    ]
+    if untested:
+        one = all(run.n_seeds == 1 for run in untested) and baseline is not None and baseline.n_seeds == 1
+        lines.append(
+            ("One seed per method" if one else "One seed for uniform or for a method")
+            + ": the difference from uniform is not tested (a CI over held-out levels says nothing about "
+            "training seeds), so there is no verdict. For one, train several seeds of each: "
+            "plr-gym compare --run --seeds 0 1 2 ..."
+        )
+    for run, r in zip(runs, rows):
+        if id(run) in tested and not np.isnan(r["vs_baseline_lo"]):
+            method = "PLR" if len(tested) == 1 and run.config.get("sampler") == "plr" else run.label
+            lines.append(paired_verdict(r["vs_baseline"], (r["vs_baseline_lo"], r["vs_baseline_hi"]), method))
     return "\n".join(lines), rows
+
+
+def _tested(run: Run, baseline: Run) -> bool:
+    """Whether ``run`` minus ``baseline`` can be tested: several seeds on both sides."""
+    return run.n_seeds > 1 and baseline.n_seeds > 1
 
 
 def _difference(run: Run, baseline: Run) -> tuple[float, tuple[float, float]] | None:

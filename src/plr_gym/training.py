@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import functools
 import importlib.util
 import io
 import json
@@ -59,6 +60,7 @@ __all__ = [
     "SetupError",
     "TrainingRun",
     "algorithm_class",
+    "apply_torch_threads",
     "build_run",
     "default_torch_threads",
     "env_family",
@@ -76,6 +78,7 @@ __all__ = [
     "run_dir_name",
     "save_reward_normalization",
     "set_torch_threads",
+    "torch_default_threads",
     "write_csv",
     "write_json",
 ]
@@ -135,8 +138,8 @@ def env_family(env_id: str) -> str:
     ours = procgen_id_for(env_id)
     if ours is not None and ours != env_id:
         raise SetupError(
-            f"{env_id!r} is not plr_gym's Procgen env: use {ours!r}, whose reset(seed=s) plays level s "
-            "(PLR chooses levels through it)"
+            f"{env_id!r} is a legacy Procgen id; plr_gym's runs name each game one way: use {ours!r} "
+            "(whose reset(seed=s) plays level s, as PLR needs; distribution_mode 'easy' unless given)"
         )
     if env_id not in gym.registry:
         close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
@@ -559,7 +562,61 @@ def set_torch_threads(n: int | None) -> None:
         raise ValueError(f"n must be an int in 1..{limit} (this machine's CPUs) or None, got {n!r}")
     import torch
 
+    torch_default_threads()  # remember torch's own count before the first change
     torch.set_num_threads(n)
+
+
+@functools.cache
+def torch_default_threads() -> int:
+    """torch's own CPU thread count, as it was before plr_gym first changed it in this process (so a CNN
+    run after an MLP run in one process gets torch's default back)."""
+    import torch
+
+    return int(torch.get_num_threads())
+
+
+def apply_torch_threads(torch_threads: int | str | None, policy: str) -> int:
+    """Set torch's CPU threads for a run of ``policy`` (a name from :func:`policy_for`); return the count
+    now in use. The one rule behind :func:`build_run`'s ``torch_threads`` and ``plr-gym --torch-threads``.
+
+    :param torch_threads: ``"auto"``: :func:`default_torch_threads` (1 for an MLP; for a CNN torch's own
+        default, :func:`torch_default_threads`); an int in ``1..max_torch_threads()``: that many; ``None``:
+        leave torch's setting as it is (the opt-out, e.g. after your own ``torch.set_num_threads``).
+    :raises ValueError: any other ``torch_threads``, or a policy name that is not ``Mlp*``/``Cnn*``.
+
+    Example:
+        >>> import torch
+        >>> apply_torch_threads("auto", "MlpPolicy"), torch.get_num_threads()
+        (1, 1)
+    """
+    _check_torch_threads(torch_threads)
+    if torch_threads is None:
+        import torch
+
+        return int(torch.get_num_threads())
+    if torch_threads == "auto":
+        auto = default_torch_threads(policy)
+        n = min(torch_default_threads(), max_torch_threads()) if auto is None else auto
+    else:
+        default_torch_threads(policy)  # a known policy name, as for "auto"
+        n = int(torch_threads)
+    set_torch_threads(n)
+    return n
+
+
+def _check_torch_threads(torch_threads: object) -> None:
+    limit = max_torch_threads()
+    if torch_threads is None or torch_threads == "auto":
+        return
+    if (
+        isinstance(torch_threads, bool)
+        or not isinstance(torch_threads, int)
+        or not 1 <= torch_threads <= limit
+    ):
+        raise ValueError(
+            f"torch_threads must be 'auto', None (leave torch as it is) or an int in 1..{limit} (this "
+            f"machine's CPUs), got {torch_threads!r}"
+        )
 
 
 @dataclass
@@ -634,6 +691,7 @@ def build_run(
     time_limit: str = "bootstrap",
     residual_skip: str = "identity",
     load_path: str | os.PathLike[str] | None = None,
+    torch_threads: int | str | None = "auto",
 ) -> TrainingRun:
     """Build the training env (with PLR), the evaluation env and the model of one run, in this order.
 
@@ -671,6 +729,10 @@ def build_run(
     :param load_path: continue a saved model (``algo``'s ``load``) instead of building a new one; the
         hyperparameters are the saved model's (reward-normalisation statistics: see
         :func:`load_reward_normalization`).
+    :param torch_threads: torch's CPU threads, set once the run is built (:func:`apply_torch_threads`):
+        ``"auto"`` (default) one thread for an MLP policy (MiniGrid: several times less CPU for the same
+        steps per second, docs/cli.md), torch's default for a CNN; an int sets that many; ``None``
+        leaves torch's setting alone.
     :raises SetupError: an unknown env or algorithm, env options the env does not take, or a sampler that
         does not fit the env. The envs built so far are closed on any error.
     """
@@ -680,6 +742,7 @@ def build_run(
     from plr_gym.wrappers.sb3 import PrioritizedLevelReplay
 
     algo_cls = algorithm_class(algo)
+    _check_torch_threads(torch_threads)
     hyper = Hyperparameters() if hyperparameters is None else hyperparameters
     update = hyper.level_replay_update()
     if update and algo != "ppo":
@@ -755,6 +818,7 @@ def build_run(
         venv.close()
         eval_venv.close()
         raise
+    apply_torch_threads(torch_threads, policy_for(venv.observation_space)[0])
     return TrainingRun(venv=venv, eval_venv=eval_venv, model=model)
 
 

@@ -2,7 +2,8 @@
 
 Importing this package is cheap: it registers ``plr_gym/maze-v0`` (:mod:`plr_gym.envs.maze`, an editable
 MiniGrid maze for open-ended curricula) and ``plr_gym/procgen-<game>-v0`` for the 16 Procgen games
-(:data:`~plr_gym.envs.procgen.GAMES`; ``gymnasium.make_vec(id, num_envs=N,
+(:data:`~plr_gym.envs.procgen.GAMES`; stock Procgen's legacy ids ``procgen-<game>-v0`` build the same
+env with stock Procgen's default ``distribution_mode="hard"``; ``gymnasium.make_vec(id, num_envs=N,
 vectorization_mode="vector_entry_point")`` builds the batched :class:`ProcgenVectorEnv`, one Procgen
 C environment of ``N`` games) and imports Procgen only when such an env is built, so it works without the
 ``procgen`` extra installed (building one then raises an ``ImportError`` saying what to install). Procgen
@@ -45,14 +46,20 @@ def procgen_env_id(game: str) -> str:
 
 def _register_procgen() -> None:
     for game in GAMES:
-        env_id = procgen_env_id(game)
-        if env_id not in gym.registry:  # importing twice (e.g. importlib.reload) must not re-register
-            gym.register(
-                id=env_id,
-                entry_point="plr_gym.envs._frames:make_procgen_level_env",  # ProcgenLevelEnv
-                vector_entry_point="plr_gym.envs.procgen_vector:ProcgenVectorEnv",
-                kwargs={"game": game},
-            )
+        # plr_gym's id, and stock Procgen's legacy gym id with stock Procgen's default mode ("hard"): the
+        # same env either way (procgen-mirror registers its ids with the legacy gym, procgen-gym namespaces
+        # its own as procgen_gym/..., so the plain legacy id is free in Gymnasium's registry)
+        for env_id, kwargs in (
+            (procgen_env_id(game), {"game": game}),
+            (f"procgen-{game}-v0", {"game": game, "distribution_mode": "hard"}),
+        ):
+            if env_id not in gym.registry:  # importing twice (e.g. importlib.reload) must not re-register
+                gym.register(
+                    id=env_id,
+                    entry_point="plr_gym.envs._frames:make_procgen_level_env",  # ProcgenLevelEnv
+                    vector_entry_point="plr_gym.envs.procgen_vector:ProcgenVectorEnv",
+                    kwargs=kwargs,
+                )
 
 
 _register_procgen()

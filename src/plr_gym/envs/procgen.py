@@ -122,6 +122,19 @@ def _check_level(value: object, name: str) -> int:
     return check_level_id(value, name, high=MAX_LEVEL, what="a Procgen level seed")
 
 
+def _check_seed(value: object) -> int:
+    """A reset ``seed``: any int >= 0 (a level up to :data:`MAX_LEVEL`, else an RNG seed only)."""
+    if type(value) is int and 0 <= value <= MAX_LEVEL:
+        return value
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
+        raise TypeError(f"seed must be an int >= 0, got {value!r} ({type(value).__name__})")
+    if value < 0:
+        raise ValueError(
+            f"seed must be an int >= 0 (a level up to 2**31 - 1, or a larger RNG seed), got {int(value)}"
+        )
+    return int(value)
+
+
 def _check_count(value: object, name: str, meaning: str) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int >= 0 {meaning}, got {value!r}")
@@ -265,10 +278,14 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
 
     1. ``reset(options={"level": s})`` — the plr_gym convention (``seed``, if also given, only seeds
        :attr:`np_random`);
-    2. ``reset(seed=s)`` — level ``s``; also seeds :attr:`np_random`, as in any Gymnasium env;
+    2. ``reset(seed=s)`` with ``s <= MAX_LEVEL`` (``2**31 - 1``) — level ``s``; also seeds
+       :attr:`np_random`, as in any Gymnasium env;
     3. ``reset()`` — a level drawn uniformly by :attr:`np_random` from ``[start_level, start_level +
        num_levels)``, like Procgen's own ``num_levels``/``start_level`` (``num_levels=0``: every level
        ``[0, 2**31 - 1)``). So ``reset(seed=k)`` followed by ``reset()`` calls is a reproducible sequence.
+       A larger seed ``s > MAX_LEVEL`` is no level: it only seeds :attr:`np_random`, and the level is drawn
+       as here (Stable-Baselines3's unseeded ``make_vec_env`` passes seeds up to ``2**32 + n_envs - 2``).
+       :class:`~plr_gym.LevelWrapper` refuses such a seed as a level, since no Procgen level has it.
 
     Observations are the ``(64, 64, 3)`` ``uint8`` RGB frames Procgen gives agents; actions are Procgen's 15
     discrete actions. ``info["level"]`` is the current level on every reset and step;
@@ -455,7 +472,8 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
     ) -> tuple[ObsType, dict[str, Any]]:
         """Start an episode on a level: ``options["level"]``, else ``seed``, else one drawn by ``np_random``.
 
-        :param seed: the level to play (when ``options`` has no ``"level"``); also seeds ``np_random``.
+        :param seed: a non-negative int: the level to play when ``seed <= MAX_LEVEL`` and ``options`` has
+            no ``"level"``; always seeds ``np_random`` (a larger seed only seeds it: the level is drawn).
         :param options: ``{"level": s}`` selects level ``s``; no other keys are understood.
         :return: the level's first observation and ``{"level": s}``.
         """
@@ -471,10 +489,10 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
             if "level" in options:
                 level = _check_level(options["level"], "options['level']")
         if seed is not None:
-            seed = _check_level(seed, "seed")
+            seed = _check_seed(seed)
         super().reset(seed=seed)
         if level is None:
-            if seed is not None:
+            if seed is not None and seed <= MAX_LEVEL:
                 level = seed
             else:
                 level = int(self.np_random.integers(self._level_low, self._level_high))

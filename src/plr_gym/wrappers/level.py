@@ -149,7 +149,9 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
     ``env.reset(seed=L)``; any other level (a dict, an array: levels from an open-ended generator) with
     ``env.reset(options={"level": level})``, which the wrapped env must understand: if its ``reset`` never
     looks up ``options["level"]``, the level was not played and the reset raises ``ValueError``. Other
-    ``options`` keys are passed through.
+    ``options`` keys are passed through. An env that reports the level it played in ``info["level"]``
+    (plr_gym's Procgen envs) is held to it: another int level there also raises ``ValueError`` (a Procgen
+    seed above ``2**31 - 1`` only seeds the env's RNG, so it is no level).
 
     ``info["level"]`` is set on the reset and on every step of the episode, including the step that ends
     it. :attr:`level` holds the current episode's level.
@@ -249,6 +251,13 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
                     "of that kind (never None)"
                 )
         _check_info(self.env, "reset", info)
+        played = info.get("level", level)
+        if is_int_level(level) and is_int_level(played) and int(played) != level:
+            # e.g. plr_gym/procgen-*: a seed above its last level (2**31 - 1) only seeds its RNG
+            raise ValueError(
+                f"{self.env} cannot play level {level}: reset(seed={level}) played its level {played} "
+                "instead (info['level']); choose levels the env has (Procgen: 0..2**31 - 1)"
+            )
         self._level = level
         # a new dict: an env may return one dict object from every call and every instance (sub-envs
         # sharing it would each report the last writer's level)
