@@ -490,8 +490,8 @@ def main(argv: list[str] | None = None) -> int:
         "--time-limit-steps",
         type=int,
         default=None,
-        help="end episodes at this many steps (default: the game's own limit, 1,000 or 500, which the initial "
-        "policy rarely reaches): makes the recorded rollout hold time-limit endings",
+        help="end episodes at this many steps (default: the game's own limit, 1,000 or 500, which "
+        "the initial policy rarely reaches): makes the recorded rollout hold time-limit endings",
     )
     p.add_argument("--quick", action="store_true", help="8 envs x 64 steps, BigFish, PLR")
     p.add_argument("--out", type=Path, default=None, help="write the tables and facts as JSON here")
