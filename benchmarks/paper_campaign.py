@@ -539,6 +539,8 @@ def budget(args: argparse.Namespace, extra: list[str]) -> list[str]:
         f"{SAVE_MINUTES} min"
     ]
     rate, source = args.steps_per_second, "--steps-per-second"
+    if rate is not None and not (math.isfinite(rate) and rate > 0):
+        raise SystemExit(f"--steps-per-second must be a number > 0, got {rate}")
     if rate is None:
         measured = [r["steps_per_s"] for r in collect(Path(args.out), target) if r["steps_per_s"]]
         if measured:

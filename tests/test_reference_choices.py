@@ -357,3 +357,31 @@ def test_resume_of_a_run_from_before_the_choices_needs_their_defaults(tmp_path: 
     assert "started before --value-loss existed" in err and "--value-loss mse" in err
     code, _, err = run_cli(resume, capsys)
     assert code == 0, err
+
+
+def test_commit_with_an_outcome_strategy_is_refused_before_the_run_directory(
+    tmp_path: Path, capsys: Any
+) -> None:
+    from conftest import run_cli
+
+    out = tmp_path / "run"
+    code, _, err = run_cli(
+        ["train", "MiniGrid-Empty-5x5-v0", "--preset", "paper-minigrid", "--strategy", "learnability",
+         "--out", str(out), "--quiet"],
+        capsys,
+    )  # fmt: skip
+    assert code == 2 and "--partial-episodes commit" in err and "--partial-episodes stitch" in err
+    assert not out.exists()
+
+
+def test_minibatches_of_one_need_no_advantage_normalisation() -> None:
+    from plr_gym.cli import CLIError, _check_train_args, build_parser
+
+    def check(*extra: str) -> None:
+        args = build_parser().parse_args(["train", "MiniGrid-Empty-5x5-v0", "--batch-size", "1", *extra])
+        _check_train_args(args)
+
+    for mode in ("minibatch", "rollout"):
+        with pytest.raises(CLIError, match=f"--advantage-normalization {mode}"):
+            check("--advantage-normalization", mode)
+    check("--advantage-normalization", "none")  # accepted: SB3 and LevelReplayPPO take minibatches of 1

@@ -60,6 +60,7 @@ import numpy as np
 
 from plr_gym import training
 from plr_gym.run import DEFAULT_KEEP, DEFAULT_SAVE_FREQ
+from plr_gym.scoring import OUTCOME_STRATEGIES
 from plr_gym.training import ALGORITHMS, ENCODERS, VEC_ENVS, SetupError
 
 __all__ = [
@@ -597,10 +598,16 @@ def _check_train_args(args: argparse.Namespace) -> tuple[list[int], list[int], A
             f"(e.g. {overlap[0]}); training levels are "
             f"{args.level_start}:{args.level_start + args.num_levels}"
         )
-    if args.algo != "a2c" and args.batch_size < 2 and getattr(args, "normalize_advantage", True):
+    if args.algo != "a2c" and args.batch_size < 2 and args.advantage_normalization != "none":
         raise CLIError(
-            f"--batch-size must be at least 2, got {args.batch_size}: PPO normalizes the advantages over "
-            "each minibatch (SB3 refuses a minibatch of 1)"
+            f"--batch-size must be at least 2, got {args.batch_size}: SB3's PPO refuses a minibatch of 1 "
+            f"while it normalises advantages (--advantage-normalization {args.advantage_normalization}); "
+            "give --advantage-normalization none for minibatches of 1"
+        )
+    if args.partial_episodes == "commit" and args.strategy in OUTCOME_STRATEGIES:
+        raise CLIError(
+            f"--partial-episodes commit (which the paper presets set) scores unfinished episodes, which have "
+            f"no outcome for --strategy {args.strategy}: give --partial-episodes stitch"
         )
     if args.algo != "a2c" and args.batch_size > args.n_steps * args.n_envs:
         raise CLIError(
@@ -817,7 +824,9 @@ def _writer_thread_errors_in_main() -> Iterator[None]:
     previous = threading.excepthook
 
     def hook(info: Any) -> None:
-        if not (type(info.thread).__name__ == "_AsyncWriterThread" and isinstance(info.exc_value, OSError)):
+        exc = info.exc_value
+        disk_full = isinstance(exc, OSError) and exc.errno in _DISK_FULL
+        if not (type(info.thread).__name__ == "_AsyncWriterThread" and disk_full):
             previous(info)
 
     threading.excepthook = hook

@@ -399,7 +399,8 @@ class LevelSourceActor:
         if self._reported:  # joined again after a restart: applied, but reported once only
             again = [j for j in joined if str(j[2]) in self._reported]
             self._reported.difference_update(str(j[2]) for j in again)
-            joined = [j for j in joined if j not in again]
+            again_ids = {str(j[2]) for j in again}  # by episode id: levels may be arrays
+            joined = [j for j in joined if str(j[2]) not in again_ids]
             report = {"joined": joined, "unscored": result.unscored, "errors": refused}
             return len(joined) + len(again), report
         return len(joined), {"joined": joined, "unscored": result.unscored, "errors": refused}

@@ -814,11 +814,11 @@ def build_run(
                 **hyper.for_algorithm(algo),
                 **update,
             )
+        apply_torch_threads(torch_threads, policy_for(venv.observation_space)[0])
     except BaseException:
         venv.close()
         eval_venv.close()
         raise
-    apply_torch_threads(torch_threads, policy_for(venv.observation_space)[0])
     return TrainingRun(venv=venv, eval_venv=eval_venv, model=model)
 
 

@@ -351,11 +351,14 @@ class PromptCurriculumMixin:
                 )
         config_reward = getattr(config, "curriculum_reward", None)
         if config_reward is not None:
+            # TrlParser gives strings: "0" names the first reward function, as the int 0 does
+            if isinstance(config_reward, str) and config_reward.isdigit():
+                config_reward = int(config_reward)
             if curriculum_reward is not None and curriculum_reward != config_reward:
                 raise ValueError(
                     f"curriculum_reward={curriculum_reward!r} differs from the config's {config_reward!r}"
                 )
-            curriculum_reward = int(config_reward) if config_reward.isdigit() else config_reward
+            curriculum_reward = config_reward
         if not isinstance(curriculum, PromptCurriculum):
             raise TypeError(f"curriculum must be a PromptCurriculum, got {type(curriculum).__name__}")
         if curriculum.num_prompts != len(dataset):
