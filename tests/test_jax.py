@@ -373,6 +373,7 @@ class _Recorder:
 
 SCORER_CASES = [
     ("value_l1", "stitch"),
+    ("value_l1", "commit"),
     ("positive_value_loss", "commit"),
     ("max_mc", "stitch"),
     ("max_mc", "commit"),
@@ -415,6 +416,7 @@ def test_jax_scorer_equals_the_numpy_episode_scorer_on_the_same_rollouts(
             "values": values,
             "advantages": advantages,
             "successes": successes,
+            "last_values": rng.normal(size=n_envs),
         }
         before = len(recorder.scores)
         ref.process_rollout(**arrays)

@@ -15,9 +15,10 @@ strategy                   score of one episode
 
 ``partial_episodes="stitch"`` (default) keeps an episode that runs past the rollout's end open and scores
 it once, over all its steps, when it completes; ``"commit"`` scores the running chunk at the rollout's
-end (level-replay's behaviour) and its continuation as an episode of its own. The scores come out in the
-numpy scorer's order (env by env, episodes in time order), as fixed-size arrays with a mask, ready for
-:meth:`plr_gym.jax.LevelSampler.update`.
+end (level-replay's behaviour: reported after the completed episodes, not when its score is 0, and for
+``value_l1`` with level-replay's extra row ``|0 - V(s_T)|``) and its continuation as an episode of its
+own. The scores come out in the numpy scorer's order (env by env, episodes in time order), as fixed-size
+arrays with a mask, ready for :meth:`plr_gym.jax.LevelSampler.update`.
 
 Declared difference: an episode with an unknown outcome (``successes`` NaN at its end) is not reported
 and counts in ``num_dropped`` (the numpy scorer raises ``ValueError``).
@@ -34,7 +35,7 @@ import jax
 import jax.numpy as jnp
 
 from plr_gym.jax._common import float_dtype, int_dtype
-from plr_gym.scoring import PARTIAL_EPISODES
+from plr_gym.scoring import PARTIAL_EPISODES, REFERENCE_TAIL_STRATEGIES
 
 __all__ = ["JAX_STRATEGIES", "EpisodeScorer", "ScorerState"]
 
@@ -74,6 +75,8 @@ class _Chunk(NamedTuple):
     mean_value: Array
     ret: Array
     outcome: Array
+    steps: Array  # the chunk's steps
+    running: Array  # a committed chunk of an episode still running at the rollout's end
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,6 +182,8 @@ class EpisodeScorer:
                 mean_value=s_val / n,
                 ret=r,
                 outcome=outcome,
+                steps=n,
+                running=commit & last & ~end,
             )
             n = jnp.where(end | (commit & last), 0, n)
             return (observed, level, s_term, s_val, r, n), chunk
@@ -216,12 +221,15 @@ class EpisodeScorer:
         values: Array,
         advantages: Array | None = None,
         successes: Array | None = None,
+        last_values: Array | None = None,
     ) -> tuple[ScorerState, Array, Array, Array]:
         """Score the episodes that complete in this rollout (arrays as :meth:`plr_gym.scoring.EpisodeScorer.
-        process_rollout`: ``(T, N)``, ``dones`` ``(N,)`` for the last step or ``(T, N)`` for every step).
+        process_rollout`: ``(T, N)``, ``dones`` ``(N,)`` for the last step or ``(T, N)`` for every step;
+        ``last_values`` ``(N,)``, ``V(s_T)``, default 0, read by ``"commit"``'s ``value_l1`` chunks).
 
         :return: ``(state, levels, scores, mask)``, each of ``N·T`` entries in the numpy scorer's order
-            (env by env, in time order); ``mask`` marks the reported episodes.
+            (env by env, in time order; with ``"commit"`` the running chunks after every completed
+            episode, env by env); ``mask`` marks the reported episodes.
         """
         fdt = float_dtype()
         starts = jnp.asarray(episode_starts, bool)
@@ -269,6 +277,18 @@ class EpisodeScorer:
             scores = jnp.where(flat.outcome == 1.0, 1.0, 0.0)
         else:
             scores = flat.mean_term
+        out_levels = flat.level
+        if self.partial_episodes == "commit":  # as level-replay (plr_gym.scoring.EpisodeScorer)
+            running = flat.running
+            if self.strategy in REFERENCE_TAIL_STRATEGIES:  # one more row: |0 - V(s_T)|
+                boot = jnp.zeros(n_envs, fdt) if last_values is None else jnp.asarray(last_values, fdt)
+                tail = jnp.abs(jnp.repeat(boot.reshape(n_envs), n_steps))
+                steps = flat.steps.astype(fdt)
+                scores = jnp.where(running, (flat.mean_term * steps + tail) / (steps + 1.0), scores)
+            emit = emit & ~(running & (scores == 0.0))  # a zero chunk is not committed
+            size = n_steps * n_envs
+            order = jnp.argsort(running.astype(int_dtype()) * size + jnp.arange(size))  # chunks last
+            out_levels, scores, emit = out_levels[order], scores[order], emit[order]
         active, level, s_term, s_val, r, n = final
         new_state = ScorerState(
             active=active,
@@ -281,4 +301,4 @@ class EpisodeScorer:
             num_scored=state.num_scored + emit.sum(),
             num_dropped=num_dropped.astype(state.num_dropped.dtype),
         )
-        return new_state, flat.level, jnp.where(emit, scores, 0.0), emit
+        return new_state, out_levels, jnp.where(emit, scores, 0.0), emit
