@@ -501,10 +501,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
+    commit = git_commit()  # the code compared: HEAD when the run starts
     lr = import_level_replay(args.level_replay.resolve())
     results = []
     worst = 0.0
-    print(f"# plr_gym {git_commit()} against level-replay ({args.level_replay})")
+    print(f"# plr_gym {commit} against level-replay ({args.level_replay})")
     print(f"# {cpu_model()}, load {load_average()}")
     for game in args.games:
         for sampler in args.samplers:
@@ -531,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({
-            "commit": git_commit(), "cpu": cpu_model(), "n_envs": args.n_envs, "n_steps": args.n_steps,
+            "commit": commit, "cpu": cpu_model(), "n_envs": args.n_envs, "n_steps": args.n_steps,
             "warmup": args.warmup, "seed": args.seed, "ours": args.ours, "tolerance": args.tolerance,
             "time_limit_steps": args.time_limit_steps,
             "results": results,
