@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -385,3 +386,26 @@ def test_minibatches_of_one_need_no_advantage_normalisation() -> None:
         with pytest.raises(CLIError, match=f"--advantage-normalization {mode}"):
             check("--advantage-normalization", mode)
     check("--advantage-normalization", "none")  # accepted: SB3 and LevelReplayPPO take minibatches of 1
+
+
+def test_the_harness_maps_every_policy_parameter_to_one_of_level_replays() -> None:
+    """benchmarks/reference_equivalence.py loads plr_gym's initial weights into level-replay's Policy by
+    name; every parameter of ImpalaCnnPolicy needs exactly one counterpart (level-replay is not here)."""
+    import importlib.util
+
+    from plr_gym.policies import ImpalaCnnPolicy
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "reference_equivalence.py"
+    spec = importlib.util.spec_from_file_location("reference_equivalence", path)
+    assert spec is not None and spec.loader is not None
+    harness = importlib.util.module_from_spec(spec)
+    sys.modules["reference_equivalence"] = harness  # its dataclasses look their module up
+    spec.loader.exec_module(harness)
+    policy = ImpalaCnnPolicy(
+        spaces.Box(0, 255, (3, 64, 64), np.uint8), spaces.Discrete(15), lr_schedule=lambda _: 5e-4
+    )
+    names = [harness.reference_name(n) for n, _ in policy.named_parameters()]
+    assert (
+        len(names) == len(set(names)) == 36
+    )  # 15 convolutions, fc, critic and the logits' layer: weight + bias
+    assert "base.layer2.3.conv1.weight" in names and "dist.linear.bias" in names and "base.fc.weight" in names
