@@ -18,8 +18,9 @@ With the defaults (``value_loss="mse"``, ``advantage_normalization="minibatch"``
 trains exactly as SB3's ``PPO``. ``plr-gym train --preset paper-procgen`` selects level-replay's two
 choices (``--value-loss clipped_max --advantage-normalization rollout``).
 
-:meth:`LevelReplayPPO.train` is SB3's ``PPO.train`` (SB3 :data:`SUPPORTED_SB3`, whose source hashes to
-:data:`UPSTREAM_TRAIN_SHA256`, checked by the test suite) with three marked changes (``# PLR:``).
+:meth:`LevelReplayPPO.train` is SB3's ``PPO.train`` (the SB3 releases of
+``plr_gym.replay.algorithms.SUPPORTED_SB3``, whose source hashes to :data:`UPSTREAM_TRAIN_SHA256`, checked
+by the test suite) with three marked changes (``# PLR:``).
 ``benchmarks/reference_equivalence.py`` runs one whole update of this class and of level-replay's code
 from the same weights and data and prints the differences.
 
@@ -33,11 +34,9 @@ Example:
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
-import stable_baselines3
 import torch as th
 from gymnasium import spaces
 from stable_baselines3 import PPO
@@ -45,7 +44,7 @@ from stable_baselines3.common.utils import explained_variance
 from torch.nn import functional as F
 
 from plr_gym.reference import ADVANTAGE_NORMALIZATIONS, VALUE_LOSSES
-from plr_gym.replay.algorithms import SUPPORTED_SB3
+from plr_gym.replay.algorithms import warn_if_sb3_unsupported
 
 __all__ = [
     "ADVANTAGE_NORMALIZATIONS",
@@ -143,15 +142,7 @@ class LevelReplayPPO(PPO):
         super().__init__(*args, **kwargs)
 
     def _setup_model(self) -> None:
-        version = ".".join(stable_baselines3.__version__.split(".")[:2])
-        if version not in SUPPORTED_SB3:
-            warnings.warn(
-                f"LevelReplayPPO.train() mirrors SB3 {'/'.join(SUPPORTED_SB3)}'s PPO.train(); the installed "
-                f"SB3 is {stable_baselines3.__version__}. Check the upstream train() for changes "
-                "(tests/test_ppo.py compares source hashes).",
-                UserWarning,
-                stacklevel=2,
-            )
+        warn_if_sb3_unsupported("LevelReplayPPO", "tests/test_reference_choices.py")
         super()._setup_model()
 
     def train(self) -> None:

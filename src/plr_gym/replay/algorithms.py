@@ -62,6 +62,20 @@ UPSTREAM_TRAIN_SHA256 = {
 }
 
 
+def warn_if_sb3_unsupported(owner: str, tests: str) -> None:
+    """Warn (``UserWarning``) when the installed SB3 is not one of :data:`SUPPORTED_SB3`, whose ``train()``
+    the copy in ``owner`` mirrors; ``tests`` names the test file that compares the source hashes."""
+    version = ".".join(stable_baselines3.__version__.split(".")[:2])
+    if version not in SUPPORTED_SB3:
+        warnings.warn(
+            f"{owner}.train() mirrors SB3 {'/'.join(SUPPORTED_SB3)}'s train(); the installed SB3 is "
+            f"{stable_baselines3.__version__}. Check the upstream train() for changes ({tests} compares "
+            "source hashes).",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
 class PrioritizedReplayMixin(OffPolicyAlgorithm):
     """
     Sets up a prioritized buffer for an SB3 off-policy algorithm and gives its ``train()`` access to it.
@@ -86,15 +100,7 @@ class PrioritizedReplayMixin(OffPolicyAlgorithm):
     """
 
     def _setup_model(self) -> None:
-        version = ".".join(stable_baselines3.__version__.split(".")[:2])
-        if version not in SUPPORTED_SB3:
-            warnings.warn(
-                f"{type(self).__name__}.train() mirrors SB3 {'/'.join(SUPPORTED_SB3)}'s train(); "
-                f"the installed SB3 is {stable_baselines3.__version__}. Check the upstream train() for "
-                "changes (tests/test_per_algorithms.py compares source hashes).",
-                UserWarning,
-                stacklevel=2,
-            )
+        warn_if_sb3_unsupported(type(self).__name__, "tests/test_per_algorithms.py")
         if self.replay_buffer_class is None:
             if isinstance(self.observation_space, spaces.Dict):
                 self.replay_buffer_class = PrioritizedDictReplayBuffer
