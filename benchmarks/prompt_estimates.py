@@ -26,7 +26,8 @@ Arms, on the same prompts and the same budget (``steps`` steps of ``B`` prompts)
 
 - ``uniform``: shuffled epochs over the prompts (TRL's default order);
 - ``oracle``: the library's rule with the true pass rates: draws ``∝ (1 − λ)·p(1 − p)/Σ p(1 − p) + λ/N``
-  with ``λ = 0.1`` (the default ``uniform_mass``), with replacement, every prompt known from the start;
+  with ``λ = 0.1`` (the default ``uniform_mass`` when the study began; fixed since), with replacement, every
+  prompt known from the start; ``oracle_u0``: the same with ``λ = 0`` (reported beside it from round 3);
 - every other arm: :class:`plr_gym.prompts.PromptCurriculum` with the keyword arguments in ``ARMS``
   (``default``: none), fed every group with ``observe(..., groups=)``.
 
@@ -138,10 +139,40 @@ ROUND2_ARMS = [
     "un100_rp0.8",
     "un50_difficulty",
 ]
-#: the study's seeds, fixed in the plan (exploration before it used seeds 100-102); round 2: 10-19
+#: round 3 (plan amendment in docs/prompts.md): no uniform floor (ageing re-measures instead), fewer draws on
+#: unseen prompts, shorter half-lives; ``oracle_u0`` (the oracle without its floor) is reported, not decided
+#: on
+ARMS.update(
+    {
+        "oracle_u0": None,
+        "u0": {"uniform_mass": 0.0},
+        "u0_rp0.6": {"uniform_mass": 0.0, "replay_prob": 0.6},
+        "u0_rp0.7": {"uniform_mass": 0.0, "replay_prob": 0.7},
+        "u0_rp0.6_h40": {"uniform_mass": 0.0, "replay_prob": 0.6, "evidence_half_life": 40.0},
+        "u0_rp0.7_h40": {"uniform_mass": 0.0, "replay_prob": 0.7, "evidence_half_life": 40.0},
+        "u0.02_rp0.7_h40": {"uniform_mass": 0.02, "replay_prob": 0.7, "evidence_half_life": 40.0},
+    }
+)
+ROUND3_ARMS = [
+    "uniform",
+    "oracle",
+    "oracle_u0",
+    "default",
+    "u0",
+    "u0_rp0.6",
+    "u0_rp0.7",
+    "u0_rp0.6_h40",
+    "u0_rp0.7_h40",
+    "u0.02_rp0.7_h40",
+]
+#: the study's seeds, fixed in the plan (exploration before it used seeds 100-102); round 2: 10-19;
+#: round 3: 20-29 (its exploration used seeds 100-106)
 STUDY_SEEDS = list(range(10))
 ROUND2_SEEDS = list(range(10, 20))
-ORACLE_UNIFORM_MASS = 0.1
+ROUND3_SEEDS = list(range(20, 30))
+#: the oracles' uniform floor ``λ``: ``oracle`` (the study's reference, fixed since round 1) and ``oracle_u0``
+ORACLES: dict[str, float] = {"oracle": 0.1, "oracle_u0": 0.0}
+ORACLE_UNIFORM_MASS = ORACLES["oracle"]
 #: post-hoc diagnostics, not in the study: the oracle's rule over the *measured* prompts only, with the
 #: curriculum's exploration of unseen prompts (``replay_prob``): what discovering the prompts costs
 DIAGNOSTICS: dict[str, float] = {"oracle_measured": 0.5, "oracle_measured_rp0.8": 0.8}
@@ -223,10 +254,11 @@ def run(learner_name: str, arm: str, *, n: int, g: int, b: int, steps: int, seed
                 ]
             ).astype(np.int64)
             seen[ids] = True
-        else:  # oracle
+        else:  # an oracle
             p = learner.p()
             v = p * (1.0 - p)
-            w = (1.0 - ORACLE_UNIFORM_MASS) * v / v.sum() + ORACLE_UNIFORM_MASS / n
+            lam = ORACLES[arm]
+            w = (1.0 - lam) * v / v.sum() + lam / n
             ids = arm_rng.choice(n, size=b, p=w / w.sum())
         out = learner.generate(ids, g, outcome_rng)
         if cur is not None:
@@ -285,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     n, steps = (300, 60) if args.quick else (2000, 500)
     g, b = 8, 32
     seeds = args.seeds or ([0, 1] if args.quick else STUDY_SEEDS)
-    round1 = [a for a in ARMS if a not in ROUND2_ARMS or a in ("uniform", "oracle", "default")]
+    later = set(ROUND2_ARMS + ROUND3_ARMS) - {"uniform", "oracle", "default"}
+    round1 = [a for a in ARMS if a not in later]
     arms = list(args.arms or (["uniform", "oracle", "default"] if args.quick else round1))
     arms += [item.partition("=")[0] for item in args.extra]
     for must in ("uniform", "oracle"):
@@ -358,6 +391,30 @@ def main(argv: list[str] | None = None) -> int:
             cells = [t_interval(by[(name, arm)] - by[(name, "default")]) for name in learners]
             lines.append(
                 f"| {arm} | " + " | ".join(f"{m:+.4f} [{lo:+.4f}, {hi:+.4f}]" for m, lo, hi in cells) + " |"
+            )
+    if "oracle_u0" in arms:
+        lines += [
+            "",
+            "Secondary (round 3): fraction of `oracle_u0`'s gain (the oracle without a floor) "
+            "[95% bootstrap CI over seeds]:",
+            "",
+            "| arm | " + " | ".join(learners) + " |",
+            "| --- | " + " | ".join("---" for _ in learners) + " |",
+        ]
+        by = {(r["learner"], r["arm"]): np.array(r["auc"]) for r in records}
+        for arm in arms:
+            if arm in ("uniform", "oracle_u0"):
+                continue
+            cells = [
+                fraction_ci(
+                    by[(name, arm)] - by[(name, "uniform")],
+                    by[(name, "oracle_u0")] - by[(name, "uniform")],
+                    boot_rng,
+                )
+                for name in learners
+            ]
+            lines.append(
+                f"| {arm} | " + " | ".join(f"{m:.2f} [{lo:.2f}, {hi:.2f}]" for m, lo, hi in cells) + " |"
             )
     lines += ["", f"Run time {time.perf_counter() - t0:.1f} s."]
     report = "\n".join(lines) + "\n"
