@@ -26,7 +26,9 @@ BATCHES = [
 
 def test_evidence_half_life_relaxes_scores_towards_the_fresh_weighted_mean() -> None:
     h = 2.0
-    cur = PromptCurriculum(6, seed=0, success_rate_alpha=1.0, evidence_half_life=h, ageing="all")
+    cur = PromptCurriculum(
+        6, seed=0, success_rate_alpha=1.0, evidence_half_life=h, ageing="all", uniform_mass=0.1
+    )
     _feed(cur, BATCHES)
     v = np.array([0.25, 0.25, 0.0, 0.1875, 0.25])  # p(1 - p) of each prompt's last group (alpha = 1)
     age = np.array([0, 2, 2, 1, 1])  # observe() calls since each prompt's last group; clock = 3
@@ -98,12 +100,35 @@ def test_posterior_estimate_is_the_expected_learnability_with_decaying_evidence(
 def test_defaults_are_the_studys_choice_and_none_switches_ageing_off() -> None:
     cur = PromptCurriculum(6, seed=0)
     assert (cur.success_rate_alpha, cur.evidence_half_life, cur.ageing) == (1.0, 50.0, "unsolved")
+    assert (cur.uniform_mass, cur.replay_prob) == (0.0, 0.6)  # round 3: no floor, 40% of draws explore
     off = PromptCurriculum(6, seed=0, evidence_half_life=None)
     _feed(off, BATCHES)
     np.testing.assert_array_equal(off.scores, off.reward_variance)  # 0/1 rewards, no range: the variance
-    # Thompson sampling keeps its own posterior_decay: the defaults apply to learnability only
+    assert off.uniform_mass == 0.1  # estimates that never age keep the floor that re-measures them
+    # Thompson sampling keeps its own posterior_decay and MoPPS's uniform slots: the study is learnability's
     th = PromptCurriculum(6, method="thompson", seed=0)
-    assert th.evidence_half_life is None and th.ageing == "all"
+    assert th.evidence_half_life is None and th.ageing == "all" and th.uniform_mass == 0.1
+
+
+def test_default_draws_have_no_floor_and_ageing_brings_back_the_never_solved() -> None:
+    """The defaults' draws, exactly: 40% of each draw explores while prompts are unseen; a prompt whose
+    group was all solved gets nothing (no floor, and solved prompts do not age); one read as never solved
+    gets nothing at first and comes back as it ages (half-life 50 observe() calls)."""
+    cur = PromptCurriculum(4, seed=0)
+    _feed(cur, [([0, 1, 2], [[1] * 8, [0] * 8, [1, 0] * 4])])  # p = 1, 0, 1/2; prompt 3 unseen
+    np.testing.assert_allclose(cur.sample_weights(), [0.0, 0.0, 0.6, 0.4], atol=1e-15)
+    _feed(cur, [([2], [[1, 0] * 4])] * 50)  # prompt 2 measured again 50 times: prompts 0 and 1 are 50 old
+    w = 0.5  # 2^(-50/50)
+    prior = (w * 0.0 + w * 0.0 + 1.0 * 0.25) / (w + w + 1.0)  # the w-weighted mean score
+    expected = np.array([0.0, (1 - w) * prior, 0.25, 0.0])  # only the never-solved prompt ages
+    np.testing.assert_allclose(cur.scores, expected, atol=1e-15)
+    np.testing.assert_allclose(
+        cur.sample_weights(), np.r_[0.6 * expected[:3] / expected.sum(), 0.4], atol=1e-15
+    )
+    drawn = np.concatenate([cur.next_prompts(50) for _ in range(20)])
+    counts = np.bincount(drawn, minlength=4)
+    assert counts[0] == 0 and counts[1] > 0  # the solved prompt never; the aged never-solved one again
+    assert abs(counts[3] / drawn.size - 0.4) < 0.05  # 1000 draws: 4.6 standard errors
 
 
 def test_options_are_validated() -> None:

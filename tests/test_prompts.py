@@ -30,12 +30,15 @@ def _middle_share(draw, observe, batches: int = 300, k: int = 16, g: int = 8, se
 def test_draws_concentrate_on_the_learnable_third(method: str) -> None:
     cur = PromptCurriculum(N, method=method, seed=0)
     share = _middle_share(cur.next_prompts, cur.observe)
-    # acceptance: >= 0.6. The default floor lambda = 0.1 bounds it by 0.9 + 0.1/3; learnability's default
-    # ageing (never-solved prompts re-measured, half-life 50) costs some draws here, where nothing learns
-    assert share >= (0.78 if method == "learnability" else 0.85)
+    # acceptance: >= 0.6. Learnability's default ageing (never-solved prompts re-measured, half-life 50)
+    # costs some draws here, where nothing learns (0.857 at seed 0); estimates that never age keep the
+    # floor lambda = 0.1, which bounds the share by 0.9 + 0.1/3 (0.926); Thompson's floor is 0.1 too
+    assert share >= (0.82 if method == "learnability" else 0.85)
     if method == "learnability":
         still = PromptCurriculum(N, seed=0, evidence_half_life=None)
-        assert _middle_share(still.next_prompts, still.observe) >= 0.85
+        assert _middle_share(still.next_prompts, still.observe) >= 0.88
+        floor = PromptCurriculum(N, seed=0, uniform_mass=0.1, replay_prob=0.5)  # the defaults of round 2
+        assert _middle_share(floor.next_prompts, floor.observe) < share - 0.02  # 0.808: the floor's cost
     # the reference points of the issue: LevelSampler's environment defaults ~0.49, uniform 1/3
     env = LevelSampler(range(N), strategy="learnability", seed=0)
     env_share = _middle_share(lambda k: env.sample(k), env.update_batch)
@@ -184,7 +187,7 @@ def test_bad_input_is_refused_with_the_state_unchanged() -> None:
 
 
 def test_stats_report_the_curriculum() -> None:
-    cur = PromptCurriculum(6, seed=0, replay_prob=1.0)
+    cur = PromptCurriculum(6, seed=0, replay_prob=1.0, uniform_mass=0.1)
     assert cur.stats()["seen_fraction"] == 0.0
     cur.observe([0, 0, 2, 2, 4, 4], [0, 0, 1, 0, 1, 1])
     s = cur.stats()

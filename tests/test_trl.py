@@ -106,6 +106,9 @@ def test_any_reward_reaches_the_curriculum_as_grpo_sums_it(
     trainer.train()
     cur = trainer.curriculum
     assert cur.success_threshold == threshold and cur.seed == 0
+    # the config's defaults are the library's (the study "Estimates that keep up"): no floor while
+    # estimates age, 40% of the draws on unseen prompts
+    assert (cur.uniform_mass, cur.replay_prob, cur.evidence_half_life) == (0.0, 0.6, 50.0)
     assert cur.reward_range == (
         None if "curriculum_reward_range" not in options else tuple(options["curriculum_reward_range"])
     )

@@ -16,11 +16,13 @@ Two selection rules, each from its paper:
     equal (``spread="std"``: its square root). "Learning to Reason at the Frontier of
     Learnability" (Foster & Foerster 2025, arXiv 2502.12272) selects prompts by this score (they take it
     from "No Regrets", Rutherford et al. 2024, which used it for environment levels). Here prompts are drawn
-    with probability ``(1 − λ)·p(1 − p)/Σ p(1 − p) + λ/N_seen`` (``λ`` = ``uniform_mass``), plus an
-    optional staleness term; that sampling rule is plr_gym's, the score is the paper's. By default the
-    estimates of prompts solved less than half the time age (``evidence_half_life=50``,
-    ``ageing="unsolved"``): a prompt read as never solved is measured again as the policy moves, the
-    setting chosen by the study "Estimates that keep up" in docs/prompts.md.
+    with probability ``(1 − λ)·p(1 − p)/Σ p(1 − p) + λ/N_seen`` (``λ`` = ``uniform_mass``, 0 by default),
+    plus an optional staleness term; that sampling rule is plr_gym's, the score is the paper's. By default
+    the estimates of prompts solved less than half the time age (``evidence_half_life=50``,
+    ``ageing="unsolved"``): a prompt read as never solved is measured again as the policy moves, which
+    replaces the uniform floor; unseen prompts get 40% of the draws while some remain
+    (``replay_prob=0.6``). These are the settings chosen by the study "Estimates that keep up" in
+    docs/prompts.md.
 ``method="thompson"``
     Model Predictive Prompt Selection (MoPPS; Qu et al. 2025, arXiv 2507.04632): a ``Beta(a, b)`` posterior
     on each prompt's success rate, updated with the successes and failures of every group; each batch
@@ -71,9 +73,13 @@ ESTIMATES: tuple[str, ...] = ("running", "posterior")
 #: Which measured prompts' estimates age with ``evidence_half_life``: all, or those whose success rate is
 #: below 1/2 (training raises ``p``: a prompt never solved may come within reach, one solved stays solved).
 AGEINGS: tuple[str, ...] = ("all", "unsolved")
-#: the defaults chosen by the study "Estimates that keep up" (docs/prompts.md, round 2)
+#: the defaults chosen by the study "Estimates that keep up" (docs/prompts.md, rounds 2 and 3)
 _DEFAULT_HALF_LIFE = 50.0
 _DEFAULT_AGEING = "unsolved"
+_DEFAULT_REPLAY_PROB = 0.6
+#: ``uniform_mass=None`` means: no floor for ``learnability`` whose estimates age (round 3: ageing re-measures
+#: instead), else 0.1 (estimates that never age; MoPPS's uniform slots for ``thompson``, not in the study)
+_FLOOR = 0.1
 #: Learnability scores of a prompt's reward spread: its variance (``p·(1 − p)`` for 0/1 rewards) or its std.
 SPREADS: tuple[str, ...] = ("variance", "std")
 
@@ -152,14 +158,18 @@ class PromptCurriculum:
     :param seed: seed of the curriculum's random generators; same seed and same outcomes, same draws (every
         process of a data-parallel run builds its curriculum with the same seed and observes the same
         gathered outcomes, so all of them draw the same prompts).
-    :param uniform_mass: ``λ`` in ``[0, 1]``, a uniform floor. ``learnability``: every seen prompt keeps at
-        least ``λ/N_seen`` of the replay distribution, so a prompt whose ``p`` was 0 or 1 is re-measured
-        now and then. ``thompson``: each slot of a batch is, with probability ``λ``, a uniformly drawn
-        prompt. Default 0.1.
+    :param uniform_mass: ``λ`` in ``[0, 1]``, a uniform floor, or ``None`` (default): 0 for
+        ``learnability`` with ``evidence_half_life`` (the default since round 3 of the study in
+        docs/prompts.md; it was 0.1), else 0.1 (``thompson``; ``learnability`` with estimates that never
+        age). ``learnability``: every seen prompt keeps at least ``λ/N_seen`` of the replay distribution,
+        so a prompt whose ``p`` was 0 or 1 is re-measured now and then. Without a floor, prompts read as
+        never solved are re-measured as their estimates age, and a prompt whose group was all solved is not
+        drawn again (``ageing="unsolved"`` keeps its estimate): set ``uniform_mass=0.1`` if the policy may
+        forget. ``thompson``: each slot of a batch is, with probability ``λ``, a uniformly drawn prompt.
     :param replay_prob: ``learnability`` only: probability, in ``[0, 1]``, that a draw replays a prompt
         already measured rather than trying an unseen one, while some are unseen (afterwards every draw
         replays). Replay starts with the first measured prompt: there is no uniform epoch first. Default
-        0.5.
+        0.6 (0.5 until round 3 of the study).
     :param staleness_coef: ``learnability`` only: weight in ``[0, 1)`` of the PLR staleness distribution
         (prompts not drawn for long come back; see :class:`~plr_gym.LevelSampler`). Default 0.
     :param success_rate_alpha: smallest step of the running average of ``p`` over groups, in ``(0, 1]``.
@@ -229,8 +239,8 @@ class PromptCurriculum:
         *,
         method: str = "learnability",
         seed: int | None = None,
-        uniform_mass: float = 0.1,
-        replay_prob: float = 0.5,
+        uniform_mass: float | None = None,
+        replay_prob: float = _DEFAULT_REPLAY_PROB,
         staleness_coef: float = 0.0,
         success_rate_alpha: float = 1.0,
         spread: str = "variance",
@@ -252,7 +262,7 @@ class PromptCurriculum:
             raise ValueError(f"method={method!r} is not supported; choose one of {', '.join(METHODS)}")
         self.num_prompts = int(num_prompts)
         self.method = method
-        self.uniform_mass = _check_unit("uniform_mass", uniform_mass)
+        self.uniform_mass = _FLOOR if uniform_mass is None else _check_unit("uniform_mass", uniform_mass)
         self.replay_prob = _check_unit("replay_prob", replay_prob)
         self.staleness_coef = _check_unit("staleness_coef", staleness_coef)
         if self.staleness_coef == 1.0:
@@ -314,10 +324,15 @@ class PromptCurriculum:
                 f"ageing={ageing!r} chooses which estimates age: it needs evidence_half_life (it is None)"
             )
         self.ageing = ageing
+        if uniform_mass is None and self.evidence_half_life is not None:
+            self.uniform_mass = 0.0  # ageing re-measures the prompts read as never solved: no floor
         unused = (
             [("target", self.target, 0.5)]
             if method == "learnability"
-            else [("replay_prob", self.replay_prob, 0.5), ("staleness_coef", self.staleness_coef, 0.0)]
+            else [
+                ("replay_prob", self.replay_prob, _DEFAULT_REPLAY_PROB),
+                ("staleness_coef", self.staleness_coef, 0.0),
+            ]
         )
         for name, value, default in unused:
             if value != default:

@@ -267,7 +267,12 @@ class CurriculumGRPOConfig(GRPOConfig):  # type: ignore[misc,unused-ignore]
         default=None,
         metadata={"help": "a reward >= this is a success; default: the middle of the range, or 0.5"},
     )
-    curriculum_uniform_mass: float = field(default=0.1, metadata={"help": "uniform floor of the draws"})
+    curriculum_uniform_mass: float | None = field(
+        default=None,
+        metadata={
+            "help": "uniform floor of the draws; default: the curriculum's (0 while estimates age, else 0.1)"
+        },
+    )
     curriculum_filter_groups: bool = field(
         default=False, metadata={"help": "drop groups whose rewards are all equal from the loss"}
     )
