@@ -79,7 +79,8 @@ ADAM_REFERENCE = 8.0
 #: given as a string is the learner's ``"topics"`` or ``"difficulty"`` kind (options, not default candidates).
 #: Round 1's arms ran when estimates did not age by default; they pin that (``evidence_half_life=None``,
 #: ``ageing="all"``), so they reproduce at later commits. ``default`` is the defaults of the commit that runs
-#: (round 1: ``success_rate_alpha=0.5``, no ageing; round 2: ``success_rate_alpha=1``, no ageing).
+#: (round 1: ``success_rate_alpha=0.5``, no ageing; round 2: ``success_rate_alpha=1``, no ageing; round 3:
+#: round 2's outcome; since: round 3's outcome, ``u0_rp0.6``).
 ARMS: dict[str, dict[str, Any] | None] = {
     "uniform": None,
     "oracle": None,
@@ -165,6 +166,12 @@ ROUND3_ARMS = [
     "u0_rp0.7_h40",
     "u0.02_rp0.7_h40",
 ]
+#: every arm but ``default`` pins the floor and the replay probability that were the defaults when it ran
+#: (0.1 and 0.5 in rounds 1-3), so that its recorded results reproduce at later commits
+for _kwargs in ARMS.values():
+    if _kwargs:
+        _kwargs.setdefault("uniform_mass", 0.1)
+        _kwargs.setdefault("replay_prob", 0.5)
 #: the study's seeds, fixed in the plan (exploration before it used seeds 100-102); round 2: 10-19;
 #: round 3: 20-29 (its exploration used seeds 100-106)
 STUDY_SEEDS = list(range(10))
