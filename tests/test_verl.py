@@ -364,8 +364,8 @@ def test_dataset_refuses_what_would_break_the_curriculum(tmp_path: Path) -> None
     dataset, sampler = _create(config, train)
     it = iter(_loader(dataset, sampler))
     batch_dict = next(it)
-    with pytest.raises(RuntimeError, match=r"does not call it .*trainer\.use_v1=false"):
-        next(it)  # a second batch before the first one's on_batch_end: verl 0.9's V1 trainer
+    with pytest.raises(RuntimeError, match=r"does not call it, or the loader runs ahead"):
+        next(it)  # a second batch before the first one's on_batch_end
     wrong = _step(batch_dict, np.random.default_rng(0))
     for e in wrong.non_tensor_batch["extra_info"]:
         e["plr_prompt_id"] = (e["plr_prompt_id"] + 1) % N
@@ -379,3 +379,216 @@ def test_dataset_refuses_what_would_break_the_curriculum(tmp_path: Path) -> None
         _create(OmegaConf.merge(config, {"val_files": train}), train)
     with pytest.raises(TypeError, match=r"data\.plr: .*nope"):
         _create(OmegaConf.merge(config, {"plr": {"nope": 1}}), train)
+
+
+# --------------------------------------- verl 0.9's V1 trainer: PromptCurriculumReplayBuffer (0.9 only)
+def _has_v1() -> bool:
+    try:
+        return (
+            importlib.util.find_spec("verl.trainer.ppo.v1") is not None
+            and importlib.util.find_spec("transfer_queue") is not None
+        )
+    except ImportError:  # verl 0.7: no verl.trainer.ppo.v1
+        return False
+
+
+needs_v1 = pytest.mark.skipif(
+    not _has_v1(), reason="verl >= 0.9 with TransferQueue (the V1 trainer's store) is not installed"
+)
+
+
+@pytest.fixture(scope="module")
+def transfer_queue():
+    """A real TransferQueue (controller + one storage unit, Ray actors on this machine)."""
+    import ray
+    import transfer_queue as tq
+
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
+    yield tq
+    tq.close()
+    ray.shutdown()
+
+
+def _v1_trainer(tmp_path: Path, train: str, *overrides: str):
+    """verl's V1 PPOTrainerSync from verl's own ppo_trainer.yaml, with its data path built by its own
+    _init_dataloader (data.custom_cls -> PromptCurriculumDataset) and its replay buffer from
+    trainer.v1.sampler.custom_sampler; the model, the workers and the rollout servers are not built."""
+    import verl
+    from hydra import compose, initialize_config_dir
+    from verl.trainer.ppo.v1 import PPOTrainerSync
+
+    val = _parquet(tmp_path / "val.parquet", range(8))
+    with initialize_config_dir(
+        config_dir=str(Path(verl.__file__).parent / "trainer/config"), version_base=None
+    ):
+        config = compose(
+            config_name="ppo_trainer",
+            overrides=[
+                f"data.train_files=['{train}']",
+                f"data.val_files=['{val}']",
+                "data.max_prompt_length=3",
+                "data.filter_overlong_prompts=true",
+                "data.filter_overlong_prompts_workers=1",
+                "data.truncation=error",
+                f"data.train_batch_size={B}",
+                "data.dataloader_num_workers=0",
+                "data.custom_cls.path=pkg://plr_gym.verl",
+                "data.custom_cls.name=PromptCurriculumDataset",
+                "trainer.v1.sampler.custom_sampler.path=pkg://plr_gym.verl",
+                "trainer.v1.sampler.custom_sampler.name=PromptCurriculumReplayBuffer",
+                f"actor_rollout_ref.rollout.n={G}",
+                "algorithm.adv_estimator=grpo",
+                "+data.plr.reward_range=[-1,1]",
+                *overrides,
+            ],
+        )
+    trainer = PPOTrainerSync(config)
+    trainer.tokenizer, trainer.processor = _tokenizer(), None
+    trainer._init_dataloader()
+    return trainer
+
+
+class _Rollouts:
+    """What verl's AgentLoopManagerTQ/AgentLoopWorkerTQ do with a batch, without a model: G completions per
+    prompt, each +1 with the prompt's pass rate (0, 1/2, 1 by label) and -1 otherwise, put into
+    TransferQueue as the worker puts them (keys ``{uid}_{session}_0`` with ``rm_scores`` and the prompt's
+    fields), then the prompt's status ``finished``. The outcomes of a row depend on its draw number only,
+    so a resumed run generates what the original did."""
+
+    def __init__(self, tq) -> None:
+        self.tq, self.generated = tq, []  # generated: (position, label) per prompt, in dispatch order
+
+    def generate_sequences(self, batch) -> None:
+        from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+        uids = [str(u) for u in batch["uid"]]
+        extras = [getattr(e, "data", e) for e in (batch["extra_info"][i] for i in range(len(uids)))]
+        keys, fields = [], []
+        for uid, extra in zip(uids, extras, strict=True):
+            self.generated.append((extra["plr_prompt_id"], extra["index"]))
+            rng = np.random.default_rng([7, extra["plr_draw"]])
+            for session in range(G):
+                success = rng.random() < [0.0, 0.5, 1.0][extra["index"] % 3]
+                keys.append(f"{uid}_{session}_0")
+                fields.append(
+                    {
+                        "rm_scores": torch.tensor([0.0, 1.0 if success else -1.0]),
+                        "extra_info": extra,
+                        "uid": uid,
+                    }
+                )
+        self.tq.kv_batch_put(
+            keys=keys,
+            partition_id="train",
+            fields=list_of_dict_to_tensordict(fields),
+            tags=[{"status": "success", "global_steps": int(batch["global_steps"])}] * len(keys),
+        )
+        self.tq.kv_batch_put(keys=uids, partition_id="train", tags=[{"status": "finished"}] * len(uids))
+
+
+def _v1_steps(trainer, rollouts: _Rollouts, steps: range, tq) -> list[dict]:
+    """verl's PPOTrainer.fit, as far as prompts and rewards go: prepare_step (the step's prompts to the
+    rollout), replay_buffer.sample (with dynamic sampling's evictions and refills), then the step's data is
+    cleared from TransferQueue. Returns each step's trained groups (labels, rewards) and metrics."""
+    out = []
+    for step in steps:
+        trainer.global_steps = step
+        trainer.prepare_step()
+        batch, metrics = trainer.replay_buffer.sample(global_steps=step, partition_id="train", batch_size=B)
+        data = tq.kv_batch_get(
+            keys=batch.keys, partition_id="train", select_fields=["rm_scores", "extra_info"]
+        )
+        groups: dict[str, list[float]] = {}
+        for key, reward in zip(batch.keys, data["rm_scores"], strict=True):
+            groups.setdefault(key.split("_")[0], []).append(float(reward.sum()))
+        out.append({"groups": list(groups.values()), "metrics": metrics})
+        tq.kv_clear(keys=batch.keys, partition_id="train")
+    return out
+
+
+def _spy_draws(dataset) -> list[int]:
+    drawn: list[int] = []
+    next_prompts = dataset.curriculum.next_prompts
+
+    def spy(k: int) -> np.ndarray:
+        ids = next_prompts(k)
+        drawn.extend(ids.tolist())
+        return ids
+
+    dataset.curriculum.next_prompts = spy
+    return drawn
+
+
+@needs_v1
+@pytest.mark.parametrize("dynamic_sampling", [False, True], ids=["plain", "filter_groups"])
+def test_v1_trainer_draws_generates_observes_every_group_once_and_resumes(
+    tmp_path: Path, transfer_queue, dynamic_sampling: bool
+) -> None:
+    """verl 0.9's default (V1, sync) trainer, its data path and replay buffer real, over a real
+    TransferQueue: the prompts generated are the ones the curriculum drew (the refills of dynamic sampling
+    too); every generated group, the dropped all-equal ones included, is observed once; draws concentrate
+    on the learnable third; a checkpoint of the trainer's loader (verl's data.pt) resumes exactly."""
+    from plr_gym.verl import PromptCurriculumReplayBuffer
+
+    tq = transfer_queue
+    train = _parquet(tmp_path / "train.parquet", range(4 * N // 3))
+    extra = ["algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=reward"]
+    trainer = _v1_trainer(tmp_path, train, *(extra if dynamic_sampling else []))
+    dataset, buffer = trainer.train_dataset, trainer.replay_buffer
+    assert isinstance(dataset, PromptCurriculumDataset) and dataset.v1 and len(dataset) == N
+    assert isinstance(buffer, PromptCurriculumReplayBuffer)
+    assert (buffer.filter_groups_metric == "reward") == dynamic_sampling
+    assert trainer.config.data.gen_batch_size == (1 if dynamic_sampling else None)  # verl's own setting
+    labels = np.asarray([e["index"] for e in dataset.dataframe["extra_info"]])
+    drawn = _spy_draws(dataset)
+    rollouts = _Rollouts(tq)
+    trainer.agent_loop_manager = rollouts
+    steps = _v1_steps(trainer, rollouts, range(1, 26), tq)
+    generated = [pos for pos, _ in rollouts.generated]
+    assert generated == drawn and [lab for _, lab in rollouts.generated] == labels[drawn].tolist()
+    cur = dataset.curriculum
+    state = cur.state_dict()
+    assert state["num_groups"] == len(generated) and state["num_completions"] == len(generated) * G
+    assert dataset.groups_without_outcome == 0 and not dataset._outstanding
+    p_true = np.array([0.0, 0.5, 1.0])[labels % 3]
+    assert (cur.success_rate[cur.seen & (p_true == 0)] == 0).all()
+    assert (cur.success_rate[cur.seen & (p_true == 1)] == 1).all()
+    assert cur.seen[p_true != 0.5].any()  # measured although (with filter_groups) never trained on
+    late = labels[np.asarray(drawn[len(drawn) // 2 :])]
+    assert (late % 3 == 1).mean() >= 0.6  # uniform: 1/3
+    trained = [g for s in steps for g in s["groups"]]
+    assert all(len(g) == G for g in trained) and len(trained) == 25 * B
+    if dynamic_sampling:  # verl dropped every all-equal group and refilled with the curriculum's draws
+        assert all(min(g) < max(g) for g in trained) and len(generated) > 25 * B
+        assert sum(s["metrics"].get("training/filter_groups/evicted_samples", 0) for s in steps) > 0
+    else:
+        assert len(generated) == 25 * B
+    assert steps[-1]["metrics"]["curriculum/seen_fraction"] == cur.stats()["seen_fraction"]
+    # resume: verl saves train_dataloader.state_dict() (data.pt) after a step and loads it into a new trainer
+    saved = trainer.train_dataloader.state_dict()
+    before = len(drawn)
+    _v1_steps(trainer, rollouts, range(26, 31), tq)
+    expected, expected_state = drawn[before:], repr(cur.state_dict())
+    trainer2 = _v1_trainer(tmp_path, train, *(extra if dynamic_sampling else []))
+    trainer2.train_dataloader.load_state_dict(saved)
+    drawn2 = _spy_draws(trainer2.train_dataset)
+    trainer2.agent_loop_manager = _Rollouts(tq)
+    _v1_steps(trainer2, trainer2.agent_loop_manager, range(26, 31), tq)
+    assert drawn2 == expected and repr(trainer2.train_dataset.curriculum.state_dict()) == expected_state
+
+
+@needs_v1
+def test_v1_trainer_without_the_replay_buffer_or_in_an_async_mode_is_refused(tmp_path: Path) -> None:
+    train = _parquet(tmp_path / "train.parquet", range(4 * N // 3))
+    with pytest.raises(
+        ValueError, match=r"custom_sampler is not set: verl's V1 trainer reports outcomes only"
+    ):
+        _v1_trainer(
+            tmp_path,
+            train,
+            "trainer.v1.sampler.custom_sampler.path=null",
+            "trainer.v1.sampler.custom_sampler.name=null",
+        )
+    with pytest.raises(ValueError, match=r"trainer_mode='colocate_async'.*'sync' mode only"):
+        _v1_trainer(tmp_path, train, "trainer.v1.trainer_mode=colocate_async")
