@@ -381,6 +381,100 @@ def test_dataset_refuses_what_would_break_the_curriculum(tmp_path: Path) -> None
         _create(OmegaConf.merge(config, {"plr": {"nope": 1}}), train)
 
 
+# --------------------------------- the V1 path's bookkeeping, without verl's V1 trainer (runs on verl 0.7)
+def _ledger_run(order_seed: int | None) -> tuple[object, list[list[int]]]:
+    """Four generation batches through a _DrawLedger; groups recorded in a shuffled order (or draw order)."""
+    from plr_gym.prompts import PromptCurriculum
+    from plr_gym.verl import _DrawLedger
+
+    ledger = _DrawLedger(PromptCurriculum(N, seed=3))
+    rng, shuffle = np.random.default_rng(0), np.random.default_rng(order_seed)
+    drawn = []
+    for k in (B, 2, 3, B):
+        ledger.draw(k)
+        taken = [ledger.take() for _ in range(k)]
+        drawn.append([pos for pos, _ in taken])
+        rewards = {serial: (rng.random(G) < P[pos]).astype(float) for pos, serial in taken}
+        order = list(range(k)) if order_seed is None else shuffle.permutation(k).tolist()
+        for i in order:
+            pos, serial = taken[i]
+            ledger.record(serial, pos, rewards[serial])
+    assert ledger.end_of_batch() == 0
+    return ledger, drawn
+
+
+def test_draw_ledger_observes_groups_in_draw_order_whatever_order_they_finish() -> None:
+    """verl's replay buffer reports groups in the order they finish; the curriculum must not depend on it:
+    it observes each batch's groups in draw order, at the next draw, as one observe call."""
+    from plr_gym.prompts import PromptCurriculum
+
+    a, drawn_a = _ledger_run(None)
+    b, drawn_b = _ledger_run(1)
+    assert drawn_a == drawn_b and repr(a.curriculum.state_dict()) == repr(b.curriculum.state_dict())
+    plain, rng = PromptCurriculum(N, seed=3), np.random.default_rng(0)  # the same loop on the curriculum
+    for batch in drawn_a:
+        ids = plain.next_prompts(len(batch))
+        assert ids.tolist() == batch
+        out = np.concatenate([(rng.random(G) < P[i]).astype(float) for i in ids])
+        plain.observe(np.repeat(ids, G), out, groups=np.repeat(np.arange(ids.size), G))
+    assert repr(plain.state_dict()) == repr(a.curriculum.state_dict())
+    assert a.curriculum.state_dict()["num_groups"] == sum(map(len, drawn_a))
+
+
+def test_draw_ledger_refuses_unknown_or_repeated_groups_and_counts_lost_ones() -> None:
+    from plr_gym.prompts import PromptCurriculum
+    from plr_gym.verl import _DrawLedger
+
+    ledger = _DrawLedger(PromptCurriculum(N, seed=0, reward_range=(0, 1)))
+    ledger.draw(3)
+    with pytest.raises(RuntimeError, match="wait for the loader"):
+        ledger.draw(1)
+    (p0, s0), (p1, s1) = ledger.take(), ledger.take()
+    with pytest.raises(RuntimeError, match="never fetched"):
+        ledger.end_of_batch()
+    ledger.take()
+    with pytest.raises(ValueError, match="no open draw"):
+        ledger.record(s0, p0 + 1, [1.0])  # not the position handed out as s0
+    with pytest.raises(ValueError, match="no completions"):
+        ledger.record(s0, p0, [])
+    ledger.record(s0, p0, [1.0, 0.0])
+    with pytest.raises(ValueError, match="no open draw"):
+        ledger.record(s0, p0, [1.0, 0.0])  # reported twice
+    ledger.record(s1, p1, [2.0, 0.0])  # outside reward_range: refused when observed, at the next draw
+    saved, before = ledger.state_dict(), repr(ledger.curriculum.state_dict())
+    with pytest.raises(ValueError, match="reward_range"):
+        ledger.end_of_batch()
+    assert repr(ledger.curriculum.state_dict()) == before and len(ledger.outcomes) == 2
+    ledger.outcomes[s1] = (p1, np.array([1.0, 0.0]))
+    assert ledger.end_of_batch() == 1 and ledger.groups_without_outcome == 1  # the third never came back
+    assert ledger.curriculum.state_dict()["num_groups"] == 2
+    restored = _DrawLedger(PromptCurriculum(N, seed=0, reward_range=(0, 1)))
+    restored.load_state_dict(saved)  # recorded outcomes kept, open draws dropped
+    assert sorted(restored.outcomes) == [s0, s1] and not restored.outstanding and restored.next_serial == 3
+    with pytest.raises(ValueError, match="malformed"):
+        restored.load_state_dict({"next_serial": 0})
+
+
+def test_dataset_tells_the_v1_trainer_from_its_config_and_refuses_it_unprepared(tmp_path: Path) -> None:
+    """verl builds the dataset with the ``data`` node of its whole config: the dataset reads
+    ``trainer.use_v1`` there and refuses, before training, a V1 trainer whose replay buffer would not
+    report outcomes, or an async mode."""
+    from plr_gym.verl import _v1_trainer
+
+    train = [_parquet(tmp_path / "train.parquet", range(4 * N // 3))]
+    data = _verl_data_config(tmp_path, train)
+    legacy = OmegaConf.create({"data": data, "trainer": {"use_v1": False}})
+    v1 = OmegaConf.create({"data": data, "trainer": {"use_v1": True, "v1": {"trainer_mode": "sync"}}})
+    assert not _v1_trainer(data) and not _v1_trainer(legacy.data) and _v1_trainer(v1.data)
+    with pytest.raises(ValueError, match=r"custom_sampler is not set: .*name=PromptCurriculumReplayBuffer"):
+        _create(v1.data, train)
+    async_mode = OmegaConf.merge(v1, {"trainer": {"v1": {"trainer_mode": "separate_async"}}})
+    with pytest.raises(ValueError, match=r"trainer_mode='separate_async'.*'sync' mode only"):
+        _create(async_mode.data, train)
+    dataset, _ = _create(legacy.data, train)  # the legacy trainer: the on_batch_end path
+    assert dataset.ledger is None and not dataset.v1
+
+
 # --------------------------------------- verl 0.9's V1 trainer: PromptCurriculumReplayBuffer (0.9 only)
 def _has_v1() -> bool:
     try:

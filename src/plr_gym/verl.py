@@ -199,6 +199,110 @@ def _check_v1_config(root: Any) -> None:
         )
 
 
+class _DrawLedger:
+    """The V1 path's bookkeeping between the rows a curriculum draws and the groups that come back.
+
+    Each row handed out gets a serial number (its draw); each generated group is recorded once, for its
+    draw, and the curriculum observes the recorded groups in draw order at the next draw
+    (:meth:`flush`), whatever order they finished in: one ``observe`` per generation batch, as the
+    curriculum's evidence clock counts them.
+
+    Example:
+        >>> from plr_gym.prompts import PromptCurriculum
+        >>> ledger = _DrawLedger(PromptCurriculum(10, seed=0))
+        >>> ledger.draw(2)
+        >>> (a, sa), (b, sb) = ledger.take(), ledger.take()
+        >>> ledger.record(sb, b, [1.0, 0.0]); ledger.record(sa, a, [1.0, 1.0])   # any order
+        >>> ledger.end_of_batch(), ledger.curriculum.state_dict()["num_groups"]
+        (0, 2)
+    """
+
+    def __init__(self, curriculum: PromptCurriculum) -> None:
+        self.curriculum = curriculum
+        self.ready: deque[tuple[int, int]] = deque()  # (position, serial) drawn, not yet handed out
+        self.next_serial = 0
+        self.outstanding: dict[int, int] = {}  # serial -> position: handed out, no outcome yet
+        # serial -> (position, rewards): recorded, not yet observed
+        self.outcomes: dict[int, tuple[int, np.ndarray[Any, np.dtype[np.float64]]]] = {}
+        self.groups_without_outcome = 0  # groups handed out that never came back (failed rollouts)
+
+    def draw(self, k: int) -> None:
+        """Observe what came back, then draw ``k`` rows (one ``next_prompts(k)``)."""
+        if self.ready:
+            raise RuntimeError(f"a draw of {k} rows while {len(self.ready)} drawn rows wait for the loader")
+        self.flush()
+        ids = self.curriculum.next_prompts(k).tolist()
+        self.ready.extend(zip(ids, range(self.next_serial, self.next_serial + len(ids)), strict=True))
+        self.next_serial += len(ids)
+
+    def take(self) -> tuple[int, int]:
+        """The next drawn row to hand out: ``(position, serial)``."""
+        position, serial = self.ready.popleft()
+        self.outstanding[serial] = position
+        return position, serial
+
+    def record(self, serial: int, position: int, rewards: Any) -> None:
+        """One generated group's rewards (one per completion), for the row handed out as ``serial``."""
+        if self.outstanding.get(serial) != position:
+            raise ValueError(
+                f"a group of prompt {position} (draw {serial}) that the curriculum has no open draw for: "
+                "each generated group is reported once, for a row the dataset handed out"
+            )
+        values = np.asarray(rewards, dtype=np.float64).reshape(-1)
+        if values.size == 0:
+            raise ValueError(f"a group of prompt {position} (draw {serial}) with no completions")
+        del self.outstanding[serial]
+        self.outcomes[serial] = (position, values)
+
+    def flush(self) -> None:
+        """The recorded groups to the curriculum, one ``observe`` call, in draw order. A refused call
+        (non-finite rewards, rewards outside ``reward_range``) raises, the groups stay recorded and the
+        curriculum unchanged."""
+        if not self.outcomes:
+            return
+        serials = sorted(self.outcomes)
+        sizes = [self.outcomes[s][1].size for s in serials]
+        ids = np.repeat(np.asarray([self.outcomes[s][0] for s in serials], dtype=np.int64), sizes)
+        rewards = np.concatenate([self.outcomes[s][1] for s in serials])
+        self.curriculum.observe(ids, rewards, groups=np.repeat(np.asarray(serials, dtype=np.int64), sizes))
+        self.outcomes.clear()
+
+    def end_of_batch(self) -> int:
+        """A training batch is complete: observe what came back and close the draws that never will
+        (groups whose rollouts all failed: verl stores no completion for them). Returns their number."""
+        if self.ready:
+            raise RuntimeError(
+                f"{len(self.ready)} drawn rows were never fetched by the trainer: its loader's fetches do "
+                "not add up to the step's batch and refills"
+            )
+        self.flush()
+        lost = len(self.outstanding)
+        self.outstanding.clear()
+        self.groups_without_outcome += lost
+        return lost
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "next_serial": self.next_serial,
+            "outcomes": [[s, p, r.tolist()] for s, (p, r) in sorted(self.outcomes.items())],
+            "groups_without_outcome": self.groups_without_outcome,
+        }
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore :meth:`state_dict` (the curriculum separately). Rows drawn and not observed are dropped."""
+        try:
+            next_serial = int(state["next_serial"])
+            lost = int(state["groups_without_outcome"])
+            outcomes = {
+                int(s): (int(p), np.asarray(r, dtype=np.float64).reshape(-1)) for s, p, r in state["outcomes"]
+            }
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"a malformed PromptCurriculumDataset state: {exc}") from exc
+        self.ready.clear()
+        self.outstanding.clear()
+        self.next_serial, self.groups_without_outcome, self.outcomes = next_serial, lost, outcomes
+
+
 class PromptCurriculumDataset(RLHFDataset):  # type: ignore[misc,unused-ignore]
     """verl's ``RLHFDataset`` whose training batches a :class:`~plr_gym.prompts.PromptCurriculum` draws.
 
@@ -250,6 +354,7 @@ class PromptCurriculumDataset(RLHFDataset):  # type: ignore[misc,unused-ignore]
                 _check_v1_config(_root_config(config))
         super().__init__(data_files, tokenizer, config, processor=processor, max_samples=max_samples)
         self.curriculum = None
+        self.ledger: _DrawLedger | None = None
         self.v1 = v1
         if not is_train:
             return
@@ -263,44 +368,33 @@ class PromptCurriculumDataset(RLHFDataset):  # type: ignore[misc,unused-ignore]
         )
         self._ready: deque[int] = deque()  # positions drawn, not yet handed to the loader
         self._out: deque[np.ndarray[Any, np.dtype[np.int64]]] = deque()  # drawn batches awaiting outcomes
-        # the V1 path: each row handed out has a serial number; outcomes wait for the next draw
-        self._serials: deque[int] = deque()  # serials of the rows in _ready
-        self._next_serial = 0
-        self._outstanding: dict[int, int] = {}  # serial -> position: handed out, no outcome yet
-        # serial -> (position, rewards): reported, not yet observed
-        self._outcomes: dict[int, tuple[int, np.ndarray[Any, np.dtype[np.float64]]]] = {}
-        self.groups_without_outcome = 0  # V1: groups generated but never rewarded (failed rollouts)
-
-    def _draw(self, k: int) -> None:
-        assert self.curriculum is not None
-        ids = self.curriculum.next_prompts(k)
-        self._ready.extend(ids.tolist())
-        if self.v1:
-            self._serials.extend(range(self._next_serial, self._next_serial + k))
-            self._next_serial += k
-        else:
-            self._out.append(ids)
+        if v1:  # the V1 path's draws and outcomes
+            self.ledger = _DrawLedger(self.curriculum)
 
     def __getitem__(self, item: int) -> dict[str, Any]:
         if self.curriculum is None:
             return dict(super().__getitem__(item))  # type: ignore[no-untyped-call,unused-ignore]
-        if not self._ready:
-            if self.v1:
-                self.flush_outcomes()
-            elif self._out:
-                raise RuntimeError(
-                    "verl asked for the next batch before the previous one's outcomes came back through "
-                    "on_batch_end: this trainer does not call it, or the loader runs ahead (set "
-                    "data.dataloader_num_workers=0); with verl 0.9's V1 trainer, build the dataset from "
-                    "the trainer's whole config (trainer.use_v1=true) with PromptCurriculumReplayBuffer"
-                )
-            self._draw(self.batch_size)
-        position = self._ready.popleft()
+        if self.ledger is not None:  # V1: a step's first fetch draws the step's batch
+            if not self.ledger.ready:
+                self.ledger.draw(self.batch_size)
+            position, serial = self.ledger.take()
+        else:
+            if not self._ready:
+                if self._out:
+                    raise RuntimeError(
+                        "verl asked for the next batch before the previous one's outcomes came back through "
+                        "on_batch_end: this trainer does not call it, or the loader runs ahead (set "
+                        "data.dataloader_num_workers=0); with verl 0.9's V1 trainer, build the dataset "
+                        "from the trainer's whole config (trainer.use_v1=true) with "
+                        "PromptCurriculumReplayBuffer"
+                    )
+                ids = self.curriculum.next_prompts(self.batch_size)
+                self._out.append(ids)
+                self._ready.extend(ids.tolist())
+            position = self._ready.popleft()
         row = dict(super().__getitem__(position))  # type: ignore[no-untyped-call,unused-ignore]
         extra = {**(row.get("extra_info") or {}), PROMPT_POSITION_KEY: position}
-        if self.v1:
-            serial = self._serials.popleft()
-            self._outstanding[serial] = position
+        if self.ledger is not None:
             extra[DRAW_KEY] = serial
         row["extra_info"] = extra
         return row
@@ -309,7 +403,7 @@ class PromptCurriculumDataset(RLHFDataset):  # type: ignore[misc,unused-ignore]
         """A trained step's ``DataProto``: every completion's row position and reward go to the curriculum."""
         if self.curriculum is None:
             return
-        if self.v1:
+        if self.ledger is not None:
             raise RuntimeError(
                 "on_batch_end() under verl's V1 trainer: its outcomes come through "
                 "PromptCurriculumReplayBuffer"
@@ -342,62 +436,6 @@ class PromptCurriculumDataset(RLHFDataset):  # type: ignore[misc,unused-ignore]
         self.curriculum.observe(ids, _rewards(batch, self.reward_key), groups=_uids(batch))
         self._out.popleft()
 
-    # ---------------------------------------------------------- the V1 path (the replay buffer's calls)
-    def plan_draw(self, k: int) -> None:
-        """Draw the next ``k`` rows at once (one ``next_prompts(k)``, after every outcome known so far): the
-        replay buffer calls this before verl's refill fetches ``k`` rows."""
-        if self.curriculum is None or not self.v1:
-            raise RuntimeError("plan_draw() is for the training set under verl's V1 trainer")
-        if self._ready:
-            raise RuntimeError(f"plan_draw({k}) while {len(self._ready)} drawn rows wait for the loader")
-        self.flush_outcomes()
-        self._draw(int(k))
-
-    def record_outcome(self, serial: int, position: int, rewards: Any) -> None:
-        """One generated group's rewards (one per completion), for the row handed out as draw ``serial``;
-        the curriculum observes it at the next draw (:meth:`flush_outcomes`)."""
-        if self.curriculum is None or self._outstanding.get(serial) != position:
-            raise ValueError(
-                f"a group of prompt {position} (draw {serial}) that the curriculum has no open draw for: "
-                "each generated group is reported once, for a row this dataset handed out"
-            )
-        values = np.asarray(rewards, dtype=np.float64).reshape(-1)
-        if values.size == 0:
-            raise ValueError(f"a group of prompt {position} (draw {serial}) with no completions")
-        del self._outstanding[serial]
-        self._outcomes[serial] = (position, values)
-
-    def flush_outcomes(self) -> None:
-        """Hand the recorded groups to the curriculum in one ``observe`` call, in the order they were drawn
-        (whatever order they finished in). A refused call (non-finite rewards, rewards outside
-        ``reward_range``) raises and keeps them recorded, the curriculum unchanged."""
-        if not self._outcomes:
-            return
-        assert self.curriculum is not None
-        serials = sorted(self._outcomes)
-        sizes = [self._outcomes[s][1].size for s in serials]
-        ids = np.repeat(np.asarray([self._outcomes[s][0] for s in serials], dtype=np.int64), sizes)
-        rewards = np.concatenate([self._outcomes[s][1] for s in serials])
-        self.curriculum.observe(ids, rewards, groups=np.repeat(np.asarray(serials, dtype=np.int64), sizes))
-        self._outcomes.clear()
-
-    def end_of_sample(self) -> int:
-        """The replay buffer's batch is complete: observe what came back, and close the draws that never
-        will (groups whose rollouts all failed: verl stores no completion for them). Returns their number.
-        """
-        if self.curriculum is None or not self.v1:
-            raise RuntimeError("end_of_sample() is for the training set under verl's V1 trainer")
-        if self._ready:
-            raise RuntimeError(
-                f"{len(self._ready)} drawn rows were never fetched by the trainer: its loader's batches "
-                f"do not add up to data.train_batch_size ({self.batch_size}) and the refills"
-            )
-        self.flush_outcomes()
-        lost = len(self._outstanding)
-        self._outstanding.clear()
-        self.groups_without_outcome += lost
-        return lost
-
     # torchdata's Stateful protocol: verl's StatefulDataLoader saves this in data.pt
     def state_dict(self) -> dict[str, Any]:
         """The curriculum's state and what is drawn and not yet observed."""
@@ -408,12 +446,8 @@ class PromptCurriculumDataset(RLHFDataset):  # type: ignore[misc,unused-ignore]
             "curriculum": self.curriculum.state_dict(),
             "pending": [ids.tolist() for ids in self._out],
         }
-        if self.v1:
-            state["v1"] = {
-                "next_serial": self._next_serial,
-                "outcomes": [[s, p, r.tolist()] for s, (p, r) in sorted(self._outcomes.items())],
-                "groups_without_outcome": self.groups_without_outcome,
-            }
+        if self.ledger is not None:
+            state["v1"] = self.ledger.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -425,28 +459,22 @@ class PromptCurriculumDataset(RLHFDataset):  # type: ignore[misc,unused-ignore]
         if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
             raise ValueError("not a PromptCurriculumDataset state")
         v1 = state.get("v1")
-        if (v1 is not None) != self.v1:
+        if (v1 is not None) != (self.ledger is not None):
             raise ValueError(
                 "this PromptCurriculumDataset state was saved under "
                 f"{'the V1' if v1 is not None else 'the legacy'} trainer and is loaded under the other"
             )
-        outcomes = {}
-        if v1 is not None:
-            try:
-                next_serial = int(v1["next_serial"])
-                lost = int(v1["groups_without_outcome"])
-                for serial, position, rewards in v1["outcomes"]:
-                    outcomes[int(serial)] = (int(position), np.asarray(rewards, dtype=np.float64))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise ValueError(f"a malformed PromptCurriculumDataset state: {exc}") from exc
-        self.curriculum.load_state_dict(state["curriculum"])
+        if self.ledger is not None:
+            before = self.ledger.state_dict()
+            self.ledger.load_state_dict(v1)
+        try:
+            self.curriculum.load_state_dict(state["curriculum"])
+        except Exception:
+            if self.ledger is not None:
+                self.ledger.load_state_dict(before)
+            raise
         self._out.clear()
         self._ready.clear()
-        self._serials.clear()
-        self._outstanding.clear()
-        self._outcomes = outcomes
-        if v1 is not None:
-            self._next_serial, self.groups_without_outcome = next_serial, lost
 
 
 class PromptCurriculumSampler(_SamplerBase):  # type: ignore[misc,valid-type,unused-ignore]
@@ -637,7 +665,7 @@ def _replay_buffer_class() -> type:
         def dataset(self) -> PromptCurriculumDataset:
             """The trainer's training set, which draws the prompts and holds the curriculum."""
             dataset = getattr(self._trainer, "train_dataset", None)
-            if not isinstance(dataset, PromptCurriculumDataset) or not dataset.v1:
+            if not isinstance(dataset, PromptCurriculumDataset) or dataset.ledger is None:
                 raise RuntimeError(
                     "PromptCurriculumReplayBuffer needs the training set to be PromptCurriculumDataset: set "
                     "data.custom_cls.path=pkg://plr_gym.verl data.custom_cls.name=PromptCurriculumDataset"
@@ -647,7 +675,9 @@ def _replay_buffer_class() -> type:
         def _refill(self, num_prompts: int) -> Any:
             """verl's refill (dynamic sampling, failed groups), with the curriculum drawing the prompts
             after every outcome known so far."""
-            self.dataset().plan_draw(num_prompts)
+            ledger = self.dataset().ledger
+            assert ledger is not None
+            ledger.draw(num_prompts)
             return self._trainer_refill(num_prompts)
 
         def _report(self, partition_id: str, uids: Any) -> None:
@@ -681,8 +711,9 @@ def _replay_buffer_class() -> type:
                 if entry[0] != draw:
                     raise ValueError(f"group {key.split('_')[0]} holds completions of two draws")
                 entry[1].append(float(reward.sum().item()))
+            assert dataset.ledger is not None
             for (serial, position), rewards in groups.values():
-                dataset.record_outcome(serial, position, rewards)
+                dataset.ledger.record(serial, position, rewards)
 
         def _clear_groups(self, partition_id: str, uids: set[str]) -> None:
             self._report(partition_id, uids)
@@ -700,12 +731,12 @@ def _replay_buffer_class() -> type:
         def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[Any, dict[str, Any]]:
             batch, metrics = super().sample(global_steps, partition_id, batch_size)
             if partition_id == "train":
-                dataset = self.dataset()
-                dataset.end_of_sample()
-                assert dataset.curriculum is not None
+                ledger = self.dataset().ledger
+                assert ledger is not None
+                ledger.end_of_batch()
                 metrics = dict(metrics)
-                metrics.update({f"curriculum/{k}": v for k, v in dataset.curriculum.stats().items()})
-                metrics["curriculum/groups_without_outcome"] = float(dataset.groups_without_outcome)
+                metrics.update({f"curriculum/{k}": v for k, v in ledger.curriculum.stats().items()})
+                metrics["curriculum/groups_without_outcome"] = float(ledger.groups_without_outcome)
             return batch, metrics
 
     PromptCurriculumReplayBuffer.__module__ = __name__
