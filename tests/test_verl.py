@@ -644,7 +644,7 @@ def test_v1_trainer_draws_generates_observes_every_group_once_and_resumes(
     cur = dataset.curriculum
     state = cur.state_dict()
     assert state["num_groups"] == len(generated) and state["num_completions"] == len(generated) * G
-    assert dataset.groups_without_outcome == 0 and not dataset._outstanding
+    assert dataset.ledger.groups_without_outcome == 0 and not dataset.ledger.outstanding
     p_true = np.array([0.0, 0.5, 1.0])[labels % 3]
     assert (cur.success_rate[cur.seen & (p_true == 0)] == 0).all()
     assert (cur.success_rate[cur.seen & (p_true == 1)] == 1).all()

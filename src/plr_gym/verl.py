@@ -661,6 +661,7 @@ def _replay_buffer_class() -> type:
             )
             self._trainer = trainer
             self._trainer_refill = refill_fn
+            self._reported: set[str] = set()  # groups reported to the dataset, still in the buffer
 
         def dataset(self) -> PromptCurriculumDataset:
             """The trainer's training set, which draws the prompts and holds the curriculum."""
@@ -677,20 +678,30 @@ def _replay_buffer_class() -> type:
             after every outcome known so far."""
             ledger = self.dataset().ledger
             assert ledger is not None
+            # every group finished so far (this poll's snapshot), the kept ones too, before the draw
+            self._report("train", self.finished_keys["train"] | self.failure_keys["train"], leaving=False)
             ledger.draw(num_prompts)
             return self._trainer_refill(num_prompts)
 
-        def _report(self, partition_id: str, uids: Any) -> None:
-            """Every group leaving the buffer (trained, dropped by dynamic sampling, surplus): its rewards
-            to the dataset, read from TransferQueue before verl clears them."""
+        def _report(self, partition_id: str, uids: Any, leaving: bool) -> None:
+            """Groups that finished (``leaving=False``) or leave the buffer (trained, dropped by dynamic
+            sampling, surplus): the rewards of those not reported yet go to the dataset, read from
+            TransferQueue before verl clears them; each group is reported once."""
             if partition_id != "train" or not uids:
                 return
-            dataset = self.dataset()
             uids = set(uids)
+            new = uids - self._reported
+            if leaving:
+                self._reported -= uids
+            else:
+                self._reported |= new
+            if not new:
+                return
+            dataset = self.dataset()
             # one completion per rollout: key {uid}_{session}_{index}, a multi-output agent loop's outputs
             # of one session share the session's reward
             keys = sorted(
-                k for k in self.partitions[partition_id] if k.split("_")[0] in uids and k.endswith("_0")
+                k for k in self.partitions[partition_id] if k.split("_")[0] in new and k.split("_")[-1] == "0"
             )
             if not keys:
                 return
@@ -716,7 +727,7 @@ def _replay_buffer_class() -> type:
                 dataset.ledger.record(serial, position, rewards)
 
         def _clear_groups(self, partition_id: str, uids: set[str]) -> None:
-            self._report(partition_id, uids)
+            self._report(partition_id, uids, leaving=True)
             super()._clear_groups(partition_id, uids)
 
         def _materialize_batch(
@@ -725,7 +736,7 @@ def _replay_buffer_class() -> type:
             selected_prompt_uids: list[str],
             partition_snapshot: dict[str, dict[str, Any]],
         ) -> Any:
-            self._report(partition_id, selected_prompt_uids)
+            self._report(partition_id, selected_prompt_uids, leaving=True)
             return super()._materialize_batch(partition_id, selected_prompt_uids, partition_snapshot)
 
         def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[Any, dict[str, Any]]:
@@ -749,12 +760,14 @@ _REPLAY_BUFFER_DOC = """verl 0.9's V1 replay buffer that reports every generated
     takes each step's batch from its replay buffer, which dynamic sampling (``algorithm.filter_groups``)
     also uses to drop groups whose rewards are all equal and to refill. This is verl's own sync
     ``ReplayBuffer`` (same arguments, same sampling, eviction and refill), built from
-    ``trainer.v1.sampler.custom_sampler``, plus three things: before each refill the dataset draws the
-    refill's prompts (one ``next_prompts``) after every outcome known so far; each group that leaves the
-    buffer (trained, dropped as all-equal, discarded as surplus) has its rewards (``rm_scores`` summed
-    over tokens, the reward the filter judges) reported to the dataset once; at the end of ``sample`` the
-    curriculum observes the step's remaining groups in draw order and its ``stats()`` join the step's
-    metrics (``curriculum/*``). Use it with :class:`PromptCurriculumDataset`::
+    ``trainer.v1.sampler.custom_sampler``, plus three things. Each generated group has its rewards
+    (``rm_scores`` summed over tokens, the reward the filter judges) reported to the dataset once: when a
+    refill is about to be drawn (every group finished by then) or when it leaves the buffer (trained,
+    dropped as all-equal, discarded as surplus), read from TransferQueue before verl clears it. Each
+    refill's prompts are one ``next_prompts`` of the refill's size, drawn after the curriculum observed
+    every group reported so far, in draw order. At the end of ``sample`` the curriculum observes the rest
+    and its ``stats()`` join the step's metrics (``curriculum/*``). Use it with
+    :class:`PromptCurriculumDataset`::
 
         python -m verl.trainer.main_ppo ... data.dataloader_num_workers=0 \\
             data.custom_cls.path=pkg://plr_gym.verl data.custom_cls.name=PromptCurriculumDataset \\
