@@ -552,18 +552,21 @@ class _Rollouts:
 
     def __init__(self, tq) -> None:
         self.tq, self.generated = tq, []  # generated: (position, label) per prompt, in dispatch order
+        self.calls: list[tuple[int, list[list[float]]]] = []  # per dispatch: its step, each group's rewards
 
     def generate_sequences(self, batch) -> None:
         from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
         uids = [str(u) for u in batch["uid"]]
         extras = [getattr(e, "data", e) for e in (batch["extra_info"][i] for i in range(len(uids)))]
-        keys, fields = [], []
+        keys, fields, call = [], [], []
         for uid, extra in zip(uids, extras, strict=True):
             self.generated.append((extra["plr_prompt_id"], extra["index"]))
             rng = np.random.default_rng([7, extra["plr_draw"]])
+            call.append([])
             for session in range(G):
                 success = rng.random() < [0.0, 0.5, 1.0][extra["index"] % 3]
+                call[-1].append(1.0 if success else -1.0)
                 keys.append(f"{uid}_{session}_0")
                 fields.append(
                     {
@@ -579,6 +582,7 @@ class _Rollouts:
             tags=[{"status": "success", "global_steps": int(batch["global_steps"])}] * len(keys),
         )
         self.tq.kv_batch_put(keys=uids, partition_id="train", tags=[{"status": "finished"}] * len(uids))
+        self.calls.append((int(batch["global_steps"]), call))
 
 
 def _v1_steps(trainer, rollouts: _Rollouts, steps: range, tq) -> list[dict]:
@@ -656,6 +660,22 @@ def test_v1_trainer_draws_generates_observes_every_group_once_and_resumes(
     if dynamic_sampling:  # verl dropped every all-equal group and refilled with the curriculum's draws
         assert all(min(g) < max(g) for g in trained) and len(generated) > 25 * B
         assert sum(s["metrics"].get("training/filter_groups/evicted_samples", 0) for s in steps) > 0
+        # the refill rule benchmarks/verl_dynamic_sampling.py models: B prompts, then 2 per dropped group
+        # (at most B at once), until B groups are kept
+        for step in range(1, 26):
+            calls = [c for s, c in rollouts.calls if s == step]
+            kept, credit = 0, 0
+            assert len(calls[0]) == B
+            for i, call in enumerate(calls):
+                mixed = sum(min(g) < max(g) for g in call)
+                kept += mixed
+                if i + 1 == len(calls):
+                    assert kept >= B
+                    break
+                assert kept < B
+                credit += 2 * (len(call) - mixed)
+                assert len(calls[i + 1]) == min(credit, B)
+                credit -= len(calls[i + 1])
     else:
         assert len(generated) == 25 * B
     assert steps[-1]["metrics"]["curriculum/seen_fraction"] == cur.stats()["seen_fraction"]
