@@ -504,7 +504,7 @@ def transfer_queue():
     ray.shutdown()
 
 
-def _v1_trainer(tmp_path: Path, train: str, *overrides: str):
+def _v1_ppo_trainer(tmp_path: Path, train: str, *overrides: str):
     """verl's V1 PPOTrainerSync from verl's own ppo_trainer.yaml, with its data path built by its own
     _init_dataloader (data.custom_cls -> PromptCurriculumDataset) and its replay buffer from
     trainer.v1.sampler.custom_sampler; the model, the workers and the rollout servers are not built."""
@@ -632,7 +632,7 @@ def test_v1_trainer_draws_generates_observes_every_group_once_and_resumes(
     tq = transfer_queue
     train = _parquet(tmp_path / "train.parquet", range(4 * N // 3))
     extra = ["algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=reward"]
-    trainer = _v1_trainer(tmp_path, train, *(extra if dynamic_sampling else []))
+    trainer = _v1_ppo_trainer(tmp_path, train, *(extra if dynamic_sampling else []))
     dataset, buffer = trainer.train_dataset, trainer.replay_buffer
     assert isinstance(dataset, PromptCurriculumDataset) and dataset.v1 and len(dataset) == N
     assert isinstance(buffer, PromptCurriculumReplayBuffer)
@@ -684,7 +684,7 @@ def test_v1_trainer_draws_generates_observes_every_group_once_and_resumes(
     before = len(drawn)
     _v1_steps(trainer, rollouts, range(26, 31), tq)
     expected, expected_state = drawn[before:], repr(cur.state_dict())
-    trainer2 = _v1_trainer(tmp_path, train, *(extra if dynamic_sampling else []))
+    trainer2 = _v1_ppo_trainer(tmp_path, train, *(extra if dynamic_sampling else []))
     trainer2.train_dataloader.load_state_dict(saved)
     drawn2 = _spy_draws(trainer2.train_dataset)
     trainer2.agent_loop_manager = _Rollouts(tq)
@@ -698,11 +698,14 @@ def test_v1_trainer_without_the_replay_buffer_or_in_an_async_mode_is_refused(tmp
     with pytest.raises(
         ValueError, match=r"custom_sampler is not set: verl's V1 trainer reports outcomes only"
     ):
-        _v1_trainer(
+        _v1_ppo_trainer(
             tmp_path,
             train,
             "trainer.v1.sampler.custom_sampler.path=null",
             "trainer.v1.sampler.custom_sampler.name=null",
         )
     with pytest.raises(ValueError, match=r"trainer_mode='colocate_async'.*'sync' mode only"):
-        _v1_trainer(tmp_path, train, "trainer.v1.trainer_mode=colocate_async")
+        _v1_ppo_trainer(tmp_path, train, "trainer.v1.trainer_mode=colocate_async")
+    plain = _v1_ppo_trainer(tmp_path, train, "data.custom_cls.path=null", "data.custom_cls.name=null")
+    with pytest.raises(RuntimeError, match=r"data\.custom_cls\.name=PromptCurriculumDataset"):
+        plain.replay_buffer.dataset()  # the buffer with verl's plain dataset: refused at its first call
