@@ -796,7 +796,11 @@ _REPLAY_BUFFER_DOC = """verl 0.9's V1 replay buffer that reports every generated
             trainer.v1.sampler.custom_sampler.name=PromptCurriculumReplayBuffer \\
             +data.plr.method=learnability +data.plr.reward_range=[-1,1]
 
-    Only ``trainer.v1.trainer_mode=sync`` (the default); the arguments are those verl's trainer passes.
+    Only ``trainer.v1.trainer_mode=sync`` (the default); the arguments are those verl's trainer passes to a
+    custom sampler. verl gives a custom sampler neither its config nor its training set: the buffer finds
+    the trainer through ``refill_fn``, the trainer's own ``_add_prompts_to_generate`` (verl 0.9.0 and 0.9.1;
+    anything else is refused with a ``TypeError``), and gives verl's ``ReplayBuffer`` the filtering
+    arguments verl's ``_build_replay_buffer`` gives its built-in one.
     """
 
 
