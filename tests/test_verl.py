@@ -548,41 +548,64 @@ class _Rollouts:
     prompt, each +1 with the prompt's pass rate (0, 1/2, 1 by label) and -1 otherwise, put into
     TransferQueue as the worker puts them (keys ``{uid}_{session}_0`` with ``rm_scores`` and the prompt's
     fields), then the prompt's status ``finished``. The outcomes of a row depend on its draw number only,
-    so a resumed run generates what the original did."""
+    so a resumed run generates what the original did. With ``finish_seed``, prompts finish later, a random
+    part of those still running at each of the replay buffer's polls, in a random order (real rollouts
+    overlap verl's polls: refills are dispatched while earlier groups run, and the batch fills with more in
+    flight)."""
 
-    def __init__(self, tq) -> None:
+    def __init__(self, tq, finish_seed: int | None = None) -> None:
         self.tq, self.generated = tq, []  # generated: (position, label) per prompt, in dispatch order
         self.calls: list[tuple[int, list[list[float]]]] = []  # per dispatch: its step, each group's rewards
+        self.running: list[tuple[str, list[str], list[dict], int]] = []
+        self.finish_rng = None if finish_seed is None else np.random.default_rng(finish_seed)
 
     def generate_sequences(self, batch) -> None:
-        from verl.utils.tensordict_utils import list_of_dict_to_tensordict
-
         uids = [str(u) for u in batch["uid"]]
         extras = [getattr(e, "data", e) for e in (batch["extra_info"][i] for i in range(len(uids)))]
-        keys, fields, call = [], [], []
+        step, call = int(batch["global_steps"]), []
         for uid, extra in zip(uids, extras, strict=True):
             self.generated.append((extra["plr_prompt_id"], extra["index"]))
             rng = np.random.default_rng([7, extra["plr_draw"]])
             call.append([])
+            keys, fields = [], []
             for session in range(G):
                 success = rng.random() < [0.0, 0.5, 1.0][extra["index"] % 3]
                 call[-1].append(1.0 if success else -1.0)
                 keys.append(f"{uid}_{session}_0")
-                fields.append(
-                    {
-                        "rm_scores": torch.tensor([0.0, 1.0 if success else -1.0]),
-                        "extra_info": extra,
-                        "uid": uid,
-                    }
-                )
+                reward = torch.tensor([0.0, 1.0 if success else -1.0])
+                fields.append({"rm_scores": reward, "extra_info": extra, "uid": uid})
+            self.running.append((uid, keys, fields, step))
+        self.calls.append((step, call))
+        if self.finish_rng is None:
+            self.finish(len(self.running))
+        else:
+            self.tq.kv_batch_put(keys=uids, partition_id="train", tags=[{"status": "running"}] * len(uids))
+
+    def finish(self, k: int) -> None:
+        """Put the completions of ``k`` running prompts (a random choice with ``finish_seed``)."""
+        from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+        order = list(range(len(self.running)))
+        if self.finish_rng is not None:
+            order = self.finish_rng.permutation(len(self.running)).tolist()
+        done = [self.running[i] for i in order[:k]]
+        self.running = [self.running[i] for i in sorted(order[k:])]
+        if not done:
+            return
         self.tq.kv_batch_put(
-            keys=keys,
+            keys=[key for _, keys, _, _ in done for key in keys],
             partition_id="train",
-            fields=list_of_dict_to_tensordict(fields),
-            tags=[{"status": "success", "global_steps": int(batch["global_steps"])}] * len(keys),
+            fields=list_of_dict_to_tensordict([x for _, _, fields, _ in done for x in fields]),
+            tags=[{"status": "success", "global_steps": s} for _, keys, _, s in done for _ in keys],
         )
+        uids = [uid for uid, _, _, _ in done]
         self.tq.kv_batch_put(keys=uids, partition_id="train", tags=[{"status": "finished"}] * len(uids))
-        self.calls.append((int(batch["global_steps"]), call))
+
+    def poll(self, partition_id: str, last_debug_time: float) -> float:
+        """The replay buffer's wait between polls (2 s in verl): here, some running prompts finish."""
+        assert self.finish_rng is not None and self.running, "the buffer waits for nothing"
+        self.finish(int(self.finish_rng.integers(1, len(self.running) + 1)))
+        return last_debug_time
 
 
 def _v1_steps(trainer, rollouts: _Rollouts, steps: range, tq) -> list[dict]:
@@ -619,9 +642,13 @@ def _spy_draws(dataset) -> list[int]:
 
 
 @needs_v1
-@pytest.mark.parametrize("dynamic_sampling", [False, True], ids=["plain", "filter_groups"])
+@pytest.mark.parametrize(
+    ("dynamic_sampling", "finish_seed"),
+    [(False, None), (True, None), (True, 5)],
+    ids=["plain", "filter_groups", "filter_groups-overlapping"],
+)
 def test_v1_trainer_draws_generates_observes_every_group_once_and_resumes(
-    tmp_path: Path, transfer_queue, dynamic_sampling: bool
+    tmp_path: Path, transfer_queue, dynamic_sampling: bool, finish_seed: int | None
 ) -> None:
     """verl 0.9's default (V1, sync) trainer, its data path and replay buffer real, over a real
     TransferQueue: the prompts generated are the ones the curriculum drew (the refills of dynamic sampling
@@ -640,8 +667,10 @@ def test_v1_trainer_draws_generates_observes_every_group_once_and_resumes(
     assert trainer.config.data.gen_batch_size == (1 if dynamic_sampling else None)  # verl's own setting
     labels = np.asarray([e["index"] for e in dataset.dataframe["extra_info"]])
     drawn = _spy_draws(dataset)
-    rollouts = _Rollouts(tq)
+    rollouts = _Rollouts(tq, finish_seed)
     trainer.agent_loop_manager = rollouts
+    if finish_seed is not None:
+        buffer._wait_for_next_poll = rollouts.poll
     steps = _v1_steps(trainer, rollouts, range(1, 26), tq)
     generated = [pos for pos, _ in rollouts.generated]
     assert generated == drawn and [lab for _, lab in rollouts.generated] == labels[drawn].tolist()
@@ -660,9 +689,12 @@ def test_v1_trainer_draws_generates_observes_every_group_once_and_resumes(
     if dynamic_sampling:  # verl dropped every all-equal group and refilled with the curriculum's draws
         assert all(min(g) < max(g) for g in trained) and len(generated) > 25 * B
         assert sum(s["metrics"].get("training/filter_groups/evicted_samples", 0) for s in steps) > 0
-        # the refill rule benchmarks/verl_dynamic_sampling.py models: B prompts, then 2 per dropped group
-        # (at most B at once), until B groups are kept
-        for step in range(1, 26):
+        if finish_seed is not None:  # groups still running when the batch filled: verl discarded them
+            surplus = "training/filter_groups/discarded_surplus_samples"
+            assert sum(s["metrics"].get(surplus, 0) for s in steps) > 0
+        # the refill rule benchmarks/verl_dynamic_sampling.py models (every dispatch finished at the next
+        # poll): B prompts, then 2 per dropped group (at most B at once), until B groups are kept
+        for step in range(1, 26 if finish_seed is None else 1):
             calls = [c for s, c in rollouts.calls if s == step]
             kept, credit = 0, 0
             assert len(calls[0]) == B
@@ -681,14 +713,18 @@ def test_v1_trainer_draws_generates_observes_every_group_once_and_resumes(
     assert steps[-1]["metrics"]["curriculum/seen_fraction"] == cur.stats()["seen_fraction"]
     # resume: verl saves train_dataloader.state_dict() (data.pt) after a step and loads it into a new trainer
     saved = trainer.train_dataloader.state_dict()
+    finish_state = None if finish_seed is None else rollouts.finish_rng.bit_generator.state
     before = len(drawn)
     _v1_steps(trainer, rollouts, range(26, 31), tq)
     expected, expected_state = drawn[before:], repr(cur.state_dict())
     trainer2 = _v1_ppo_trainer(tmp_path, train, *(extra if dynamic_sampling else []))
     trainer2.train_dataloader.load_state_dict(saved)
     drawn2 = _spy_draws(trainer2.train_dataset)
-    trainer2.agent_loop_manager = _Rollouts(tq)
-    _v1_steps(trainer2, trainer2.agent_loop_manager, range(26, 31), tq)
+    trainer2.agent_loop_manager = rollouts2 = _Rollouts(tq, finish_seed)
+    if finish_seed is not None:  # the rollouts finish in the same order as after step 25 of the first run
+        rollouts2.finish_rng.bit_generator.state = finish_state
+        trainer2.replay_buffer._wait_for_next_poll = rollouts2.poll
+    _v1_steps(trainer2, rollouts2, range(26, 31), tq)
     assert drawn2 == expected and repr(trainer2.train_dataset.curriculum.state_dict()) == expected_state
 
 
