@@ -95,3 +95,11 @@ def test_prompt_estimates_quick() -> None:
         assert {(learner, "uniform"), (learner, "oracle"), (learner, "default")} <= set(cells), out
         # the oracle is the yardstick: its fraction of its own gain is 1
         assert cells[(learner, "oracle")][5].strip().startswith("1.00"), out
+
+
+def test_verl_dynamic_sampling_quick() -> None:
+    out = run_quick("verl_dynamic_sampling.py")
+    for header in ("- command:", "- commit:", "- machine:", "- load average at start:"):
+        assert header in out, out
+    rows = {line.split("|")[1].strip(): line for line in out.splitlines() if line.startswith("| ")}
+    assert {"uniform", "dapo (verl 0.9)", "learnability", "learnability + dapo (verl 0.9)"} <= set(rows), out

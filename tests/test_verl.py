@@ -364,8 +364,8 @@ def test_dataset_refuses_what_would_break_the_curriculum(tmp_path: Path) -> None
     dataset, sampler = _create(config, train)
     it = iter(_loader(dataset, sampler))
     batch_dict = next(it)
-    with pytest.raises(RuntimeError, match=r"does not call it .*trainer\.use_v1=false"):
-        next(it)  # a second batch before the first one's on_batch_end: verl 0.9's V1 trainer
+    with pytest.raises(RuntimeError, match=r"does not call it, or the loader runs ahead"):
+        next(it)  # a second batch before the first one's on_batch_end
     wrong = _step(batch_dict, np.random.default_rng(0))
     for e in wrong.non_tensor_batch["extra_info"]:
         e["plr_prompt_id"] = (e["plr_prompt_id"] + 1) % N
@@ -379,3 +379,369 @@ def test_dataset_refuses_what_would_break_the_curriculum(tmp_path: Path) -> None
         _create(OmegaConf.merge(config, {"val_files": train}), train)
     with pytest.raises(TypeError, match=r"data\.plr: .*nope"):
         _create(OmegaConf.merge(config, {"plr": {"nope": 1}}), train)
+
+
+# --------------------------------- the V1 path's bookkeeping, without verl's V1 trainer (runs on verl 0.7)
+def _ledger_run(order_seed: int | None) -> tuple[object, list[list[int]]]:
+    """Four generation batches through a _DrawLedger; groups recorded in a shuffled order (or draw order)."""
+    from plr_gym.prompts import PromptCurriculum
+    from plr_gym.verl import _DrawLedger
+
+    ledger = _DrawLedger(PromptCurriculum(N, seed=3))
+    rng, shuffle = np.random.default_rng(0), np.random.default_rng(order_seed)
+    drawn = []
+    for k in (B, 2, 3, B):
+        ledger.draw(k)
+        taken = [ledger.take() for _ in range(k)]
+        drawn.append([pos for pos, _ in taken])
+        rewards = {serial: (rng.random(G) < P[pos]).astype(float) for pos, serial in taken}
+        order = list(range(k)) if order_seed is None else shuffle.permutation(k).tolist()
+        for i in order:
+            pos, serial = taken[i]
+            ledger.record(serial, pos, rewards[serial])
+    assert ledger.end_of_batch() == 0
+    return ledger, drawn
+
+
+def test_draw_ledger_observes_groups_in_draw_order_whatever_order_they_finish() -> None:
+    """verl's replay buffer reports groups in the order they finish; the curriculum must not depend on it:
+    it observes each batch's groups in draw order, at the next draw, as one observe call."""
+    from plr_gym.prompts import PromptCurriculum
+
+    a, drawn_a = _ledger_run(None)
+    b, drawn_b = _ledger_run(1)
+    assert drawn_a == drawn_b and repr(a.curriculum.state_dict()) == repr(b.curriculum.state_dict())
+    plain, rng = PromptCurriculum(N, seed=3), np.random.default_rng(0)  # the same loop on the curriculum
+    for batch in drawn_a:
+        ids = plain.next_prompts(len(batch))
+        assert ids.tolist() == batch
+        out = np.concatenate([(rng.random(G) < P[i]).astype(float) for i in ids])
+        plain.observe(np.repeat(ids, G), out, groups=np.repeat(np.arange(ids.size), G))
+    assert repr(plain.state_dict()) == repr(a.curriculum.state_dict())
+    assert a.curriculum.state_dict()["num_groups"] == sum(map(len, drawn_a))
+
+
+def test_draw_ledger_refuses_unknown_or_repeated_groups_and_counts_lost_ones() -> None:
+    from plr_gym.prompts import PromptCurriculum
+    from plr_gym.verl import _DrawLedger
+
+    ledger = _DrawLedger(PromptCurriculum(N, seed=0, reward_range=(0, 1)))
+    ledger.draw(3)
+    with pytest.raises(RuntimeError, match="wait for the loader"):
+        ledger.draw(1)
+    (p0, s0), (p1, s1) = ledger.take(), ledger.take()
+    with pytest.raises(RuntimeError, match="never fetched"):
+        ledger.end_of_batch()
+    ledger.take()
+    with pytest.raises(ValueError, match="no open draw"):
+        ledger.record(s0, p0 + 1, [1.0])  # not the position handed out as s0
+    with pytest.raises(ValueError, match="no completions"):
+        ledger.record(s0, p0, [])
+    ledger.record(s0, p0, [1.0, 0.0])
+    with pytest.raises(ValueError, match="no open draw"):
+        ledger.record(s0, p0, [1.0, 0.0])  # reported twice
+    ledger.record(s1, p1, [2.0, 0.0])  # outside reward_range: refused when observed, at the next draw
+    saved, before = ledger.state_dict(), repr(ledger.curriculum.state_dict())
+    with pytest.raises(ValueError, match="reward_range"):
+        ledger.end_of_batch()
+    assert repr(ledger.curriculum.state_dict()) == before and len(ledger.outcomes) == 2
+    ledger.outcomes[s1] = (p1, np.array([1.0, 0.0]))
+    assert ledger.end_of_batch() == 1 and ledger.groups_without_outcome == 1  # the third never came back
+    assert ledger.curriculum.state_dict()["num_groups"] == 2
+    restored = _DrawLedger(PromptCurriculum(N, seed=0, reward_range=(0, 1)))
+    restored.load_state_dict(saved)  # recorded outcomes kept, open draws dropped
+    assert sorted(restored.outcomes) == [s0, s1] and not restored.outstanding and restored.next_serial == 3
+    with pytest.raises(ValueError, match="malformed"):
+        restored.load_state_dict({"next_serial": 0})
+
+
+def test_dataset_tells_the_v1_trainer_from_its_config_and_refuses_it_unprepared(tmp_path: Path) -> None:
+    """verl builds the dataset with the ``data`` node of its whole config: the dataset reads
+    ``trainer.use_v1`` there and refuses, before training, a V1 trainer whose replay buffer would not
+    report outcomes, or an async mode."""
+    from plr_gym.verl import _v1_trainer
+
+    train = [_parquet(tmp_path / "train.parquet", range(4 * N // 3))]
+    data = _verl_data_config(tmp_path, train)
+    legacy = OmegaConf.create({"data": data, "trainer": {"use_v1": False}})
+    v1 = OmegaConf.create({"data": data, "trainer": {"use_v1": True, "v1": {"trainer_mode": "sync"}}})
+    assert not _v1_trainer(data) and not _v1_trainer(legacy.data) and _v1_trainer(v1.data)
+    with pytest.raises(ValueError, match=r"custom_sampler is not set: .*name=PromptCurriculumReplayBuffer"):
+        _create(v1.data, train)
+    async_mode = OmegaConf.merge(v1, {"trainer": {"v1": {"trainer_mode": "separate_async"}}})
+    with pytest.raises(ValueError, match=r"trainer_mode='separate_async'.*'sync' mode only"):
+        _create(async_mode.data, train)
+    dataset, _ = _create(legacy.data, train)  # the legacy trainer: the on_batch_end path
+    assert dataset.ledger is None and not dataset.v1
+
+
+# --------------------------------------- verl 0.9's V1 trainer: PromptCurriculumReplayBuffer (0.9 only)
+def _has_v1() -> bool:
+    try:
+        return (
+            importlib.util.find_spec("verl.trainer.ppo.v1") is not None
+            and importlib.util.find_spec("transfer_queue") is not None
+        )
+    except ImportError:  # verl 0.7: no verl.trainer.ppo.v1
+        return False
+
+
+needs_v1 = pytest.mark.skipif(
+    not _has_v1(), reason="verl >= 0.9 with TransferQueue (the V1 trainer's store) is not installed"
+)
+
+
+@pytest.fixture(scope="module")
+def transfer_queue():
+    """A real TransferQueue (controller + one storage unit, Ray actors on this machine)."""
+    import ray
+    import transfer_queue as tq
+
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
+    yield tq
+    tq.close()
+    ray.shutdown()
+
+
+def _v1_ppo_trainer(tmp_path: Path, train: str, *overrides: str):
+    """verl's V1 PPOTrainerSync from verl's own ppo_trainer.yaml, with its data path built by its own
+    _init_dataloader (data.custom_cls -> PromptCurriculumDataset) and its replay buffer from
+    trainer.v1.sampler.custom_sampler; the model, the workers and the rollout servers are not built."""
+    import verl
+    from hydra import compose, initialize_config_dir
+    from verl.trainer.ppo.v1 import PPOTrainerSync
+
+    val = _parquet(tmp_path / "val.parquet", range(8))
+    with initialize_config_dir(
+        config_dir=str(Path(verl.__file__).parent / "trainer/config"), version_base=None
+    ):
+        config = compose(
+            config_name="ppo_trainer",
+            overrides=[
+                f"data.train_files=['{train}']",
+                f"data.val_files=['{val}']",
+                "data.max_prompt_length=3",
+                "data.filter_overlong_prompts=true",
+                "data.filter_overlong_prompts_workers=1",
+                "data.truncation=error",
+                f"data.train_batch_size={B}",
+                "data.dataloader_num_workers=0",
+                "data.custom_cls.path=pkg://plr_gym.verl",
+                "data.custom_cls.name=PromptCurriculumDataset",
+                "trainer.v1.sampler.custom_sampler.path=pkg://plr_gym.verl",
+                "trainer.v1.sampler.custom_sampler.name=PromptCurriculumReplayBuffer",
+                f"actor_rollout_ref.rollout.n={G}",
+                "algorithm.adv_estimator=grpo",
+                "+data.plr.reward_range=[-1,1]",
+                *overrides,
+            ],
+        )
+    trainer = PPOTrainerSync(config)
+    trainer.tokenizer, trainer.processor = _tokenizer(), None
+    trainer._init_dataloader()
+    return trainer
+
+
+class _Rollouts:
+    """What verl's AgentLoopManagerTQ/AgentLoopWorkerTQ do with a batch, without a model: G completions per
+    prompt, each +1 with the prompt's pass rate (0, 1/2, 1 by label) and -1 otherwise, put into
+    TransferQueue as the worker puts them (keys ``{uid}_{session}_0`` with ``rm_scores`` and the prompt's
+    fields), then the prompt's status ``finished``. The outcomes of a row depend on its draw number only,
+    so a resumed run generates what the original did. With ``finish_seed``, prompts finish later, a random
+    part of those still running at each of the replay buffer's polls, in a random order (real rollouts
+    overlap verl's polls: refills are dispatched while earlier groups run, and the batch fills with more in
+    flight)."""
+
+    def __init__(self, tq, finish_seed: int | None = None) -> None:
+        self.tq, self.generated = tq, []  # generated: (position, label) per prompt, in dispatch order
+        self.calls: list[tuple[int, list[list[float]]]] = []  # per dispatch: its step, each group's rewards
+        self.running: list[tuple[str, list[str], list[dict], int]] = []
+        self.finish_rng = None if finish_seed is None else np.random.default_rng(finish_seed)
+
+    def generate_sequences(self, batch) -> None:
+        uids = [str(u) for u in batch["uid"]]
+        extras = [getattr(e, "data", e) for e in (batch["extra_info"][i] for i in range(len(uids)))]
+        step, call = int(batch["global_steps"]), []
+        for uid, extra in zip(uids, extras, strict=True):
+            self.generated.append((extra["plr_prompt_id"], extra["index"]))
+            rng = np.random.default_rng([7, extra["plr_draw"]])
+            call.append([])
+            keys, fields = [], []
+            for session in range(G):
+                success = rng.random() < [0.0, 0.5, 1.0][extra["index"] % 3]
+                call[-1].append(1.0 if success else -1.0)
+                keys.append(f"{uid}_{session}_0")
+                reward = torch.tensor([0.0, 1.0 if success else -1.0])
+                fields.append({"rm_scores": reward, "extra_info": extra, "uid": uid})
+            self.running.append((uid, keys, fields, step))
+        self.calls.append((step, call))
+        if self.finish_rng is None:
+            self.finish(len(self.running))
+        else:
+            self.tq.kv_batch_put(keys=uids, partition_id="train", tags=[{"status": "running"}] * len(uids))
+
+    def finish(self, k: int) -> None:
+        """Put the completions of ``k`` running prompts (a random choice with ``finish_seed``)."""
+        from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+        order = list(range(len(self.running)))
+        if self.finish_rng is not None:
+            order = self.finish_rng.permutation(len(self.running)).tolist()
+        done = [self.running[i] for i in order[:k]]
+        self.running = [self.running[i] for i in sorted(order[k:])]
+        if not done:
+            return
+        self.tq.kv_batch_put(
+            keys=[key for _, keys, _, _ in done for key in keys],
+            partition_id="train",
+            fields=list_of_dict_to_tensordict([x for _, _, fields, _ in done for x in fields]),
+            tags=[{"status": "success", "global_steps": s} for _, keys, _, s in done for _ in keys],
+        )
+        uids = [uid for uid, _, _, _ in done]
+        self.tq.kv_batch_put(keys=uids, partition_id="train", tags=[{"status": "finished"}] * len(uids))
+
+    def poll(self, partition_id: str, last_debug_time: float) -> float:
+        """The replay buffer's wait between polls (2 s in verl): here, some running prompts finish."""
+        assert self.finish_rng is not None and self.running, "the buffer waits for nothing"
+        self.finish(int(self.finish_rng.integers(1, len(self.running) + 1)))
+        return last_debug_time
+
+
+def _v1_steps(trainer, rollouts: _Rollouts, steps: range, tq) -> list[dict]:
+    """verl's PPOTrainer.fit, as far as prompts and rewards go: prepare_step (the step's prompts to the
+    rollout), replay_buffer.sample (with dynamic sampling's evictions and refills), then the step's data is
+    cleared from TransferQueue. Returns each step's trained groups (labels, rewards) and metrics."""
+    out = []
+    for step in steps:
+        trainer.global_steps = step
+        trainer.prepare_step()
+        batch, metrics = trainer.replay_buffer.sample(global_steps=step, partition_id="train", batch_size=B)
+        data = tq.kv_batch_get(
+            keys=batch.keys, partition_id="train", select_fields=["rm_scores", "extra_info"]
+        )
+        groups: dict[str, list[float]] = {}
+        for key, reward in zip(batch.keys, data["rm_scores"], strict=True):
+            groups.setdefault(key.split("_")[0], []).append(float(reward.sum()))
+        out.append({"groups": list(groups.values()), "metrics": metrics})
+        tq.kv_clear(keys=batch.keys, partition_id="train")
+    return out
+
+
+def _spy_draws(dataset) -> list[int]:
+    drawn: list[int] = []
+    next_prompts = dataset.curriculum.next_prompts
+
+    def spy(k: int) -> np.ndarray:
+        ids = next_prompts(k)
+        drawn.extend(ids.tolist())
+        return ids
+
+    dataset.curriculum.next_prompts = spy
+    return drawn
+
+
+@needs_v1
+@pytest.mark.parametrize(
+    ("dynamic_sampling", "finish_seed"),
+    [(False, None), (True, None), (True, 5)],
+    ids=["plain", "filter_groups", "filter_groups-overlapping"],
+)
+def test_v1_trainer_draws_generates_observes_every_group_once_and_resumes(
+    tmp_path: Path, transfer_queue, dynamic_sampling: bool, finish_seed: int | None
+) -> None:
+    """verl 0.9's default (V1, sync) trainer, its data path and replay buffer real, over a real
+    TransferQueue: the prompts generated are the ones the curriculum drew (the refills of dynamic sampling
+    too); every generated group, the dropped all-equal ones included, is observed once; draws concentrate
+    on the learnable third; a checkpoint of the trainer's loader (verl's data.pt) resumes exactly."""
+    from plr_gym.verl import PromptCurriculumReplayBuffer
+
+    tq = transfer_queue
+    train = _parquet(tmp_path / "train.parquet", range(4 * N // 3))
+    extra = ["algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=reward"]
+    trainer = _v1_ppo_trainer(tmp_path, train, *(extra if dynamic_sampling else []))
+    dataset, buffer = trainer.train_dataset, trainer.replay_buffer
+    assert isinstance(dataset, PromptCurriculumDataset) and dataset.v1 and len(dataset) == N
+    assert isinstance(buffer, PromptCurriculumReplayBuffer)
+    assert (buffer.filter_groups_metric == "reward") == dynamic_sampling
+    assert trainer.config.data.gen_batch_size == (1 if dynamic_sampling else None)  # verl's own setting
+    labels = np.asarray([e["index"] for e in dataset.dataframe["extra_info"]])
+    drawn = _spy_draws(dataset)
+    rollouts = _Rollouts(tq, finish_seed)
+    trainer.agent_loop_manager = rollouts
+    if finish_seed is not None:
+        buffer._wait_for_next_poll = rollouts.poll
+    steps = _v1_steps(trainer, rollouts, range(1, 26), tq)
+    generated = [pos for pos, _ in rollouts.generated]
+    assert generated == drawn and [lab for _, lab in rollouts.generated] == labels[drawn].tolist()
+    cur = dataset.curriculum
+    state = cur.state_dict()
+    assert state["num_groups"] == len(generated) and state["num_completions"] == len(generated) * G
+    assert dataset.ledger.groups_without_outcome == 0 and not dataset.ledger.outstanding
+    p_true = np.array([0.0, 0.5, 1.0])[labels % 3]
+    assert (cur.success_rate[cur.seen & (p_true == 0)] == 0).all()
+    assert (cur.success_rate[cur.seen & (p_true == 1)] == 1).all()
+    assert cur.seen[p_true != 0.5].any()  # measured although (with filter_groups) never trained on
+    late = labels[np.asarray(drawn[len(drawn) // 2 :])]
+    assert (late % 3 == 1).mean() >= 0.6  # uniform: 1/3
+    trained = [g for s in steps for g in s["groups"]]
+    assert all(len(g) == G for g in trained) and len(trained) == 25 * B
+    if dynamic_sampling:  # verl dropped every all-equal group and refilled with the curriculum's draws
+        assert all(min(g) < max(g) for g in trained) and len(generated) > 25 * B
+        assert sum(s["metrics"].get("training/filter_groups/evicted_samples", 0) for s in steps) > 0
+        if finish_seed is not None:  # groups still running when the batch filled: verl discarded them
+            surplus = "training/filter_groups/discarded_surplus_samples"
+            assert sum(s["metrics"].get(surplus, 0) for s in steps) > 0
+        # the refill rule benchmarks/verl_dynamic_sampling.py models (every dispatch finished at the next
+        # poll): B prompts, then 2 per dropped group (at most B at once), until B groups are kept
+        for step in range(1, 26 if finish_seed is None else 1):
+            calls = [c for s, c in rollouts.calls if s == step]
+            kept, credit = 0, 0
+            assert len(calls[0]) == B
+            for i, call in enumerate(calls):
+                mixed = sum(min(g) < max(g) for g in call)
+                kept += mixed
+                if i + 1 == len(calls):
+                    assert kept >= B
+                    break
+                assert kept < B
+                credit += 2 * (len(call) - mixed)
+                assert len(calls[i + 1]) == min(credit, B)
+                credit -= len(calls[i + 1])
+    else:
+        assert len(generated) == 25 * B
+    assert steps[-1]["metrics"]["curriculum/seen_fraction"] == cur.stats()["seen_fraction"]
+    # resume: verl saves train_dataloader.state_dict() (data.pt) after a step and loads it into a new trainer
+    saved = trainer.train_dataloader.state_dict()
+    finish_state = None if finish_seed is None else rollouts.finish_rng.bit_generator.state
+    before = len(drawn)
+    _v1_steps(trainer, rollouts, range(26, 31), tq)
+    expected, expected_state = drawn[before:], repr(cur.state_dict())
+    trainer2 = _v1_ppo_trainer(tmp_path, train, *(extra if dynamic_sampling else []))
+    trainer2.train_dataloader.load_state_dict(saved)
+    drawn2 = _spy_draws(trainer2.train_dataset)
+    trainer2.agent_loop_manager = rollouts2 = _Rollouts(tq, finish_seed)
+    if finish_seed is not None:  # the rollouts finish in the same order as after step 25 of the first run
+        rollouts2.finish_rng.bit_generator.state = finish_state
+        trainer2.replay_buffer._wait_for_next_poll = rollouts2.poll
+    _v1_steps(trainer2, rollouts2, range(26, 31), tq)
+    assert drawn2 == expected and repr(trainer2.train_dataset.curriculum.state_dict()) == expected_state
+
+
+@needs_v1
+def test_v1_trainer_without_the_replay_buffer_or_in_an_async_mode_is_refused(tmp_path: Path) -> None:
+    train = _parquet(tmp_path / "train.parquet", range(4 * N // 3))
+    with pytest.raises(
+        ValueError, match=r"custom_sampler is not set: verl's V1 trainer reports outcomes only"
+    ):
+        _v1_ppo_trainer(
+            tmp_path,
+            train,
+            "trainer.v1.sampler.custom_sampler.path=null",
+            "trainer.v1.sampler.custom_sampler.name=null",
+        )
+    with pytest.raises(ValueError, match=r"trainer_mode='colocate_async'.*'sync' mode only"):
+        _v1_ppo_trainer(tmp_path, train, "trainer.v1.trainer_mode=colocate_async")
+    plain = _v1_ppo_trainer(tmp_path, train, "data.custom_cls.path=null", "data.custom_cls.name=null")
+    with pytest.raises(RuntimeError, match=r"data\.custom_cls\.name=PromptCurriculumDataset"):
+        plain.replay_buffer.dataset()  # the buffer with verl's plain dataset: refused at its first call

@@ -1,22 +1,40 @@
-"""A prompt curriculum for verl's PPO/GRPO trainer: a dataset class (verl 0.7-0.9) or a sampler (0.5-0.7).
+"""A prompt curriculum for verl's PPO/GRPO trainers: a dataset class (verl 0.7-0.9), with a replay buffer for
+verl 0.9's V1 trainer, or a sampler (0.5-0.7).
 
-Two hooks, each verl's own:
+Three hooks, each verl's own:
 
 :class:`PromptCurriculumDataset` (verl 0.7.1 and 0.9.1 tested; ``data.custom_cls``)
     A subclass of verl's ``RLHFDataset``. verl builds the training set with the class named in
-    ``data.custom_cls`` and, at the end of each training step, calls the dataset's ``on_batch_end(batch)``
-    with the step's ``DataProto`` (every completion, rewarded). The dataset hands the data loader the rows
-    that a :class:`~plr_gym.prompts.PromptCurriculum` draws (whatever index the loader's sampler asks
-    for), tags each with its row position (``extra_info["plr_prompt_id"]``, which verl keeps beside the
-    completions), and feeds ``on_batch_end``'s outcomes back. Row positions, not ``extra_info.index``: a
-    filtered dataset (``filter_overlong_prompts``), ``train_max_samples`` and several ``train_files`` work.
-    verl calls ``on_batch_end`` in its ``RayPPOTrainer`` (verl 0.7; in 0.9 the legacy trainer,
-    ``trainer.use_v1=false``); verl 0.9's default V1 trainer does not, and the dataset refuses to draw a
-    second batch before the first one's outcomes have come (``RuntimeError`` naming the fix)::
+    ``data.custom_cls``. The dataset hands the data loader the rows that a
+    :class:`~plr_gym.prompts.PromptCurriculum` draws (whatever index the loader's sampler asks for) and
+    tags each with its row position (``extra_info["plr_prompt_id"]``, which verl keeps beside the
+    completions). Row positions, not ``extra_info.index``: a filtered dataset (``filter_overlong_prompts``),
+    ``train_max_samples`` and several ``train_files`` work. The outcomes come back one of two ways:
+
+    - verl's legacy ``RayPPOTrainer`` (verl 0.7; 0.9 with ``trainer.use_v1=false``) calls the dataset's
+      ``on_batch_end(batch)`` with each step's ``DataProto`` (every completion, rewarded)::
 
         python -m verl.trainer.main_ppo ... trainer.use_v1=false data.dataloader_num_workers=0 \\
             data.custom_cls.path=pkg://plr_gym.verl data.custom_cls.name=PromptCurriculumDataset \\
             +data.plr.method=learnability +data.plr.reward_range=[-1,1]
+
+    - verl 0.9's V1 trainer (``trainer.use_v1=true``, its default) never calls ``on_batch_end``; its replay
+      buffer sees every generated group: name ``PromptCurriculumReplayBuffer`` as
+      ``trainer.v1.sampler.custom_sampler`` (the dataset tells the trainer from verl's config and refuses, at
+      start-up, a V1 trainer without it or in an async mode). Dynamic sampling (``algorithm.filter_groups``)
+      works: every refill is drawn by the curriculum, every group (the dropped all-equal ones too) observed::
+
+        python -m verl.trainer.main_ppo ... data.dataloader_num_workers=0 \\
+            data.custom_cls.path=pkg://plr_gym.verl data.custom_cls.name=PromptCurriculumDataset \\
+            trainer.v1.sampler.custom_sampler.path=pkg://plr_gym.verl \\
+            trainer.v1.sampler.custom_sampler.name=PromptCurriculumReplayBuffer \\
+            +data.plr.method=learnability +data.plr.reward_range=[-1,1]
+
+``PromptCurriculumReplayBuffer`` (verl 0.9.1 tested; ``trainer.v1.sampler.custom_sampler``)
+    verl's own sync ``ReplayBuffer`` (sampling, dynamic sampling's eviction and refill unchanged) that
+    draws each refill through the dataset and reports each generated group's rewards once (see its
+    docstring). Built on first access (``plr_gym.verl.PromptCurriculumReplayBuffer``): it imports verl's V1
+    trainer package (TransferQueue, the agent loop), which the other two do not need.
 
 :class:`PromptCurriculumSampler` (verl 0.5 to 0.7; ``data.sampler``)
     verl 0.5 to 0.7 ship ``verl.experimental.dataset.sampler.AbstractCurriculumSampler``: the trainer builds
@@ -31,21 +49,25 @@ Two hooks, each verl's own:
 
 Options (``data.plr`` for the dataset, ``data.sampler.plr`` for the sampler) are
 :class:`~plr_gym.prompts.PromptCurriculum`'s keyword arguments (``seed`` defaults to ``data.seed``; YAML
-lists for ``reward_range`` and ``prior``), plus ``reward_key``: the ``batch.batch`` tensor whose sum over
-tokens is a completion's reward (default ``"token_level_scores"``, the verifier's score before any KL
-penalty).
+lists for ``reward_range`` and ``prior``), plus ``reward_key``: the tensor whose sum over tokens is a
+completion's reward (default ``"token_level_scores"`` of the legacy trainer's batch, ``"rm_scores"`` of
+the V1 trainer's TransferQueue: the verifier's score before any KL penalty).
 
-Timing: verl's loader with ``num_workers=0`` (both hooks require it) fetches a batch only when the trainer
-asks, after the previous step's ``on_batch_end``/``update``: each batch is drawn with every earlier outcome
-known. Checkpoints: both are ``Stateful`` (``state_dict``/``load_state_dict``), so verl's ``data.pt`` holds
-the curriculum. verl saves a checkpoint *before* the step's ``on_batch_end``/``update``, so a run resumed
-from it has not seen that step's outcomes (one batch of evidence). verl 0.9 does not restore ``data.pt``
-when the checkpoint's step ends an epoch: the curriculum then starts afresh (choose a ``save_freq`` that
-does not divide the steps per epoch).
+Timing: verl's loader with ``num_workers=0`` (all hooks require it) fetches a batch only when the trainer
+asks. Legacy trainer: after the previous step's ``on_batch_end``/``update``, so each batch is drawn with
+every earlier outcome known. V1 trainer: a step's batch after every earlier step's groups, each refill
+after every group generated so far. Checkpoints: the dataset and the sampler are ``Stateful``
+(``state_dict``/``load_state_dict``), so verl's ``data.pt`` holds the curriculum. The legacy trainer saves
+a checkpoint *before* the step's ``on_batch_end``/``update``, so a run resumed from it has not seen that
+step's outcomes (one batch of evidence), and verl 0.9's legacy trainer does not restore ``data.pt`` when
+the checkpoint's step ends an epoch (the curriculum then starts afresh: choose a ``save_freq`` that does
+not divide the steps per epoch). The V1 trainer saves after the step's groups are observed: its resume is
+exact.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Iterator, Sized
 from typing import Any
@@ -64,6 +86,7 @@ except ImportError:  # verl >= 0.8 removed the interface
     HAS_CURRICULUM_SAMPLER = False
 
 __all__ = [
+    "DRAW_KEY",
     "HAS_CURRICULUM_SAMPLER",
     "PROMPT_POSITION_KEY",
     "PromptCurriculumDataset",
@@ -73,6 +96,8 @@ __all__ = [
 _STATE_VERSION = 1
 #: The ``extra_info`` key under which :class:`PromptCurriculumDataset` tags each row with its position.
 PROMPT_POSITION_KEY = "plr_prompt_id"
+#: The ``extra_info`` key of a row's draw number under verl's V1 trainer (one per generated group).
+DRAW_KEY = "plr_draw"
 
 
 def _get(config: Any, key: str, default: Any = None) -> Any:
@@ -92,10 +117,13 @@ def _batch_size(data_config: Any, n: int) -> int:
     return int(batch_size)
 
 
-def _curriculum(n: int, options: Any, data_config: Any, where: str) -> tuple[PromptCurriculum, str]:
-    """The curriculum of the options under ``where`` (a ``PromptCurriculum`` and the reward key)."""
+def _curriculum(
+    n: int, options: Any, data_config: Any, where: str, reward_key: str = "token_level_scores"
+) -> tuple[PromptCurriculum, str]:
+    """The curriculum of the options under ``where`` (a ``PromptCurriculum`` and the reward key, by default
+    ``reward_key``)."""
     options = dict(options or {})
-    reward_key = str(options.pop("reward_key", "token_level_scores"))
+    reward_key = str(options.pop("reward_key", reward_key))
     options.setdefault("seed", _get(data_config, "seed"))
     for key in ("prior", "reward_range"):  # YAML lists (omegaconf ListConfig) -> pairs
         if options.get(key) is not None and not isinstance(options[key], str):
@@ -141,18 +169,181 @@ def _row_labels(data_source: Any) -> list[Any]:
     return [data_source[i]["index"] for i in range(len(data_source))]
 
 
+def _root_config(config: Any) -> Any:
+    """The whole trainer config that ``config`` (verl's ``data`` node) belongs to, or ``None``: OmegaConf
+    keeps each node's root, so the dataset can tell which trainer builds it."""
+    get_root = getattr(config, "_get_root", None)
+    root = get_root() if callable(get_root) else None
+    return None if root is None or root is config else root
+
+
+def _select(config: Any, key: str, default: Any = None) -> Any:
+    from omegaconf import OmegaConf
+
+    value = OmegaConf.select(config, key, default=default)
+    return default if value is None else value
+
+
+def _v1_trainer(config: Any) -> bool:
+    """Whether verl 0.9's V1 trainer (``trainer.use_v1``, its default) builds the dataset of ``config``."""
+    root = _root_config(config)
+    return root is not None and bool(_select(root, "trainer.use_v1", False))
+
+
+def _check_v1_config(root: Any) -> None:
+    """Refuse, before training, a V1 trainer set up so that the curriculum would not see its outcomes."""
+    mode = _select(root, "trainer.v1.trainer_mode", "sync")
+    if mode != "sync":
+        raise ValueError(
+            f"trainer.v1.trainer_mode={mode!r}: PromptCurriculumDataset supports verl's V1 trainer in its "
+            "'sync' mode only (the async modes generate prompts ahead of the outcomes that should choose "
+            "them); set trainer.v1.trainer_mode=sync, or trainer.use_v1=false"
+        )
+    path = _select(root, "trainer.v1.sampler.custom_sampler.path")
+    name = _select(root, "trainer.v1.sampler.custom_sampler.name")
+    fix = (
+        "verl's V1 trainer reports outcomes only to its replay buffer: set "
+        "trainer.v1.sampler.custom_sampler.path=pkg://plr_gym.verl "
+        "trainer.v1.sampler.custom_sampler.name=PromptCurriculumReplayBuffer (or trainer.use_v1=false)"
+    )
+    if not path or not name:
+        raise ValueError(f"trainer.v1.sampler.custom_sampler is not set: {fix}")
+    from verl.utils.import_utils import load_extern_object
+
+    cls = load_extern_object(path, name)
+    if not (isinstance(cls, type) and issubclass(cls, _replay_buffer_class())):
+        raise ValueError(f"trainer.v1.sampler.custom_sampler is {path}:{name}: {fix}")
+    if _select(root, "skip.rollout_tq.enable", False):
+        raise ValueError(
+            "skip.rollout_tq.enable=True replays cached rollouts that the curriculum did not draw: "
+            "PromptCurriculumDataset cannot run with it"
+        )
+
+
+class _DrawLedger:
+    """The V1 path's bookkeeping between the rows a curriculum draws and the groups that come back.
+
+    Each row handed out gets a serial number (its draw); each generated group is recorded once, for its
+    draw, and the curriculum observes the recorded groups in draw order at the next draw
+    (:meth:`flush`), whatever order they finished in: one ``observe`` per generation batch, as the
+    curriculum's evidence clock counts them.
+
+    Example:
+        >>> from plr_gym.prompts import PromptCurriculum
+        >>> ledger = _DrawLedger(PromptCurriculum(10, seed=0))
+        >>> ledger.draw(2)
+        >>> (a, sa), (b, sb) = ledger.take(), ledger.take()
+        >>> ledger.record(sb, b, [1.0, 0.0]); ledger.record(sa, a, [1.0, 1.0])   # any order
+        >>> ledger.end_of_batch(), ledger.curriculum.state_dict()["num_groups"]
+        (0, 2)
+    """
+
+    def __init__(self, curriculum: PromptCurriculum) -> None:
+        self.curriculum = curriculum
+        self.ready: deque[tuple[int, int]] = deque()  # (position, serial) drawn, not yet handed out
+        self.next_serial = 0
+        self.outstanding: dict[int, int] = {}  # serial -> position: handed out, no outcome yet
+        # serial -> (position, rewards): recorded, not yet observed
+        self.outcomes: dict[int, tuple[int, np.ndarray[Any, np.dtype[np.float64]]]] = {}
+        self.groups_without_outcome = 0  # groups handed out that never came back (failed rollouts)
+
+    def draw(self, k: int) -> None:
+        """Observe what came back, then draw ``k`` rows (one ``next_prompts(k)``)."""
+        if self.ready:
+            raise RuntimeError(f"a draw of {k} rows while {len(self.ready)} drawn rows wait for the loader")
+        self.flush()
+        ids = self.curriculum.next_prompts(k).tolist()
+        self.ready.extend(zip(ids, range(self.next_serial, self.next_serial + len(ids)), strict=True))
+        self.next_serial += len(ids)
+
+    def take(self) -> tuple[int, int]:
+        """The next drawn row to hand out: ``(position, serial)``."""
+        position, serial = self.ready.popleft()
+        self.outstanding[serial] = position
+        return position, serial
+
+    def record(self, serial: int, position: int, rewards: Any) -> None:
+        """One generated group's rewards (one per completion), for the row handed out as ``serial``."""
+        if self.outstanding.get(serial) != position:
+            raise ValueError(
+                f"a group of prompt {position} (draw {serial}) that the curriculum has no open draw for: "
+                "each generated group is reported once, for a row the dataset handed out"
+            )
+        values = np.asarray(rewards, dtype=np.float64).reshape(-1)
+        if values.size == 0:
+            raise ValueError(f"a group of prompt {position} (draw {serial}) with no completions")
+        del self.outstanding[serial]
+        self.outcomes[serial] = (position, values)
+
+    def flush(self) -> None:
+        """The recorded groups to the curriculum, one ``observe`` call, in draw order. A refused call
+        (non-finite rewards, rewards outside ``reward_range``) raises, the groups stay recorded and the
+        curriculum unchanged."""
+        if not self.outcomes:
+            return
+        serials = sorted(self.outcomes)
+        sizes = [self.outcomes[s][1].size for s in serials]
+        ids = np.repeat(np.asarray([self.outcomes[s][0] for s in serials], dtype=np.int64), sizes)
+        rewards = np.concatenate([self.outcomes[s][1] for s in serials])
+        self.curriculum.observe(ids, rewards, groups=np.repeat(np.asarray(serials, dtype=np.int64), sizes))
+        self.outcomes.clear()
+
+    def end_of_batch(self) -> int:
+        """A training batch is complete: observe what came back and close the draws that never will
+        (groups whose rollouts all failed: verl stores no completion for them). Returns their number."""
+        if self.ready:
+            raise RuntimeError(
+                f"{len(self.ready)} drawn rows were never fetched by the trainer: its loader's fetches do "
+                "not add up to the step's batch and refills"
+            )
+        self.flush()
+        lost = len(self.outstanding)
+        self.outstanding.clear()
+        self.groups_without_outcome += lost
+        return lost
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "next_serial": self.next_serial,
+            "outcomes": [[s, p, r.tolist()] for s, (p, r) in sorted(self.outcomes.items())],
+            "groups_without_outcome": self.groups_without_outcome,
+        }
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore :meth:`state_dict` (the curriculum separately). Rows drawn and not observed are dropped."""
+        try:
+            next_serial = int(state["next_serial"])
+            lost = int(state["groups_without_outcome"])
+            outcomes = {
+                int(s): (int(p), np.asarray(r, dtype=np.float64).reshape(-1)) for s, p, r in state["outcomes"]
+            }
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"a malformed PromptCurriculumDataset state: {exc}") from exc
+        self.ready.clear()
+        self.outstanding.clear()
+        self.next_serial, self.groups_without_outcome, self.outcomes = next_serial, lost, outcomes
+
+
 class PromptCurriculumDataset(RLHFDataset):  # type: ignore[misc,unused-ignore]
     """verl's ``RLHFDataset`` whose training batches a :class:`~plr_gym.prompts.PromptCurriculum` draws.
 
     Built by verl from ``data.custom_cls`` (see the module). The dataset built from ``data.train_files``
     runs the curriculum; any other (the validation set, from ``data.val_files``) is verl's plain
-    ``RLHFDataset``. Each generation batch (``data.gen_batch_size``, else ``data.train_batch_size``, rows)
-    is ``curriculum.next_prompts``; the loader's sampler still decides how many rows a pass has, not which.
+    ``RLHFDataset``. The loader's sampler still decides how many rows a pass has, not which.
+
+    With verl's legacy trainer (verl 0.7; 0.9 with ``trainer.use_v1=false``) each generation batch
+    (``data.gen_batch_size``, else ``data.train_batch_size``, rows) is one ``curriculum.next_prompts`` and its
+    outcomes come back through ``on_batch_end``. With verl 0.9's V1 trainer (``trainer.use_v1=true``, its
+    default; ``trainer.v1.trainer_mode=sync``) each step's batch is one ``next_prompts(train_batch_size)``,
+    each refill of dynamic sampling (``algorithm.filter_groups``) one more of the refill's size, and the
+    outcomes of every generated group come back through :class:`PromptCurriculumReplayBuffer`, which the
+    config must name as ``trainer.v1.sampler.custom_sampler`` (refused at start-up otherwise).
 
     :param data_files, tokenizer, config, processor, max_samples: those of ``RLHFDataset``; the curriculum's
         options are ``config.plr`` (see the module).
 
-    :attr:`curriculum` is the curriculum (``None`` for a validation set): log ``curriculum.stats()``.
+    :attr:`curriculum` is the curriculum (``None`` for a validation set): log ``curriculum.stats()`` (the V1
+    path logs it under ``curriculum/`` in the step's metrics).
     """
 
     curriculum: PromptCurriculum | None
@@ -167,6 +358,7 @@ class PromptCurriculumDataset(RLHFDataset):  # type: ignore[misc,unused-ignore]
     ) -> None:
         train = _files(_get(config, "train_files"))
         is_train = _files(data_files) == train
+        v1 = is_train and _v1_trainer(config)
         if is_train:
             if _files(_get(config, "val_files")) == train:
                 raise ValueError(
@@ -179,38 +371,64 @@ class PromptCurriculumDataset(RLHFDataset):  # type: ignore[misc,unused-ignore]
                     f"data.dataloader_num_workers={workers}: the curriculum lives in the trainer's process "
                     "and worker processes would draw from stale copies; set data.dataloader_num_workers=0"
                 )
+            if v1:
+                _check_v1_config(_root_config(config))
         super().__init__(data_files, tokenizer, config, processor=processor, max_samples=max_samples)
         self.curriculum = None
+        self.ledger: _DrawLedger | None = None
+        self.v1 = v1
         if not is_train:
             return
         n = len(self)
-        self.batch_size = _batch_size(config, n)
-        self.curriculum, self.reward_key = _curriculum(n, _get(config, "plr", {}), config, "data.plr")
+        if v1:  # one step's batch per draw: the V1 trainer's loader fetches in pieces of gen_batch_size
+            self.batch_size = _batch_size({"train_batch_size": _get(config, "train_batch_size")}, n)
+        else:
+            self.batch_size = _batch_size(config, n)
+        self.curriculum, self.reward_key = _curriculum(
+            n, _get(config, "plr", {}), config, "data.plr", "rm_scores" if v1 else "token_level_scores"
+        )
         self._ready: deque[int] = deque()  # positions drawn, not yet handed to the loader
         self._out: deque[np.ndarray[Any, np.dtype[np.int64]]] = deque()  # drawn batches awaiting outcomes
+        if v1:  # the V1 path's draws and outcomes
+            self.ledger = _DrawLedger(self.curriculum)
 
     def __getitem__(self, item: int) -> dict[str, Any]:
         if self.curriculum is None:
             return dict(super().__getitem__(item))  # type: ignore[no-untyped-call,unused-ignore]
-        if not self._ready:
-            if self._out:
-                raise RuntimeError(
-                    "verl asked for the next batch before the previous one's outcomes came back through "
-                    "on_batch_end: this trainer does not call it (verl 0.9's V1 trainer; set "
-                    "trainer.use_v1=false), or the loader runs ahead (set data.dataloader_num_workers=0)"
-                )
-            ids = self.curriculum.next_prompts(self.batch_size)
-            self._out.append(ids)
-            self._ready.extend(ids.tolist())
-        position = self._ready.popleft()
+        if self.ledger is not None:  # V1: a step's first fetch draws the step's batch
+            if not self.ledger.ready:
+                self.ledger.draw(self.batch_size)
+            position, serial = self.ledger.take()
+        else:
+            if not self._ready:
+                if self._out:
+                    raise RuntimeError(
+                        "verl asked for the next batch before the previous one's outcomes came back through "
+                        "on_batch_end: this trainer does not call it, or the loader runs ahead (set "
+                        "data.dataloader_num_workers=0); with verl 0.9's V1 trainer, build the dataset "
+                        "from the trainer's whole config (trainer.use_v1=true) with "
+                        "PromptCurriculumReplayBuffer"
+                    )
+                ids = self.curriculum.next_prompts(self.batch_size)
+                self._out.append(ids)
+                self._ready.extend(ids.tolist())
+            position = self._ready.popleft()
         row = dict(super().__getitem__(position))  # type: ignore[no-untyped-call,unused-ignore]
-        row["extra_info"] = {**(row.get("extra_info") or {}), PROMPT_POSITION_KEY: position}
+        extra = {**(row.get("extra_info") or {}), PROMPT_POSITION_KEY: position}
+        if self.ledger is not None:
+            extra[DRAW_KEY] = serial
+        row["extra_info"] = extra
         return row
 
     def on_batch_end(self, batch: Any) -> None:
         """A trained step's ``DataProto``: every completion's row position and reward go to the curriculum."""
         if self.curriculum is None:
             return
+        if self.ledger is not None:
+            raise RuntimeError(
+                "on_batch_end() under verl's V1 trainer: its outcomes come through "
+                "PromptCurriculumReplayBuffer"
+            )
         if not self._out:
             raise RuntimeError("on_batch_end() for a batch the curriculum never drew")
         if self._ready:
@@ -241,23 +459,41 @@ class PromptCurriculumDataset(RLHFDataset):  # type: ignore[misc,unused-ignore]
 
     # torchdata's Stateful protocol: verl's StatefulDataLoader saves this in data.pt
     def state_dict(self) -> dict[str, Any]:
-        """The curriculum's state and the drawn batches awaiting outcomes."""
+        """The curriculum's state and what is drawn and not yet observed."""
         if self.curriculum is None:
             return {}
-        return {
+        state: dict[str, Any] = {
             "version": _STATE_VERSION,
             "curriculum": self.curriculum.state_dict(),
             "pending": [ids.tolist() for ids in self._out],
         }
+        if self.ledger is not None:
+            state["v1"] = self.ledger.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`. Batches drawn before the save and not yet updated are dropped: verl
-        trained on them already, and a resumed loader draws afresh."""
+        """Restore :meth:`state_dict`. Rows drawn before the save and not yet observed are dropped: verl
+        generated them already (the V1 trainer saves between steps, when none are open), and a resumed
+        loader draws afresh. Recorded outcomes not yet observed are kept."""
         if self.curriculum is None:
             return
         if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
             raise ValueError("not a PromptCurriculumDataset state")
-        self.curriculum.load_state_dict(state["curriculum"])
+        v1 = state.get("v1")
+        if (v1 is not None) != (self.ledger is not None):
+            raise ValueError(
+                "this PromptCurriculumDataset state was saved under "
+                f"{'the V1' if v1 is not None else 'the legacy'} trainer and is loaded under the other"
+            )
+        if self.ledger is not None:
+            before = self.ledger.state_dict()
+            self.ledger.load_state_dict(v1)
+        try:
+            self.curriculum.load_state_dict(state["curriculum"])
+        except Exception:
+            if self.ledger is not None:
+                self.ledger.load_state_dict(before)
+            raise
         self._out.clear()
         self._ready.clear()
 
@@ -375,3 +611,200 @@ class PromptCurriculumSampler(_SamplerBase):  # type: ignore[misc,valid-type,unu
         self.curriculum.load_state_dict(state["curriculum"])
         self._position = position
         self._out.clear()
+
+
+# ------------------------------------------------------------- verl 0.9's V1 trainer: the replay buffer
+@functools.cache
+def _replay_buffer_class() -> type:
+    """:class:`PromptCurriculumReplayBuffer`, built on first use: importing verl's V1 trainer package loads
+    its rollout stack (TransferQueue, the agent loop, the LLM server client), which the dataset and the
+    sampler do not need."""
+    try:
+        import transfer_queue as tq
+        from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+        from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+    except ImportError as exc:
+        raise ImportError(
+            f"PromptCurriculumReplayBuffer needs verl >= 0.9 with its V1 trainer and TransferQueue ({exc}); "
+            "pip install 'verl==0.9.1' TransferQueue fastapi uvicorn"
+        ) from exc
+
+    class PromptCurriculumReplayBuffer(ReplayBuffer):  # type: ignore[misc,unused-ignore]
+        __doc__ = _REPLAY_BUFFER_DOC
+
+        def __init__(
+            self,
+            trainer_mode: str,
+            trainer_config: Any,
+            max_off_policy_threshold: int | None,
+            max_off_policy_strategy: str,
+            sampler_kwargs: Any,
+            refill_fn: Any = None,
+            **kwargs: Any,
+        ) -> None:
+            trainer = getattr(refill_fn, "__self__", None)
+            if not isinstance(trainer, PPOTrainer):
+                raise TypeError(
+                    "PromptCurriculumReplayBuffer is built by verl's V1 PPOTrainer (its "
+                    "trainer.v1.sampler.custom_sampler), which passes its own refill function; got "
+                    f"refill_fn={refill_fn!r}"
+                )
+            if trainer_mode != "sync":
+                raise ValueError(
+                    f"trainer.v1.trainer_mode={trainer_mode!r}: PromptCurriculumReplayBuffer supports the "
+                    "'sync' mode only"
+                )
+            if kwargs:
+                raise TypeError(f"unexpected arguments {sorted(kwargs)} (a newer verl?)")
+            config = trainer.config
+            # the arguments verl's PPOTrainer._build_replay_buffer gives its own sync ReplayBuffer (verl
+            # 0.9.1, trainer/ppo/v1/trainer_base.py), which it leaves out for a custom sampler
+            metric = trainer._resolve_filter_groups_metric()
+            refill_failed = bool(config.trainer.v1.sampler.get("sync_refill_failed_groups", False))
+            train_batch_size = config.data.train_batch_size
+            inflight = 1
+            if metric is not None:
+                inflight = config.algorithm.filter_groups.get("max_inflight_gen_batches", 1)
+            super().__init__(
+                trainer_mode=trainer_mode,
+                trainer_config=trainer_config,
+                max_off_policy_threshold=max_off_policy_threshold,
+                max_off_policy_strategy=max_off_policy_strategy,
+                sampler_kwargs=sampler_kwargs,
+                refill_fn=self._refill,
+                filter_groups_metric=metric,
+                sync_refill_failed_groups=refill_failed,
+                train_batch_size=train_batch_size,
+                gen_batch_size=1
+                if metric is not None or refill_failed
+                else (config.data.get("gen_batch_size", None) or train_batch_size),
+                max_inflight_gen_batches=inflight,
+            )
+            self._trainer = trainer
+            self._trainer_refill = refill_fn
+            self._reported: set[str] = set()  # groups reported to the dataset, still in the buffer
+
+        def dataset(self) -> PromptCurriculumDataset:
+            """The trainer's training set, which draws the prompts and holds the curriculum."""
+            dataset = getattr(self._trainer, "train_dataset", None)
+            if not isinstance(dataset, PromptCurriculumDataset) or dataset.ledger is None:
+                raise RuntimeError(
+                    "PromptCurriculumReplayBuffer needs the training set to be PromptCurriculumDataset: set "
+                    "data.custom_cls.path=pkg://plr_gym.verl data.custom_cls.name=PromptCurriculumDataset"
+                )
+            return dataset
+
+        def _refill(self, num_prompts: int) -> Any:
+            """verl's refill (dynamic sampling, failed groups), with the curriculum drawing the prompts
+            after every outcome known so far."""
+            ledger = self.dataset().ledger
+            assert ledger is not None
+            # every group finished so far (this poll's snapshot), the kept ones too, before the draw
+            self._report("train", self.finished_keys["train"] | self.failure_keys["train"], leaving=False)
+            ledger.draw(num_prompts)
+            return self._trainer_refill(num_prompts)
+
+        def _report(self, partition_id: str, uids: Any, leaving: bool) -> None:
+            """Groups that finished (``leaving=False``) or leave the buffer (trained, dropped by dynamic
+            sampling, surplus): the rewards of those not reported yet go to the dataset, read from
+            TransferQueue before verl clears them; each group is reported once."""
+            if partition_id != "train" or not uids:
+                return
+            uids = set(uids)
+            new = uids - self._reported
+            if leaving:
+                self._reported -= uids
+            else:
+                self._reported |= new
+            if not new:
+                return
+            dataset = self.dataset()
+            # one completion per rollout: key {uid}_{session}_{index}, a multi-output agent loop's outputs
+            # of one session share the session's reward
+            keys = sorted(
+                k for k in self.partitions[partition_id] if k.split("_")[0] in new and k.split("_")[-1] == "0"
+            )
+            if not keys:
+                return
+            data = tq.kv_batch_get(
+                keys=keys, partition_id=partition_id, select_fields=[dataset.reward_key, "extra_info"]
+            )
+            groups: dict[str, list[Any]] = {}
+            for key, reward, extra in zip(keys, data[dataset.reward_key], data["extra_info"], strict=True):
+                extra = getattr(extra, "data", extra)
+                try:
+                    draw = (int(extra[DRAW_KEY]), int(extra[PROMPT_POSITION_KEY]))
+                except (KeyError, TypeError) as exc:
+                    raise KeyError(
+                        f"completion {key} lacks extra_info[{DRAW_KEY!r}]/[{PROMPT_POSITION_KEY!r}], which "
+                        "PromptCurriculumDataset puts in every row it hands out"
+                    ) from exc
+                entry = groups.setdefault(key.split("_")[0], [draw, []])
+                if entry[0] != draw:
+                    raise ValueError(f"group {key.split('_')[0]} holds completions of two draws")
+                entry[1].append(float(reward.sum().item()))
+            assert dataset.ledger is not None
+            for (serial, position), rewards in groups.values():
+                dataset.ledger.record(serial, position, rewards)
+
+        def _clear_groups(self, partition_id: str, uids: set[str]) -> None:
+            self._report(partition_id, uids, leaving=True)
+            super()._clear_groups(partition_id, uids)
+
+        def _materialize_batch(
+            self,
+            partition_id: str,
+            selected_prompt_uids: list[str],
+            partition_snapshot: dict[str, dict[str, Any]],
+        ) -> Any:
+            self._report(partition_id, selected_prompt_uids, leaving=True)
+            return super()._materialize_batch(partition_id, selected_prompt_uids, partition_snapshot)
+
+        def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[Any, dict[str, Any]]:
+            batch, metrics = super().sample(global_steps, partition_id, batch_size)
+            if partition_id == "train":
+                ledger = self.dataset().ledger
+                assert ledger is not None
+                ledger.end_of_batch()
+                metrics = dict(metrics)
+                metrics.update({f"curriculum/{k}": v for k, v in ledger.curriculum.stats().items()})
+                metrics["curriculum/groups_without_outcome"] = float(ledger.groups_without_outcome)
+            return batch, metrics
+
+    PromptCurriculumReplayBuffer.__module__ = __name__
+    return PromptCurriculumReplayBuffer
+
+
+_REPLAY_BUFFER_DOC = """verl 0.9's V1 replay buffer that reports every generated group to the curriculum.
+
+    verl's V1 trainer (``trainer.use_v1=true``, the default of verl 0.9) generates into TransferQueue and
+    takes each step's batch from its replay buffer, which dynamic sampling (``algorithm.filter_groups``)
+    also uses to drop groups whose rewards are all equal and to refill. This is verl's own sync
+    ``ReplayBuffer`` (same arguments, same sampling, eviction and refill), built from
+    ``trainer.v1.sampler.custom_sampler``, plus three things. Each generated group has its rewards
+    (``rm_scores`` summed over tokens, the reward the filter judges) reported to the dataset once: when a
+    refill is about to be drawn (every group finished by then) or when it leaves the buffer (trained,
+    dropped as all-equal, discarded as surplus), read from TransferQueue before verl clears it. Each
+    refill's prompts are one ``next_prompts`` of the refill's size, drawn after the curriculum observed
+    every group reported so far, in draw order. At the end of ``sample`` the curriculum observes the rest
+    and its ``stats()`` join the step's metrics (``curriculum/*``). Use it with
+    :class:`PromptCurriculumDataset`::
+
+        python -m verl.trainer.main_ppo ... data.dataloader_num_workers=0 \\
+            data.custom_cls.path=pkg://plr_gym.verl data.custom_cls.name=PromptCurriculumDataset \\
+            trainer.v1.sampler.custom_sampler.path=pkg://plr_gym.verl \\
+            trainer.v1.sampler.custom_sampler.name=PromptCurriculumReplayBuffer \\
+            +data.plr.method=learnability +data.plr.reward_range=[-1,1]
+
+    Only ``trainer.v1.trainer_mode=sync`` (the default); the arguments are those verl's trainer passes to a
+    custom sampler. verl gives a custom sampler neither its config nor its training set: the buffer finds
+    the trainer through ``refill_fn``, the trainer's own ``_add_prompts_to_generate`` (verl 0.9.0 and 0.9.1;
+    anything else is refused with a ``TypeError``), and gives verl's ``ReplayBuffer`` the filtering
+    arguments verl's ``_build_replay_buffer`` gives its built-in one.
+    """
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PromptCurriculumReplayBuffer":
+        return _replay_buffer_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
