@@ -630,15 +630,14 @@ def main(argv: list[str] | None = None) -> None:
         digest = weights_digest(model)
         args.out.mkdir(parents=True, exist_ok=True)
         grpo = {k: getattr(args, k) for k in GRPO}
+        commit = git_commit()  # read once: records committed during the study do not change it
         for seed in args.seeds:  # seeds outer: every finished seed has all its arms
             for arm in args.arms:
                 path = args.out / f"{arm}-seed{seed}.json"
                 if path.exists():
                     continue
                 rec = run_arm(arm, seed, grpo)
-                rec.update(
-                    sft_digest=digest, commit=git_commit(), cpu=cpu_model(), load_at_end=load_average()
-                )
+                rec.update(sft_digest=digest, commit=commit, cpu=cpu_model(), load_at_end=load_average())
                 tmp = path.with_suffix(".tmp")
                 tmp.write_text(json.dumps(rec))
                 os.replace(tmp, path)
