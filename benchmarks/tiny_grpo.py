@@ -596,12 +596,62 @@ def report(records: dict[str, dict[int, dict[str, Any]]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def figure(records: dict[str, dict[int, dict[str, Any]]], path: Path) -> None:
+    """Held-out accuracy against rollouts, mean over seeds with a 95% bootstrap band, per arm: all
+    difficulties (left) and the in-reach ones, 3-5 (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    rng = np.random.default_rng(0)
+    for arm in (a for a in ARMS if a in records):
+        recs = [records[arm][s] for s in sorted(records[arm])]
+        x = np.array([p["rollouts"] for p in recs[0]["curve"]])
+        for ax, levels in zip(axes, (LEVELS, REACH)):
+            y = np.array([[mean_accuracy(p, levels) for p in r["curve"]] for r in recs])
+            boot = y[rng.integers(0, len(recs), size=(2000, len(recs)))].mean(axis=1)
+            (line,) = ax.plot(x, y.mean(axis=0), marker="o", ms=3, label=f"{arm} ({len(recs)} seeds)")
+            lo, hi = np.quantile(boot, [0.025, 0.975], axis=0)
+            ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15)
+    for ax, title in zip(axes, ("all difficulties (1-8 digits)", "in reach (3-5 digits)")):
+        ax.set_xlabel("rollouts (completions generated)")
+        ax.set_ylabel("held-out accuracy (sampled, T=1)")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def quick() -> None:
+    """Every piece once at tiny sizes (a 30-step SFT in a temporary folder, 2 GRPO steps per arm on 8
+    prompts per difficulty, the report): a check that the study runs, not a result."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = pretrain(30, verbose=False)
+        model.save_pretrained(Path(tmp) / "sft")
+        records: dict[str, dict[int, dict[str, Any]]] = {}
+        grpo = {"steps": 2, "eval_every": 1, "eval_samples": 1}
+        for arm in ARMS:
+            for seed in (0, 1):
+                rec = run_arm(arm, seed, grpo, sft_path=Path(tmp) / "sft", per_level=8, work_dir=Path(tmp))
+                records.setdefault(arm, {})[seed] = rec
+    print(report(records))
+
+
 def main(argv: list[str] | None = None) -> None:
     import torch
 
     torch.set_num_threads(1)
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument(
+        "--quick", action="store_true", help="seconds: a 30-step SFT, 2 GRPO steps of every arm, the report"
+    )
+    sub = parser.add_subparsers(dest="command")
     p_pre = sub.add_parser("pretrain", help="(re)build the SFT checkpoint and print its held-out accuracy")
     p_pre.add_argument("--steps", type=int, default=None, help="SFT steps (default SFT['steps']; then saved)")
     p_run = sub.add_parser("run", help="GRPO runs, one record (JSON) per arm and seed")
@@ -615,8 +665,13 @@ def main(argv: list[str] | None = None) -> None:
     p_rep = sub.add_parser("report", help="the tables of a folder of records")
     p_rep.add_argument("folder", type=Path)
     p_rep.add_argument("--out", type=Path, default=None)
+    p_rep.add_argument("--figure", type=Path, default=None, help="a PNG of accuracy against rollouts")
     args = parser.parse_args(argv)
-    if args.command == "pretrain":
+    if args.quick:
+        quick()
+    elif args.command is None:
+        parser.error("a command (pretrain, run, report) or --quick is required")
+    elif args.command == "pretrain":
         t0 = time.perf_counter()
         model = pretrain(args.steps)
         print(f"pretrain {time.perf_counter() - t0:.0f} s, digest {weights_digest(model)}")
@@ -652,6 +707,8 @@ def main(argv: list[str] | None = None) -> None:
         print(text)
         if args.out is not None:
             args.out.write_text(text)
+        if args.figure is not None:
+            figure(load_records(args.folder), args.figure)
 
 
 if __name__ == "__main__":
