@@ -531,8 +531,8 @@ def report(records: dict[str, dict[int, dict[str, Any]]]) -> str:
     lines = [
         "| arm | seeds | final accuracy | AUC | "
         + " | ".join(f"final d={d}" for d in LEVELS)
-        + " | informative groups | draws d=1-2 / 3-5 / 6-8 |",
-        "| --- | --- | --- | --- | " + " | ".join("---" for _ in LEVELS) + " | --- | --- |",
+        + " | informative groups | draws d=1-2 / 3-5 / 6-8 | training reward (last 30 steps) |",
+        "| --- | --- | --- | --- | " + " | ".join("---" for _ in LEVELS) + " | --- | --- | --- |",
     ]
     for arm in arms:
         recs = [records[arm][s] for s in sorted(records[arm])]
@@ -543,13 +543,14 @@ def report(records: dict[str, dict[int, dict[str, Any]]]) -> str:
         informative = float(np.mean((means > 0) & (means < 1)))
         lv = np.concatenate([np.asarray(st["levels"]) for r in recs for st in r["steps"]])
         draws = [np.mean((lv >= lo) & (lv <= hi)) for lo, hi in ((1, 2), (3, 5), (6, 8))]
+        late = np.mean([np.mean(st["group_mean"]) for r in recs for st in r["steps"][-30:]])
         lines.append(
             f"| {arm} | {len(recs)} | {fin.mean():.3f} ± {fin.std(ddof=1) if len(recs) > 1 else 0:.3f} | "
             f"{au.mean():.3f} ± {au.std(ddof=1) if len(recs) > 1 else 0:.3f} | "
             + " | ".join(f"{x:.2f}" for x in per)
             + f" | {informative:.2f} | "
             + " / ".join(f"{x:.2f}" for x in draws)
-            + " |"
+            + f" | {late:.3f} |"
         )
     lines += [
         "",
