@@ -529,14 +529,15 @@ def report(records: dict[str, dict[int, dict[str, Any]]]) -> str:
     95% bootstrap CIs over the seeds every compared arm has."""
     arms = [a for a in ARMS if a in records]
     lines = [
-        "| arm | seeds | final accuracy | AUC | "
+        "| arm | seeds | final accuracy | change from step 0 | AUC | "
         + " | ".join(f"final d={d}" for d in LEVELS)
         + " | informative groups | draws d=1-2 / 3-5 / 6-8 | training reward (last 30 steps) |",
-        "| --- | --- | --- | --- | " + " | ".join("---" for _ in LEVELS) + " | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in LEVELS) + " | --- | --- | --- |",
     ]
     for arm in arms:
         recs = [records[arm][s] for s in sorted(records[arm])]
         fin = np.array([mean_accuracy(r["curve"][-1]) for r in recs])
+        start = np.array([mean_accuracy(r["curve"][0]) for r in recs])
         au = np.array([auc(r["curve"]) for r in recs])
         per = [np.mean([r["curve"][-1]["accuracy"][str(d)] for r in recs]) for d in LEVELS]
         means = np.concatenate([np.asarray(st["group_mean"]) for r in recs for st in r["steps"]])
@@ -546,6 +547,7 @@ def report(records: dict[str, dict[int, dict[str, Any]]]) -> str:
         late = np.mean([np.mean(st["group_mean"]) for r in recs for st in r["steps"][-30:]])
         lines.append(
             f"| {arm} | {len(recs)} | {fin.mean():.3f} ± {fin.std(ddof=1) if len(recs) > 1 else 0:.3f} | "
+            f"{_ci(paired_bootstrap(fin - start))} | "
             f"{au.mean():.3f} ± {au.std(ddof=1) if len(recs) > 1 else 0:.3f} | "
             + " | ".join(f"{x:.2f}" for x in per)
             + f" | {informative:.2f} | "
