@@ -36,9 +36,10 @@ difficulty is recorded against rollouts.
 Usage::
 
     python benchmarks/tiny_grpo.py pretrain            # (re)build the checkpoint, print its accuracy
-    python benchmarks/tiny_grpo.py run --arms uniform curriculum --seeds 0 1 --out DIR
-    python benchmarks/tiny_grpo.py report DIR [--out FILE.md]
-    python benchmarks/tiny_grpo.py --quick             # seconds: every piece once, tiny sizes
+    python benchmarks/tiny_grpo.py run --out benchmarks/results/tiny_grpo/runs   # the study (docs/prompts.md)
+    python benchmarks/tiny_grpo.py run --arms uniform curriculum --seeds 0 1 --steps 30 --out DIR
+    python benchmarks/tiny_grpo.py report DIR [--out FILE.md] [--figure FILE.png]
+    python benchmarks/tiny_grpo.py --quick   # every piece once at tiny sizes (~25 s CPU; not in the suite)
 """
 
 from __future__ import annotations
