@@ -77,6 +77,7 @@ from ray.rllib.utils.postprocessing.zero_padding import unpad_data_if_necessary
 
 from plr_gym.episode_parts import EpisodeJoiner, EpisodePart, make_part
 from plr_gym.scoring import EpisodeData, Strategy, episode_success, strategy_spec
+from plr_gym.source import next_rollout
 from plr_gym.wrappers.level import LevelWrapper
 
 __all__ = [
@@ -567,9 +568,7 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
         if _learner_rank() != 0:
             return
         try:  # close this batch's "rollout" at the source (after every learner's scores: _score syncs)
-            self.source.end_rollout()
-            stats = self.source.rollout_stats(full=False)
-            self.source.begin_rollout()
+            stats = next_rollout(self.source, full=False)  # one round trip for a RemoteLevelSource
         except Exception as exc:  # metrics must never fail a training step
             if not self._warned:
                 self._warned = True
