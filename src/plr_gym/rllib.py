@@ -734,6 +734,7 @@ def plr_ppo_config(
     num_envs_per_env_runner: int = 1,
     prefetch: int = 2,
     prefetch_seconds: float = 20.0,
+    min_refill: int = 64,
     **sampler_kwargs: Any,
 ) -> AlgorithmConfig:
     """A PPO config with PLR: a :class:`~plr_gym.LevelSampler` hosted in a Ray actor, ``num_env_runners``
@@ -748,9 +749,12 @@ def plr_ppo_config(
     :param prefetch: levels each env runner keeps ready per env, at least
         (:class:`~plr_gym.distributed.RemoteLevelSource`).
     :param prefetch_seconds: each env runner also keeps ready the levels its envs take in this many seconds
-        (measured), so that it calls the source's actor about once every ``0.75 × prefetch_seconds`` s
+        (measured), so that it calls the source's actor about once every ``7/8 × prefetch_seconds`` s
         whatever its reset rate; a level is drawn up to about this long before it is played
         (:class:`~plr_gym.distributed.RemoteLevelSource`; ``0``: ``prefetch`` per env only).
+    :param min_refill: each refill brings at least this many levels, for env runners that reset too rarely
+        to take that many in ``prefetch_seconds`` (their levels then wait longer, at most
+        ``3 × prefetch_seconds``; :class:`~plr_gym.distributed.RemoteLevelSource`).
     :param sampler_kwargs: :class:`~plr_gym.LevelSampler` arguments, at least ``levels=``.
 
     Example:
@@ -769,7 +773,10 @@ def plr_ppo_config(
 
         sampler = make_level_source("plr_ppo_config", 1, None, sampler_kwargs, None, None, None, 1)
         source = RemoteLevelSource(
-            host_level_source(sampler), prefetch=prefetch, prefetch_seconds=prefetch_seconds
+            host_level_source(sampler),
+            prefetch=prefetch,
+            prefetch_seconds=prefetch_seconds,
+            min_refill=min_refill,
         )
     elif sampler_kwargs:
         raise ValueError(
