@@ -10,27 +10,34 @@ The client never makes one blocking round-trip per reset, and makes few calls of
 
 - **Levels** are drawn ahead, in blocks. The client keeps ready, in a FIFO queue, ``prefetch`` levels per
   env it serves, or as many levels as its envs take in ``prefetch_seconds`` (default 20 s; the rate is
-  measured by the client) if that is more, and refills the queue with one non-blocking call
-  (``actor.draw.remote(n)``, checked with ``ray.wait(timeout=0)``) when a quarter is left (half, for the
-  ``prefetch`` levels per env): one call per about ``0.75 × prefetch_seconds`` seconds however often the
-  envs reset, so the actor's fixed cost per call
+  measured by the client) if that is more, or, for envs that reset too rarely to take ``min_refill``
+  (default 64) levels in ``prefetch_seconds``, ``8/7 × min_refill`` levels (but never more than
+  ``3 × prefetch_seconds`` of resets). It refills the queue with one non-blocking call
+  (``actor.draw.remote(n)``, checked with ``ray.wait(timeout=0)``) when an eighth is left (half, for the
+  ``prefetch`` levels per env): one call per about ``7/8 × prefetch_seconds`` seconds, bringing at least
+  ``min_refill`` levels, however often the envs reset, so the actor's fixed cost per call
   (≈ 0.6 ms of CPU) is shared by all the levels of a block. It blocks only when the queue cannot serve a
   request (the first one).
 - **Scores** are buffered and pushed with the client's next refill (one call for both), at the latest once
-  the oldest buffered score is ``prefetch_seconds`` old (checked when the client is used), and at
-  :meth:`~RemoteLevelSource.end_rollout` / :meth:`~RemoteLevelSource.flush`; ``push_every=k`` pushes every
-  ``k`` :meth:`~RemoteLevelSource.update_batch` calls instead.
+  the oldest buffered score is as old as the queue's horizon (``prefetch_seconds``, or longer where
+  ``min_refill`` sets the queue; checked when the client is used), and at
+  :meth:`~RemoteLevelSource.end_rollout` / :meth:`~RemoteLevelSource.flush` /
+  :meth:`~RemoteLevelSource.next_rollout` (a learner's step: its scores, ``end_rollout``,
+  ``rollout_stats`` and ``begin_rollout`` in one call); ``push_every=k`` pushes every ``k``
+  :meth:`~RemoteLevelSource.update_batch` calls instead.
 
 **The lag drawing ahead introduces.** The actor counts a level as sampled (staleness, replay counters) when
 it draws it for a client, and draws it from the distribution at that moment: the scores it holds then.
 A level served from the queue was therefore drawn up to one queue's worth of that client's draws earlier
-than a local sampler would have drawn it (``max(prefetch × n_envs, rate × prefetch_seconds)``, at most
-4,096), which at a steady reset rate is at most about ``prefetch_seconds`` earlier (longer while the envs
-pause), without the scores that reached the actor in between. The draws themselves are the hosted
-sampler's: drawn one after another, each counted as sampled before the next. ``prefetch_seconds=0``
-keeps ``prefetch`` levels per env ready and nothing more (the earlier behaviour: one call per
-``prefetch × n_envs / 2`` resets); with ``prefetch=1`` the lag is one level per env, as large as (and on
-top of) the one-episode lead the SB3 wrapper already has locally; with ``prefetch=0`` every
+than a local sampler would have drawn it (``max(prefetch × n_envs, rate × prefetch_seconds,
+min(8/7 × min_refill, rate × 3 × prefetch_seconds))``, at most 4,096), which at a steady reset rate is at
+most about ``prefetch_seconds`` earlier, or ``8/7 × min_refill / rate`` (at most
+``3 × prefetch_seconds``) for envs resetting fewer than ``8/7 × min_refill / prefetch_seconds`` times a
+second (longer while the envs pause), without the scores that reached the actor in between. The draws
+themselves are the hosted sampler's: drawn one after another, each counted as sampled before the next.
+``prefetch_seconds=0`` keeps ``prefetch`` levels per env ready and nothing more (the earlier behaviour: one
+call per ``prefetch × n_envs / 2`` resets); with ``prefetch=1`` the lag is one level per env, as large as
+(and on top of) the one-episode lead the SB3 wrapper already has locally; with ``prefetch=0`` every
 :meth:`~RemoteLevelSource.next_levels` call is one blocking call and the actor draws exactly when a
 local sampler would. For one client the levels served are exactly the hosted sampler's sequence of draws
 (the queue is FIFO and Ray runs one caller's calls in order); with many clients the actor interleaves
