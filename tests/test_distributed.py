@@ -201,6 +201,9 @@ def test_min_refill_sizes_the_blocks_of_envs_that_reset_rarely(
     assert floorless._target() == 40 and calls0[-1] - calls0[99] >= 8
     slow, _, _ = run(0.5, 64, 60)
     assert slow._target() == 30  # 3 x prefetch_seconds of resets, not 74
+    # the first second (no rate measured yet): the blocks double instead of one call per reset
+    _, _, calls = run(50.0, 64, 50)
+    assert calls[49] <= 8, calls
     with pytest.raises(ValueError, match="min_refill must be an int >= 0"):
         RemoteLevelSource("x", min_refill=-1)
 

@@ -1078,11 +1078,15 @@ class RemoteLevelSource:
         """Levels to keep ready (queue and refills in flight): ``prefetch`` per env, or, if more, what this
         client's envs take in ``prefetch_seconds`` at the measured rate, or ``8/7 × min_refill`` (a refill
         of at least ``min_refill``) if the envs take that in at most ``3 × prefetch_seconds``, else what
-        they take in ``3 × prefetch_seconds``; at most ``_MAX_AHEAD``."""
+        they take in ``3 × prefetch_seconds``; at most ``_MAX_AHEAD``. Until the first rate is measured
+        (the client's first second), four times the levels taken so far in it: the blocks about double,
+        so a client whose envs reset often makes a few calls in that second, not one per reset."""
         base = self.prefetch * self._n_envs
         rate = self._rate
-        if not self.prefetch or rate is None:
+        if not self.prefetch or not self.prefetch_seconds:
             return base
+        if rate is None:
+            return max(base, min(_MAX_AHEAD, 4 * self._rate_count))
         ahead = math.ceil(rate * self.prefetch_seconds)
         if self.min_refill:
             floor = math.ceil(8 * self.min_refill / 7)
@@ -1092,8 +1096,9 @@ class RemoteLevelSource:
     def _refill_at(self, target: int) -> int:
         """Refill when the queue lacks this many levels: half of ``prefetch`` per env, or, for a target set
         by the reset rate, seven eighths of it (the eighth left lasts ``prefetch_seconds / 8``, ample for
-        the call's round trip, and each call brings seven eighths of the target)."""
-        if target > self.prefetch * self._n_envs:
+        the call's round trip, and each call brings seven eighths of the target); half of it while the
+        first rate is measured."""
+        if target > self.prefetch * self._n_envs and self._rate is not None:
             return max(1, (7 * target) // 8)
         return max(1, target // 2)
 
