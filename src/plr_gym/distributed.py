@@ -11,7 +11,7 @@ The client never makes one blocking round-trip per reset, and makes few calls of
 - **Levels** are drawn ahead, in blocks. The client keeps ready, in a FIFO queue, ``prefetch`` levels per
   env it serves, or as many levels as its envs take in ``prefetch_seconds`` (default 20 s; the rate is
   measured by the client) if that is more, or, for envs that reset too rarely to take ``min_refill``
-  (default 64) levels in ``prefetch_seconds``, ``8/7 × min_refill`` levels (but never more than
+  (default 128) levels in ``prefetch_seconds``, ``8/7 × min_refill`` levels (but never more than
   ``3 × prefetch_seconds`` of resets). It refills the queue with one non-blocking call
   (``actor.draw.remote(n)``, checked with ``ray.wait(timeout=0)``) when an eighth is left (half, for the
   ``prefetch`` levels per env): one call per about ``7/8 × prefetch_seconds`` seconds, bringing at least
@@ -795,7 +795,7 @@ class RemoteLevelSource:
         prefetch_seconds: float = 20.0,
         push_every: int | None = None,
         retry_timeout: float = 60.0,
-        min_refill: int = 64,
+        min_refill: int = 128,
     ) -> None:
         owner = "RemoteLevelSource"
         if isinstance(actor, str):

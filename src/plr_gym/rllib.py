@@ -734,7 +734,7 @@ def plr_ppo_config(
     num_envs_per_env_runner: int = 1,
     prefetch: int = 2,
     prefetch_seconds: float = 20.0,
-    min_refill: int = 64,
+    min_refill: int = 128,
     **sampler_kwargs: Any,
 ) -> AlgorithmConfig:
     """A PPO config with PLR: a :class:`~plr_gym.LevelSampler` hosted in a Ray actor, ``num_env_runners``
