@@ -124,14 +124,17 @@ def test_a_push_that_failed_is_raised_once_and_the_queue_keeps_serving(
 def test_levels_are_drawn_in_blocks_sized_to_the_reset_rate(
     local_ray: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """prefetch_seconds (the default): one env resetting 25 times a (client-clock) second keeps ~25 × 4
-    levels ready, refilled when a quarter is left, so a refill call brings ~75 levels; the scores ride on
+    """prefetch_seconds (the default; min_refill=0, see the next test): one env resetting 25 times a
+    (client-clock) second keeps ~25 × 4 levels ready, refilled when an eighth is left, so a refill call
+    brings ~87 levels; the scores ride on
     those calls (no calls of their
     own), every score is absorbed once, and the levels served are still exactly the hosted sampler's
     draws in order. prefetch_seconds=0 is the old behaviour: prefetch per env, one call per reset here."""
     now = [0.0]
     monkeypatch.setattr(distributed, "_clock", lambda: now[0])
-    client = RemoteLevelSource(host_level_source(sampler(n=60)), prefetch=2, prefetch_seconds=4.0)
+    client = RemoteLevelSource(
+        host_level_source(sampler(n=60)), prefetch=2, prefetch_seconds=4.0, min_refill=0
+    )
     old = RemoteLevelSource(host_level_source(sampler(n=60)), prefetch=2, prefetch_seconds=0, push_every=8)
     local = sampler(n=60)
     served = []
