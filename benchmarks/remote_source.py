@@ -915,6 +915,104 @@ def main_load(args: argparse.Namespace) -> None:
         sys.exit(1)
 
 
+# --------------------------------------------------------------------------------------------------
+# where the actor's CPU goes: one call at a time, by kind (--actor-costs)
+# --------------------------------------------------------------------------------------------------
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds of each thread of this process (Linux ``/proc``), by ``name:tid``."""
+    out = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir(f"/proc/{os.getpid()}/task"):
+        try:
+            stat = Path(f"/proc/{os.getpid()}/task/{tid}/stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        out[f"{name}:{tid}"] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def actor_costs(n_levels: int, calls: int, rounds: int) -> list[str]:
+    """The hosted actor's CPU (its process's, all threads) per call of each kind, from one caller, in
+    interleaved rounds: a call that does nothing (Ray's own cost), draws of 1, 128 and 1,024 levels, score
+    pushes of 1 and 1,000 scores, a refill that carries 128 scores and draws 128 levels, and a learner's
+    step (``next_rollout``: a push of 1,000 scores with the rollout closed and opened), plus the idle CPU
+    per second and its busiest threads."""
+    from plr_gym.distributed import LevelSourceActor
+
+    class Measured(LevelSourceActor):  # type: ignore[misc]
+        def cpu(self) -> float:
+            return time.process_time()
+
+        def threads(self) -> dict[str, float]:
+            return _thread_cpu()
+
+        def nothing(self) -> None:
+            return None
+
+    actor: Any = (
+        ray.remote(Measured)
+        .options(num_cpus=0)
+        .remote(LevelSampler(range(n_levels), strategy="value_l1", seed=0))
+    )
+    _, first = ray.get(actor.draw.remote(n_levels))
+    ray.get(actor.push.remote("scorer", 1, [(first, np.random.default_rng(0).random(n_levels))]))
+    rng = np.random.default_rng(1)
+    seq = [1]
+
+    def push(k: int, draw: int, rollout: bool | None = None) -> Callable[[], Any]:
+        def call() -> Any:
+            seq[0] += 1
+            batch = [(rng.integers(0, n_levels, k), rng.random(k))]
+            extra = (None, None, rollout) if rollout is not None else ()
+            return actor.push.remote("c", seq[0], batch, draw, *extra)
+
+        return call
+
+    kinds: dict[str, Callable[[], Any]] = {
+        "a call that does nothing (Ray's cost)": lambda: actor.nothing.remote(),
+        "draw 1 level": lambda: actor.draw.remote(1),
+        "draw 128 levels": lambda: actor.draw.remote(128),
+        "draw 1,024 levels": lambda: actor.draw.remote(1024),
+        "push 1 score": push(1, 0),
+        "push 1,000 scores": push(1000, 0),
+        "refill: push 128 scores, draw 128 levels": push(128, 128),
+    }
+    if "rollout" in LevelSourceActor.push.__code__.co_varnames:
+        kinds["learner step: 1,000 scores + next_rollout"] = push(1000, 0, False)
+    per: dict[str, list[float]] = {k: [] for k in kinds}
+    main: dict[str, list[float]] = {k: [] for k in kinds}
+    idle: list[float] = []
+    for _ in range(rounds):
+        c0, t0 = ray.get(actor.cpu.remote()), ray.get(actor.threads.remote())
+        time.sleep(2.0)
+        c1, t1 = ray.get(actor.cpu.remote()), ray.get(actor.threads.remote())
+        idle.append((c1 - c0) / 2.0)
+        for kind, call in kinds.items():
+            c0, t0 = ray.get(actor.cpu.remote()), ray.get(actor.threads.remote())
+            for _ in range(calls):
+                ray.get(call())
+            c1, t1 = ray.get(actor.cpu.remote()), ray.get(actor.threads.remote())
+            per[kind].append((c1 - c0) / calls)
+            busiest = max(t1, key=lambda t: t1[t] - t0.get(t, 0.0))
+            main[kind].append((t1[busiest] - t0.get(busiest, 0.0)) / calls)
+    lines = [
+        f"- idle: {1e3 * float(np.median(idle)):.1f} ms of CPU per second (median of {rounds} rounds of 2 s)",
+        "",
+        "| call (one caller, one at a time) | actor CPU per call, median µs | rounds | busiest thread µs |",
+        "|---|---|---|---|",
+    ]
+    for kind in kinds:
+        rounds_us = ", ".join(f"{1e6 * v:.0f}" for v in per[kind])
+        lines.append(
+            f"| {kind} | {1e6 * float(np.median(per[kind])):.0f} | {rounds_us} | "
+            f"{1e6 * float(np.median(main[kind])):.0f} |"
+        )
+    ray.kill(actor)
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -952,6 +1050,11 @@ def main() -> None:
     )
     load.add_argument("--latency-every", type=float, default=2.0, help="seconds between latency probes")
     parser.add_argument(
+        "--actor-costs", action="store_true", help="the actor's CPU per call of each kind (interleaved)"
+    )
+    parser.add_argument("--cost-calls", type=int, default=300, help="--actor-costs: calls per kind and round")
+    parser.add_argument("--cost-rounds", type=int, default=3, help="--actor-costs: rounds")
+    parser.add_argument(
         "--src", default=None, help="benchmark the plr_gym in this src directory (before/after runs)"
     )
     parser.add_argument(
@@ -980,6 +1083,14 @@ def main() -> None:
         help="skip client counts whose estimated memory exceeds this (default: 80%% of the machine's)",
     )
     args = parser.parse_args()
+    if args.actor_costs:
+        _init_ray()
+        _print_provenance("# Where the level source actor's CPU goes, call by call", None)
+        print(f"- {args.levels} levels, {args.cost_calls} calls of each kind per round, interleaved\n")
+        for line in actor_costs(args.levels, args.cost_calls, args.cost_rounds):
+            print(line)
+        ray.shutdown()
+        return
     if args.load:
         if args.seconds is None:
             args.seconds = 30.0
