@@ -1018,7 +1018,8 @@ def main() -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="the suite's smoke run: C = 1, prefetch 16 only, 0.5 s per run; then a load test of 4 runners",
+        help="the suite's smoke run: C = 1, prefetch 16 only, 0.5 s per run; then load tests of 4 runners "
+        "(both emulations)",
     )
     load = parser.add_argument_group("load test (--load): emulated RLlib env runners at the defaults")
     load.add_argument("--load", action="store_true", help="run the load test instead of the comparison")
@@ -1231,6 +1232,8 @@ def main() -> None:
         args.runners, args.processes, args.warmup, args.seconds, args.idle = "4", 1, 1.0, 2.0, 0.5
         args.iteration = 1.0
         print()
+        main_load(args)
+        args.emulation = "events"  # and the cheap emulation the knee is measured with
         main_load(args)
     print(f"- total wall time: {time.time() - t_start:.0f} s")
     ray.shutdown()
