@@ -56,7 +56,21 @@ import sampler_speed
 from _provenance import cpu_model, git_commit, load_average
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))  # benchmark the library in this checkout
+
+
+def _library_src() -> Path:
+    """``--src DIR`` (read before the imports below): benchmark the plr_gym in ``DIR`` (e.g. an older
+    commit's ``src``, for before/after runs), else this checkout's."""
+    for k, arg in enumerate(sys.argv):
+        if arg == "--src" and k + 1 < len(sys.argv):
+            return Path(sys.argv[k + 1]).resolve()
+        if arg.startswith("--src="):
+            return Path(arg.split("=", 1)[1]).resolve()
+    return ROOT / "src"
+
+
+SRC = _library_src()
+sys.path.insert(0, str(SRC))  # benchmark the library in this checkout (or --src)
 
 import ray  # noqa: E402
 
@@ -494,6 +508,7 @@ class LoadRunners:
         steps_per_s: float,
         lengths: tuple[int, int],
         iteration: float,
+        min_refill: int | None = None,
     ) -> None:
         """Env runners ``first`` ... ``first + k - 1`` over ``source`` (each its own client of it)."""
         from ray import cloudpickle  # what Ray ships the env creator to its env runners with
@@ -505,6 +520,8 @@ class LoadRunners:
         for w in range(first, first + k):
             mine = cloudpickle.loads(cloudpickle.dumps(creator))  # as RLlib ships it to env runner w
             config = {"lengths": list(lengths)}
+            if min_refill is not None:
+                mine.source.min_refill = min_refill
             self.envs.append([mine(EnvContext(config, worker_index=w, vector_index=j)) for j in range(envs)])
             self.clients.append(mine.source)
         self.learner = self.rllib.PLRGeneralAdvantageEstimation(
@@ -535,7 +552,7 @@ class LoadRunners:
         clients = [*self.clients, self.learner.source]
         return {
             "calls": sum(c.draw_calls + c.pushes for c in clients)
-            + (3 if self.rank0 else 0) * self.iterations_done,
+            + (0 if _has_next_rollout() or not self.rank0 else 3) * self.iterations_done,
             "levels": sum(c.levels_requested for c in self.clients),
             "blocking": sum(c.blocking_calls for c in self.clients),
         }
@@ -607,6 +624,148 @@ class LoadRunners:
         return out
 
 
+def _client_of(source: Any, min_refill: int | None) -> Any:
+    """One runner's client, as RLlib ships it (``cloudpickle``), with ``min_refill`` if given."""
+    from ray import cloudpickle
+
+    client = cloudpickle.loads(cloudpickle.dumps(source))
+    if min_refill is not None:
+        client.min_refill = min_refill
+    return client
+
+
+def _has_next_rollout() -> bool:
+    """Whether the library has ``plr_gym.source.next_rollout`` (the learner's step in one call)."""
+    import plr_gym.source
+
+    return hasattr(plr_gym.source, "next_rollout")
+
+
+def _learner_step(client: Any) -> None:
+    """What the RLlib connector's first learner does between batches: ``plr_gym.source.next_rollout``
+    (one call) where the library has it, else (before it) ``end_rollout``, ``rollout_stats``,
+    ``begin_rollout``."""
+    try:
+        from plr_gym.source import next_rollout
+    except ImportError:  # a library from before next_rollout (--src)
+        client.end_rollout()
+        client.rollout_stats(full=False)
+        client.begin_rollout()
+    else:
+        next_rollout(client, full=False)
+
+
+_SLACK = 0.002  # seconds: EventRunners plays episode ends due this soon without sleeping first
+
+
+@ray.remote(num_cpus=0)
+class EventRunners:
+    """``k`` emulated env runners in one process, cheaply (``--emulation events``): each runner is its own
+    ``RemoteLevelSource`` client, unpickled as RLlib ships a runner its env creator's source, and each of
+    its envs calls ``client.next_levels([j])`` when an episode ends, on a schedule (an episode of ``L``
+    steps ends ``L × envs / steps_per_s`` seconds after it began): the call ``PLREnv.reset`` makes, without
+    the env, its wrappers or the GAE connector. Every ``iteration`` seconds a learner stand-in sends the
+    ended episodes' levels with random scores in one ``update_batch`` and makes the learner's step
+    (``plr_gym.source.next_rollout``, or the three calls before it) as the first learner does; the other
+    processes' stand-ins push with ``flush()``. The actor sees the calls the connector makes."""
+
+    def setup(
+        self,
+        first: int,
+        k: int,
+        envs: int,
+        source: Any,
+        steps_per_s: float,
+        lengths: tuple[int, int],
+        iteration: float,
+        min_refill: int | None = None,
+    ) -> None:
+        self.clients = [_client_of(source, min_refill) for _ in range(k)]
+        self.learner = _client_of(source, min_refill)
+        self.env_ids = [np.array([j], dtype=np.int64) for j in range(envs)]
+        self.rng = np.random.default_rng(first)
+        self.lengths = self.rng.integers(lengths[0], lengths[1] + 1, size=65536).tolist()
+        self.k = 0
+        self.seconds_per_step = envs / steps_per_s
+        self.iteration = iteration
+        self.ended: list[Any] = []
+        self.episodes = 0
+        self.scored = 0
+        self.iterations_done = 0
+        self.rank0 = first == 1
+        self.heap: list[tuple[float, int, int]] = []
+
+    def _length(self) -> int:
+        self.k = (self.k + 1) & 65535
+        return int(self.lengths[self.k])
+
+    def begin(self, start: float) -> None:
+        import heapq
+
+        self.levels_now = [[client.next_levels(env)[0] for env in self.env_ids] for client in self.clients]
+        for r in range(len(self.clients)):  # the first draws above were each env's first (blocking) reset
+            for j in range(len(self.env_ids)):
+                heapq.heappush(self.heap, (start + self._length() * self.seconds_per_step, r, j))
+
+    def counters(self) -> dict[str, Any]:
+        clients = [*self.clients, self.learner]
+        return {
+            "calls": sum(c.draw_calls + c.pushes for c in clients)
+            + (0 if _has_next_rollout() or not self.rank0 else 3) * self.iterations_done,
+            "levels": sum(c.levels_requested for c in self.clients),
+            "blocking": sum(c.blocking_calls for c in self.clients),
+        }
+
+    def play(self, until: float) -> dict[str, Any]:
+        import heapq
+
+        heap, clients, env_ids, per_step = self.heap, self.clients, self.env_ids, self.seconds_per_step
+        levels_now, ended = self.levels_now, self.ended
+        resets = 0
+        behind = 0.0
+        next_iteration = time.time() + self.iteration
+        cpu = time.process_time()
+        while True:
+            now = time.time()
+            if now >= next_iteration:
+                self._score()
+                next_iteration += self.iteration
+            t, r, j = heap[0]
+            if t >= until or now >= until:
+                break
+            if t > now + _SLACK:  # events due within _SLACK are played now: fewer, longer sleeps
+                time.sleep(min(t, next_iteration, until) - now)
+                continue
+            behind = max(behind, now - t)
+            ended.append(levels_now[r][j])
+            levels_now[r][j] = clients[r].next_levels(env_ids[j])[0]
+            resets += 1
+            heapq.heapreplace(heap, (t + self._length() * per_step, r, j))
+        self.episodes += resets
+        return {"resets": resets, "behind": behind, "cpu": time.process_time() - cpu}
+
+    def _score(self) -> None:
+        self.iterations_done += 1
+        ended = self.ended[:]
+        self.ended.clear()  # in place: play() holds this list
+        if ended:
+            self.learner.update_batch(np.asarray(ended, dtype=np.int64), self.rng.random(len(ended)))
+            self.scored += len(ended)
+        if self.rank0:
+            _learner_step(self.learner)
+        else:
+            self.learner.flush()
+
+    def finish(self) -> dict[str, Any]:
+        self._score()
+        for client in self.clients:
+            client.flush()
+        self.learner.flush()
+        out = {"scored": self.scored, "episodes": self.episodes, **self.counters()}
+        del self.clients, self.learner
+        return out
+
+
 def run_load(
     source: Any, n_runners: int, hosts: list[Any], args: argparse.Namespace, probe: Any
 ) -> dict[str, Any]:
@@ -619,7 +778,9 @@ def run_load(
     firsts = np.cumsum([1, *split[:-1]]).tolist()
     ray.get(
         [
-            h.setup.remote(f, k, args.runner_envs, source, args.steps_per_s, lengths, args.iteration)
+            h.setup.remote(
+                f, k, args.runner_envs, source, args.steps_per_s, lengths, args.iteration, args.min_refill
+            )
             for h, f, k in zip(hosts, firsts, split)
         ]
     )
@@ -631,13 +792,19 @@ def run_load(
     ray.get([h.play.remote(start + args.warmup) for h in hosts])  # blocks sized to the measured rates
     before, counters0 = probe.actor_stats(), ray.get([h.counters.remote() for h in hosts])
     t0 = time.time()
-    out = ray.get([h.play.remote(t0 + args.seconds) for h in hosts])
+    refs = [h.play.remote(t0 + args.seconds) for h in hosts]
+    latencies = []  # round trips of a small call to the actor during the window (its queue, if any)
+    while len(ray.wait(refs, num_returns=len(refs), timeout=args.latency_every)[0]) < len(refs):
+        t = time.perf_counter()
+        probe.actor_stats()
+        latencies.append(time.perf_counter() - t)
+    out = ray.get(refs)
     wall = time.time() - t0
     after, counters1 = probe.actor_stats(), ray.get([h.counters.remote() for h in hosts])
     done = ray.get([h.finish.remote() for h in hosts])
     final = probe.actor_stats()
     resets = sum(o["resets"] for o in out)
-    calls = sum(c1["calls"] - c0["calls"] for c0, c1 in zip(counters0, counters1))
+    calls = sum(c1["calls"] - c0["calls"] for c0, c1 in zip(counters0, counters1)) + len(latencies)
     cpu = after["cpu_seconds"] - before["cpu_seconds"]
     offered = n_runners * args.steps_per_s / (0.5 * (lengths[0] + lengths[1]))
     return {
@@ -663,6 +830,8 @@ def run_load(
         "levels_served": final["levels_served"],
         "refused": final["batches_refused"],
         "load": os.getloadavg()[0],
+        "latency_ms": 1e3 * float(np.median(latencies)) if latencies else float("nan"),
+        "latency_max_ms": 1e3 * max(latencies) if latencies else float("nan"),
     }
 
 
@@ -677,14 +846,17 @@ def main_load(args: argparse.Namespace) -> None:
         f"- load test setup: {args.levels} levels, strategy {args.strategy}; each env runner: "
         f"{args.runner_envs} env(s) stepping {args.steps_per_s:g} env steps/s in all, episodes of "
         f"{args.episode_steps[0]}–{args.episode_steps[1]} steps (uniform), a learner step every "
-        f"{args.iteration:g} s; runners spread over {args.processes} client processes; {args.warmup:g} s "
-        f"warm-up, then {args.seconds:g} s measured; client: prefetch 2 per env, push_every None, "
-        f"prefetch_seconds as in each row"
+        f"{args.iteration:g} s; runners spread over {args.processes} client processes "
+        f"(emulation: {args.emulation}); {args.warmup:g} s warm-up, then {args.seconds:g} s measured; "
+        f"client: prefetch 2 per env, push_every None, prefetch_seconds as in each row, min_refill "
+        f"{'the library default' if args.min_refill is None else args.min_refill}; a probe call every "
+        f"{args.latency_every:g} s measures the actor's latency (counted in calls)"
     )
     print()
     outcome = strategy_spec(args.strategy).outcome
     n_hosts = min(args.processes, max(counts))
-    hosts = [LoadRunners.remote() for _ in range(n_hosts)]  # type: ignore[attr-defined]
+    kind = EventRunners if args.emulation == "events" else LoadRunners
+    hosts = [kind.remote() for _ in range(n_hosts)]  # type: ignore[attr-defined]
     rows = []
     for seconds in settings:
         for n in counts:
@@ -715,10 +887,10 @@ def main_load(args: argparse.Namespace) -> None:
         "| prefetch_seconds | env runners | offered resets/s | served resets/s | levels drawn/s "
         "| actor calls/s | levels per call | actor CPU µs per reset | ... less its idle CPU "
         "| actor idle CPU ms/s | actor CPU µs per call | actor CPU busy | client CPU µs per reset | "
-        "runners behind (max s) | exactly once (scores absorbed / sent, levels drawn / asked) | "
-        "load (1 min) |"
+        "runners behind (max s) | probe latency median / max ms | exactly once (scores absorbed / sent, "
+        "levels drawn / asked) | load (1 min) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         sent = f"{r['episodes'] if outcome else r['scored']:,}"
         print(
@@ -728,7 +900,8 @@ def main_load(args: argparse.Namespace) -> None:
             f"{r['actor_us_per_reset']:.1f} | {r['actor_us_per_reset_net']:.1f} | "
             f"{r['actor_idle_ms_per_s']:.1f} | "
             f"{r['actor_us_per_call']:.0f} | {r['actor_busy']:.2f} | {r['client_us_per_reset']:.1f} | "
-            f"{r['behind_s']:.2f} | {'yes' if r['check'] else 'NO'} ({r['absorbed']:,} / {sent}, "
+            f"{r['behind_s']:.2f} | {r['latency_ms']:.1f} / {r['latency_max_ms']:.0f} | "
+            f"{'yes' if r['check'] else 'NO'} ({r['absorbed']:,} / {sent}, "
             f"{r['levels_served']:,} / {r['levels_requested']:,}) | {r['load']:.1f} |"
         )
     print()
@@ -742,12 +915,111 @@ def main_load(args: argparse.Namespace) -> None:
         sys.exit(1)
 
 
+# --------------------------------------------------------------------------------------------------
+# where the actor's CPU goes: one call at a time, by kind (--actor-costs)
+# --------------------------------------------------------------------------------------------------
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds of each thread of this process (Linux ``/proc``), by ``name:tid``."""
+    out = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir(f"/proc/{os.getpid()}/task"):
+        try:
+            stat = Path(f"/proc/{os.getpid()}/task/{tid}/stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        out[f"{name}:{tid}"] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def actor_costs(n_levels: int, calls: int, rounds: int) -> list[str]:
+    """The hosted actor's CPU (its process's, all threads) per call of each kind, from one caller, in
+    interleaved rounds: a call that does nothing (Ray's own cost), draws of 1, 128 and 1,024 levels, score
+    pushes of 1 and 1,000 scores, a refill that carries 128 scores and draws 128 levels, and a learner's
+    step (``next_rollout``: a push of 1,000 scores with the rollout closed and opened), plus the idle CPU
+    per second and its busiest threads."""
+    from plr_gym.distributed import LevelSourceActor
+
+    class Measured(LevelSourceActor):  # type: ignore[misc]
+        def cpu(self) -> float:
+            return time.process_time()
+
+        def threads(self) -> dict[str, float]:
+            return _thread_cpu()
+
+        def nothing(self) -> None:
+            return None
+
+    actor: Any = (
+        ray.remote(Measured)
+        .options(num_cpus=0)
+        .remote(LevelSampler(range(n_levels), strategy="value_l1", seed=0))
+    )
+    _, first = ray.get(actor.draw.remote(n_levels))
+    ray.get(actor.push.remote("scorer", 1, [(first, np.random.default_rng(0).random(n_levels))]))
+    rng = np.random.default_rng(1)
+    seq = [1]
+
+    def push(k: int, draw: int, rollout: bool | None = None) -> Callable[[], Any]:
+        def call() -> Any:
+            seq[0] += 1
+            batch = [(rng.integers(0, n_levels, k), rng.random(k))]
+            extra = (None, None, rollout) if rollout is not None else ()
+            return actor.push.remote("c", seq[0], batch, draw, *extra)
+
+        return call
+
+    kinds: dict[str, Callable[[], Any]] = {
+        "a call that does nothing (Ray's cost)": lambda: actor.nothing.remote(),
+        "draw 1 level": lambda: actor.draw.remote(1),
+        "draw 128 levels": lambda: actor.draw.remote(128),
+        "draw 1,024 levels": lambda: actor.draw.remote(1024),
+        "push 1 score": push(1, 0),
+        "push 1,000 scores": push(1000, 0),
+        "refill: push 128 scores, draw 128 levels": push(128, 128),
+    }
+    if "rollout" in LevelSourceActor.push.__code__.co_varnames:
+        kinds["learner step: 1,000 scores + next_rollout"] = push(1000, 0, False)
+    per: dict[str, list[float]] = {k: [] for k in kinds}
+    main: dict[str, list[float]] = {k: [] for k in kinds}
+    idle: list[float] = []
+    for _ in range(rounds):
+        c0, t0 = ray.get(actor.cpu.remote()), ray.get(actor.threads.remote())
+        time.sleep(2.0)
+        c1, t1 = ray.get(actor.cpu.remote()), ray.get(actor.threads.remote())
+        idle.append((c1 - c0) / 2.0)
+        for kind, call in kinds.items():
+            c0, t0 = ray.get(actor.cpu.remote()), ray.get(actor.threads.remote())
+            for _ in range(calls):
+                ray.get(call())
+            c1, t1 = ray.get(actor.cpu.remote()), ray.get(actor.threads.remote())
+            per[kind].append((c1 - c0) / calls)
+            busiest = max(t1, key=lambda t: t1[t] - t0.get(t, 0.0))
+            main[kind].append((t1[busiest] - t0.get(busiest, 0.0)) / calls)
+    lines = [
+        f"- idle: {1e3 * float(np.median(idle)):.1f} ms of CPU per second (median of {rounds} rounds of 2 s)",
+        "",
+        "| call (one caller, one at a time) | actor CPU per call, median µs | rounds | busiest thread µs |",
+        "|---|---|---|---|",
+    ]
+    for kind in kinds:
+        rounds_us = ", ".join(f"{1e6 * v:.0f}" for v in per[kind])
+        lines.append(
+            f"| {kind} | {1e6 * float(np.median(per[kind])):.0f} | {rounds_us} | "
+            f"{1e6 * float(np.median(main[kind])):.0f} |"
+        )
+    ray.kill(actor)
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="the suite's smoke run: C = 1, prefetch 16 only, 0.5 s per run; then a load test of 4 runners",
+        help="the suite's smoke run: C = 1, prefetch 16 only, 0.5 s per run; then load tests of 4 runners "
+        "(both emulations)",
     )
     load = parser.add_argument_group("load test (--load): emulated RLlib env runners at the defaults")
     load.add_argument("--load", action="store_true", help="run the load test instead of the comparison")
@@ -766,6 +1038,25 @@ def main() -> None:
     )
     load.add_argument(
         "--strategy", default="value_l1", help="the sampler's strategy (learnability: outcomes)"
+    )
+    load.add_argument(
+        "--emulation",
+        choices=("envs", "events"),
+        default="envs",
+        help="envs: PLREnv + the GAE connector per runner; events: bare clients on a schedule (cheap: "
+        "for the knee)",
+    )
+    load.add_argument(
+        "--min-refill", type=int, default=None, help="RemoteLevelSource min_refill (default: its own)"
+    )
+    load.add_argument("--latency-every", type=float, default=2.0, help="seconds between latency probes")
+    parser.add_argument(
+        "--actor-costs", action="store_true", help="the actor's CPU per call of each kind (interleaved)"
+    )
+    parser.add_argument("--cost-calls", type=int, default=300, help="--actor-costs: calls per kind and round")
+    parser.add_argument("--cost-rounds", type=int, default=3, help="--actor-costs: rounds")
+    parser.add_argument(
+        "--src", default=None, help="benchmark the plr_gym in this src directory (before/after runs)"
     )
     parser.add_argument(
         "--clients",
@@ -793,6 +1084,14 @@ def main() -> None:
         help="skip client counts whose estimated memory exceeds this (default: 80%% of the machine's)",
     )
     args = parser.parse_args()
+    if args.actor_costs:
+        _init_ray()
+        _print_provenance("# Where the level source actor's CPU goes, call by call", None)
+        print(f"- {args.levels} levels, {args.cost_calls} calls of each kind per round, interleaved\n")
+        for line in actor_costs(args.levels, args.cost_calls, args.cost_rounds):
+            print(line)
+        ray.shutdown()
+        return
     if args.load:
         if args.seconds is None:
             args.seconds = 30.0
@@ -934,6 +1233,8 @@ def main() -> None:
         args.iteration = 1.0
         print()
         main_load(args)
+        args.emulation = "events"  # and the cheap emulation the knee is measured with
+        main_load(args)
     print(f"- total wall time: {time.time() - t_start:.0f} s")
     ray.shutdown()
     if bad:
@@ -942,7 +1243,7 @@ def main() -> None:
 
 def _init_ray() -> None:
     # the workers import this checkout's plr_gym too
-    path = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p)
+    path = os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH", "")) if p)
     ray.init(
         num_cpus=max(2, os.cpu_count() or 2),
         include_dashboard=False,
@@ -963,6 +1264,8 @@ def _print_provenance(title: str, syllabus: str | None) -> None:
     software = f"Python {platform.python_version()}, ray {ray.__version__}, numpy {np.__version__}"
     print(f"- software: {software}" + (f", syllabus-rl {syllabus}" if syllabus else ""))
     print(f"- load average at start: {load_average()}")
+    if SRC != ROOT / "src":
+        print(f"- library benchmarked: plr_gym from {SRC} (--src), not this checkout's")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from plr_gym.distributed import (
     RemoteLevelSource,
     host_level_source,
 )
-from plr_gym.source import BufferLevelSource, LevelSource
+from plr_gym.source import BufferLevelSource, LevelSource, next_rollout
 
 
 @pytest.fixture(scope="module")
@@ -124,14 +124,17 @@ def test_a_push_that_failed_is_raised_once_and_the_queue_keeps_serving(
 def test_levels_are_drawn_in_blocks_sized_to_the_reset_rate(
     local_ray: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """prefetch_seconds (the default): one env resetting 25 times a (client-clock) second keeps ~25 × 4
-    levels ready, refilled when a quarter is left, so a refill call brings ~75 levels; the scores ride on
+    """prefetch_seconds (the default; min_refill=0, see the next test): one env resetting 25 times a
+    (client-clock) second keeps ~25 × 4 levels ready, refilled when an eighth is left, so a refill call
+    brings ~87 levels; the scores ride on
     those calls (no calls of their
     own), every score is absorbed once, and the levels served are still exactly the hosted sampler's
     draws in order. prefetch_seconds=0 is the old behaviour: prefetch per env, one call per reset here."""
     now = [0.0]
     monkeypatch.setattr(distributed, "_clock", lambda: now[0])
-    client = RemoteLevelSource(host_level_source(sampler(n=60)), prefetch=2, prefetch_seconds=4.0)
+    client = RemoteLevelSource(
+        host_level_source(sampler(n=60)), prefetch=2, prefetch_seconds=4.0, min_refill=0
+    )
     old = RemoteLevelSource(host_level_source(sampler(n=60)), prefetch=2, prefetch_seconds=0, push_every=8)
     local = sampler(n=60)
     served = []
@@ -163,6 +166,82 @@ def test_levels_are_drawn_in_blocks_sized_to_the_reset_rate(
     old.flush()
     assert client.actor_stats()["scores_absorbed"] == 343 and old.actor_stats()["scores_absorbed"] == 400
     assert client.actor_stats()["levels_served"] == client.levels_requested
+
+
+def test_min_refill_sizes_the_blocks_of_envs_that_reset_rarely(
+    local_ray: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An env resetting twice a (client-clock) second takes 40 levels in prefetch_seconds=20: min_refill=64
+    makes the queue hold 8/7 x 64 = 74 and each refill bring 64 (min_refill=0: ~35 a call); an env resetting
+    0.5 times a second keeps at most 3 x 20 s of resets (30 levels). The levels served are still the
+    hosted sampler's draws, in order, and the scores ride on the refills."""
+    now = [0.0]
+    monkeypatch.setattr(distributed, "_clock", lambda: now[0])
+
+    def run(rate: float, min_refill: int, resets: int) -> tuple[RemoteLevelSource, list[int], list[int]]:
+        client = RemoteLevelSource(
+            host_level_source(sampler(n=500)), prefetch_seconds=20, min_refill=min_refill
+        )
+        served, calls = [], []
+        for k in range(resets):
+            level = client.next_levels(np.arange(1))
+            served.append(int(level[0]))
+            if k >= 100:  # no score in the first 100 episodes: the actor draws what a local sampler does
+                client.update_batch(level, [0.25])
+            calls.append(client.draw_calls + client.pushes)
+            now[0] += 1.0 / rate
+        return client, served, calls
+
+    client, served, calls = run(2.0, 64, 400)
+    assert served[:100] == sampler(n=500).sample(100).tolist()
+    assert client._target() == 74 and client._refill_at(74) == 64
+    assert 4 <= calls[-1] - calls[99] <= 6  # 300 resets, 64 levels a call (the scores ride on them)
+    assert client.levels_requested - len(served) <= 74
+    client.flush()
+    assert client.actor_stats()["scores_absorbed"] == 300
+    assert client.actor_stats()["levels_served"] == client.levels_requested
+    floorless, _, calls0 = run(2.0, 0, 400)
+    assert floorless._target() == 40 and calls0[-1] - calls0[99] >= 8
+    slow, _, _ = run(0.5, 64, 60)
+    assert slow._target() == 30  # 3 x prefetch_seconds of resets, not 74
+    # the first second (no rate measured yet): the blocks double instead of one call per reset
+    _, _, calls = run(50.0, 64, 50)
+    assert calls[49] <= 8, calls
+    with pytest.raises(ValueError, match="min_refill must be an int >= 0"):
+        RemoteLevelSource("x", min_refill=-1)
+
+
+def test_next_rollout_is_one_call_with_the_buffered_scores(
+    local_ray: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A learner's step (plr_gym.source.next_rollout): the scores, end_rollout, rollout_stats and
+    begin_rollout in one push; the same statistics as a local sampler given the same calls."""
+    client = RemoteLevelSource(host_level_source(sampler(n=20)), prefetch=0)
+    local = sampler(n=20)
+    blocking: list[str] = []
+    real_call = RemoteLevelSource._call
+    monkeypatch.setattr(
+        RemoteLevelSource, "_call", lambda self, m, *a: blocking.append(m) or real_call(self, m, *a)
+    )
+    for k in range(3):
+        levels = client.next_levels(np.arange(6))
+        assert levels.tolist() == local.next_levels(np.arange(6)).tolist()
+        scores = (levels % 7) / 7.0 + k
+        client.update_batch(levels, scores)
+        local.update_batch(levels, scores)
+        blocking.clear()
+        pushes = client.pushes
+        stats = next_rollout(client)
+        assert blocking == [] and client.pushes == pushes + 1  # one call: the push
+        local.end_rollout()
+        expected = local.rollout_stats(False)
+        local.begin_rollout()
+        assert stats.keys() == expected.keys()
+        for key, value in expected.items():
+            np.testing.assert_allclose(stats[key], value, err_msg=key)
+    assert next_rollout(client)["num_seen"] == local.rollout_stats(False)["num_seen"]  # nothing buffered
+    with pytest.raises(TypeError, match="rollout must be None or a bool"):
+        LevelSourceActor(sampler()).push("c", 1, [], rollout="yes")
 
 
 def test_prefetch_zero_is_exact(local_ray: None) -> None:
@@ -494,7 +573,8 @@ def test_waits_for_a_named_actor(local_ray: None) -> None:
 
 def test_remote_source_benchmark_quick() -> None:
     """``benchmarks/remote_source.py --quick`` runs both systems and the load test (4 emulated env runners
-    at the defaults) and reports the tables, with every score and level exactly once (no timing asserts)."""
+    at the defaults, with envs and with the event emulation) and reports the tables, with every score
+    and level exactly once (no timing asserts)."""
     out = run_benchmark("remote_source.py", "--quick", timeout=300)
     for header in ("- command:", "- commit:", "- machine:", "- load average at start:"):
         assert header in out, out
@@ -502,8 +582,8 @@ def test_remote_source_benchmark_quick() -> None:
     assert any(line.startswith("| 1 | plr_gym RemoteLevelSource (prefetch 16) |") for line in rows), out
     if "Syllabus not run" not in out:
         assert any(line.startswith("| 1 | Syllabus RayCurriculumWrapper |") for line in rows), out
-    (load,) = [line for line in rows if line.startswith("| 20 | 4 |")]  # prefetch_seconds 20, 4 runners
-    assert "| yes (" in load, out
+    loads = [line for line in rows if line.startswith("| 20 | 4 |")]  # prefetch_seconds 20, 4 runners
+    assert len(loads) == 2 and all("| yes (" in load for load in loads), out  # envs and events emulation
     assert "CHECK FAILED" not in out
 
 

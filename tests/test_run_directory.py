@@ -835,6 +835,29 @@ def test_n1_without_the_link_a_corrupt_newest_generation_falls_back_and_none_is_
     assert RunDirectory(tmp_path).checkpoints() == gens and not run.locked  # nothing deleted
 
 
+def test_n1_pruning_never_deletes_the_verified_generation_a_resume_fell_back_to(tmp_path: Path) -> None:
+    with RunDirectory(tmp_path, keep=2) as run:
+        run.write_config({"seed": 0})
+        model, plr = build()
+        model.learn(128, callback=[plr, run.callback(save_freq=64, plr_callback=plr)])
+    good, torn = RunDirectory(tmp_path).checkpoints()
+    assert [checkpoint_step(good), checkpoint_step(torn)] == [64, 128]
+    os.unlink(tmp_path / CURRENT_LINK)
+    (torn / "rng.npz").write_bytes(b"torn")  # the newest no longer verifies (its manifest is intact)
+    run = RunDirectory(tmp_path, keep=2)
+    assert run.begin({"seed": 0}, resume=True).path == good  # type: ignore[union-attr]
+    try:
+        model.learn(64, reset_num_timesteps=False, callback=plr)
+        new = run.save(model, plr_callback=plr).path
+    finally:
+        run.release()
+    # keep=2: the new generation and the newest *verified* older one (not the torn one, which has a manifest)
+    assert RunDirectory(tmp_path).checkpoints() == [good, new] and checkpoint_step(good) == 64
+    os.unlink(tmp_path / CURRENT_LINK)
+    (new / "rng.npz").write_bytes(b"torn")  # should the new one be lost too, resume still has a checkpoint
+    assert RunDirectory(tmp_path).current().path == good  # type: ignore[union-attr]
+
+
 LOCK_HOLDER = r"""
 import sys
 from plr_gym.run import RunDirectory, RunLockedError

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -122,6 +123,57 @@ def test_ordered_keys_rank_order_and_ties(keys: list[int]) -> None:
     expected = sorted(range(len(keys)), key=lambda i: (keys[i], i))
     assert [ok.kth(r) for r in range(len(keys))] == expected
     assert ok.count_tied_first() == keys.count(min(keys))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"score_transform": "max", "staleness_transform": "rank"},
+        {"strategy": "learnability"},
+        {"staleness_coef": 0.0, "alpha": 0.3},
+    ],
+)
+def test_ordered_bulk_update_with_repeated_levels_equals_one_by_one(
+    kwargs: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of at least levels/16 scores with an ordered score transform is applied in order on the
+    arrays and the structures rebuilt once (the learner's push to a hosted sampler): the same scores,
+    seen order, replay distribution and later draws as the pairs applied one by one, repeats included."""
+    rng = np.random.default_rng(0)
+    n = 300
+    rebuilds = []
+    bulk = LevelSampler._update_then_rebuild
+    monkeypatch.setattr(
+        LevelSampler, "_update_then_rebuild", lambda s, i, v: rebuilds.append(1) or bulk(s, i, v)
+    )
+    a = LevelSampler(levels=range(n), seed=1, **kwargs)  # type: ignore[arg-type]
+    b = LevelSampler(levels=range(n), seed=1, **kwargs)  # type: ignore[arg-type]
+    for size in (40, 200, 1000):  # 40 >= max(32, 300 // 16); repeats when size > distinct levels drawn
+        levels = a.sample(size)
+        assert b.sample(size).tolist() == levels.tolist()
+        scores = rng.integers(0, 2, size).astype(float) if "strategy" in kwargs else rng.random(size)
+        a.update_batch(levels, scores)  # one pass, one rebuild
+        for lvl, sc in zip(levels.tolist(), scores.tolist()):
+            b.update(lvl, sc)
+        assert len(np.unique(levels)) < size or size == 40
+        np.testing.assert_array_equal(a.scores, b.scores)
+        sa, sb = a.state_dict(), b.state_dict()
+        np.testing.assert_array_equal(sa["order"], sb["order"])
+        np.testing.assert_array_equal(a.sample_weights(), b.sample_weights())
+    assert a.sample(200).tolist() == b.sample(200).tolist()
+    assert len(rebuilds) == 3  # a's three batches took the one-pass path, b's single updates did not
+
+
+def test_ordered_bulk_update_is_all_or_nothing() -> None:
+    a = LevelSampler(levels=range(100), seed=0)
+    a.update_batch(np.arange(50), np.linspace(0, 1, 50))
+    before = a.state_dict()
+    with pytest.raises(KeyError):
+        a.update_batch(np.r_[np.arange(40), [1000]], np.ones(41))  # an unknown level: nothing stored
+    after = a.state_dict()
+    for key in before:
+        np.testing.assert_array_equal(np.asarray(before[key]), np.asarray(after[key]), err_msg=key)
 
 
 def test_bulk_update_batch_equals_one_by_one() -> None:

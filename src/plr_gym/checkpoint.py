@@ -288,7 +288,9 @@ def commit_generation(
     Each name in ``visible`` becomes a link ``directory/name -> .plr-current/name`` *before* the switch,
     so every visible name changes at the same instant. Then older generations are removed, keeping the
     ``keep - 1`` newest that ``complete(path)`` accepts (all, without ``complete``): a generation left
-    unfinished by a killed save never takes the place of a good one.
+    unfinished by a killed save, or one that no longer verifies, never takes the place of a good one, and a
+    generation ``complete`` accepts is removed only when newer ones it accepts are kept (``gen`` among them).
+    ``complete`` is asked newest first, and only until ``keep - 1`` generations are accepted.
     """
     base = Path(directory)
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
@@ -299,8 +301,12 @@ def commit_generation(
     _replace_link(base / CURRENT_LINK, gen.name)
     _fsync_dir(base)
     others = [path for _, path in generations(base) if path != gen]
-    done = [path for path in others if complete is None or complete(path)]
-    kept = set(done[max(len(done) - (keep - 1), 0) :]) if keep > 1 else set()
+    kept: set[Path] = set()
+    for path in reversed(others):  # newest first
+        if len(kept) >= keep - 1:
+            break
+        if complete is None or complete(path):
+            kept.add(path)
     for old in others:
         if old not in kept:
             shutil.rmtree(old, ignore_errors=True)

@@ -10,27 +10,34 @@ The client never makes one blocking round-trip per reset, and makes few calls of
 
 - **Levels** are drawn ahead, in blocks. The client keeps ready, in a FIFO queue, ``prefetch`` levels per
   env it serves, or as many levels as its envs take in ``prefetch_seconds`` (default 20 s; the rate is
-  measured by the client) if that is more, and refills the queue with one non-blocking call
-  (``actor.draw.remote(n)``, checked with ``ray.wait(timeout=0)``) when a quarter is left (half, for the
-  ``prefetch`` levels per env): one call per about ``0.75 × prefetch_seconds`` seconds however often the
-  envs reset, so the actor's fixed cost per call
+  measured by the client) if that is more, or, for envs that reset too rarely to take ``min_refill``
+  (default 128) levels in ``prefetch_seconds``, ``8/7 × min_refill`` levels (but never more than
+  ``3 × prefetch_seconds`` of resets). It refills the queue with one non-blocking call
+  (``actor.draw.remote(n)``, checked with ``ray.wait(timeout=0)``) when an eighth is left (half, for the
+  ``prefetch`` levels per env): one call per about ``7/8 × prefetch_seconds`` seconds, bringing at least
+  ``min_refill`` levels, however often the envs reset, so the actor's fixed cost per call
   (≈ 0.6 ms of CPU) is shared by all the levels of a block. It blocks only when the queue cannot serve a
   request (the first one).
 - **Scores** are buffered and pushed with the client's next refill (one call for both), at the latest once
-  the oldest buffered score is ``prefetch_seconds`` old (checked when the client is used), and at
-  :meth:`~RemoteLevelSource.end_rollout` / :meth:`~RemoteLevelSource.flush`; ``push_every=k`` pushes every
-  ``k`` :meth:`~RemoteLevelSource.update_batch` calls instead.
+  the oldest buffered score is as old as the queue's horizon (``prefetch_seconds``, or longer where
+  ``min_refill`` sets the queue; checked when the client is used), and at
+  :meth:`~RemoteLevelSource.end_rollout` / :meth:`~RemoteLevelSource.flush` /
+  :meth:`~RemoteLevelSource.next_rollout` (a learner's step: its scores, ``end_rollout``,
+  ``rollout_stats`` and ``begin_rollout`` in one call); ``push_every=k`` pushes every ``k``
+  :meth:`~RemoteLevelSource.update_batch` calls instead.
 
 **The lag drawing ahead introduces.** The actor counts a level as sampled (staleness, replay counters) when
 it draws it for a client, and draws it from the distribution at that moment: the scores it holds then.
 A level served from the queue was therefore drawn up to one queue's worth of that client's draws earlier
-than a local sampler would have drawn it (``max(prefetch × n_envs, rate × prefetch_seconds)``, at most
-4,096), which at a steady reset rate is at most about ``prefetch_seconds`` earlier (longer while the envs
-pause), without the scores that reached the actor in between. The draws themselves are the hosted
-sampler's: drawn one after another, each counted as sampled before the next. ``prefetch_seconds=0``
-keeps ``prefetch`` levels per env ready and nothing more (the earlier behaviour: one call per
-``prefetch × n_envs / 2`` resets); with ``prefetch=1`` the lag is one level per env, as large as (and on
-top of) the one-episode lead the SB3 wrapper already has locally; with ``prefetch=0`` every
+than a local sampler would have drawn it (``max(prefetch × n_envs, rate × prefetch_seconds,
+min(8/7 × min_refill, rate × 3 × prefetch_seconds))``, at most 4,096), which at a steady reset rate is at
+most about ``prefetch_seconds`` earlier, or ``8/7 × min_refill / rate`` (at most
+``3 × prefetch_seconds``) for envs resetting fewer than ``8/7 × min_refill / prefetch_seconds`` times a
+second (longer while the envs pause), without the scores that reached the actor in between. The draws
+themselves are the hosted sampler's: drawn one after another, each counted as sampled before the next.
+``prefetch_seconds=0`` keeps ``prefetch`` levels per env ready and nothing more (the earlier behaviour: one
+call per ``prefetch × n_envs / 2`` resets); with ``prefetch=1`` the lag is one level per env, as large as
+(and on top of) the one-episode lead the SB3 wrapper already has locally; with ``prefetch=0`` every
 :meth:`~RemoteLevelSource.next_levels` call is one blocking call and the actor draws exactly when a
 local sampler would. For one client the levels served are exactly the hosted sampler's sequence of draws
 (the queue is FIFO and Ray runs one caller's calls in order); with many clients the actor interleaves
@@ -113,6 +120,8 @@ REMOTE_FILE = "plr_remote.npz"
 _MAX_AHEAD = 4096
 #: Seconds over which a client measures how fast its envs take levels (``prefetch_seconds``).
 _RATE_WINDOW = 1.0
+#: ``min_refill`` never makes a client keep more than this many times ``prefetch_seconds`` of resets ready.
+_MAX_LAG_FACTOR = 3
 #: The client's clock for reset rates and score ages (tests replace it).
 _clock = time.monotonic
 #: Errors meaning "the actor is dead, restarting or unreachable": wait and retry.
@@ -294,7 +303,14 @@ class LevelSourceActor:
 
     # ------------------------------------------------------------------ scores
     def push(
-        self, client: str, seq: int, batches: Any, draw: int = 0, parts: Any = None, reported: Any = None
+        self,
+        client: str,
+        seq: int,
+        batches: Any,
+        draw: int = 0,
+        parts: Any = None,
+        reported: Any = None,
+        rollout: bool | None = None,
     ) -> dict[str, Any]:
         """Apply a client's score batches, each with the source's all-or-nothing ``update_batch``, then draw
         ``draw`` levels for the client's queue (one round trip for both, as :meth:`draw` would).
@@ -316,13 +332,19 @@ class LevelSourceActor:
         lost it) but not reported again, whichever client's push completes it: a client that counts the
         episodes it is told were scored (RLlib's ``plr/episodes_scored``) counts each once.
 
+        ``rollout`` (``full`` of :meth:`rollout_stats`): then also close the source's rollout, read its
+        statistics and open the next (:meth:`RemoteLevelSource.next_rollout`: a learner's step in one call).
+
         :return: ``{"incarnation", "errors", "committed", "levels"}``; ``committed``: every push of this
             client up to that number is held by the last checkpoint (or applied, without checkpoints);
             ``levels``: the ``draw`` levels drawn after the scores were applied (``None`` if ``draw`` is 0).
+            With ``rollout``, also ``"rollout"``: :meth:`rollout_stats` of the rollout it closed.
             With ``parts``, also ``"parts"``: ``{"joined": [(level, score, episode id)...], "unscored":
             parts given up, "errors": [(index, exception)...]}`` (``None`` for a push already applied).
         """
         client, seq, batches, draw = _checked_push(client, seq, batches, draw)  # all before applying any
+        if rollout is not None and not isinstance(rollout, (bool, np.bool_)):
+            raise TypeError(f"rollout must be None or a bool (rollout_stats' full), got {rollout!r}")
         applied = self._applied.setdefault(client, _Applied())
         errors: list[tuple[int, BaseException]] = []
         part_report: dict[str, Any] | None = None  # what the parts did (None: a push already applied)
@@ -366,6 +388,10 @@ class LevelSourceActor:
         }
         if parts is not None:
             reply["parts"] = part_report
+        if rollout is not None:
+            self.source.end_rollout()
+            reply["rollout"] = dict(self.source.rollout_stats(bool(rollout)))
+            self.source.begin_rollout()
         return reply
 
     def _join_parts(self, parts: Any) -> tuple[int, dict[str, Any]]:
@@ -731,10 +757,15 @@ class RemoteLevelSource:
         per :meth:`next_levels`, exact). Ignored for sources that plan rollouts (their levels are fixed per
         rollout and fetched once per rollout).
     :param prefetch_seconds: also keep ready as many levels as this client's envs take in this many
-        seconds (measured; at most 4,096), refilled when a quarter is left, so that a refill call comes
-        about every ``0.75 × prefetch_seconds`` seconds whatever the reset rate. A level is then drawn up
+        seconds (measured; at most 4,096), refilled when an eighth is left, so that a refill call comes
+        about every ``7/8 × prefetch_seconds`` seconds whatever the reset rate. A level is then drawn up
         to about this many seconds before it is played (see the module's note on the lag). ``0``:
-        ``prefetch`` per env only (the old behaviour).
+        ``prefetch`` per env only (the old behaviour; ``min_refill`` is then unused).
+    :param min_refill: with ``prefetch_seconds``, a refill call brings at least this many levels (the
+        queue keeps ``8/7 × min_refill`` ready) where the envs reset too rarely for ``prefetch_seconds``
+        to fill one, but never more than ``3 × prefetch_seconds`` of resets: the actor's fixed cost per
+        call (≈ 0.6 ms) is shared by at least this many levels, at the price of a longer lag for such
+        envs (up to ``8/7 × min_refill / rate`` seconds). ``0``: no floor.
     :param push_every: push the buffered scores every this many :meth:`update_batch` calls; ``None``
         (default): with the next refill, or once the oldest is ``prefetch_seconds`` old. Always at
         :meth:`end_rollout` and :meth:`flush`.
@@ -764,6 +795,7 @@ class RemoteLevelSource:
         prefetch_seconds: float = 20.0,
         push_every: int | None = None,
         retry_timeout: float = 60.0,
+        min_refill: int = 128,
     ) -> None:
         owner = "RemoteLevelSource"
         if isinstance(actor, str):
@@ -778,6 +810,7 @@ class RemoteLevelSource:
             raise ValueError(f"{owner}: namespace must be a str or None, got {namespace!r}")
         self.prefetch = _check_count("prefetch", prefetch, low=0)
         self.prefetch_seconds = _check_seconds("prefetch_seconds", prefetch_seconds)
+        self.min_refill = _check_count("min_refill", min_refill, low=0)
         self.push_every = None if push_every is None else _check_count("push_every", push_every, low=1)
         if (
             isinstance(retry_timeout, bool)
@@ -823,6 +856,7 @@ class RemoteLevelSource:
         self._progress: float | None = None  # the last progress sent
         self._dtype: np.dtype[Any] | None = None  # the hosted source's level dtype, once known
         self._plans: bool | None = None  # whether the hosted source plans rollouts, once known
+        self._rollout: dict[str, Any] | None = None  # the stats a next_rollout push brought back
         self.levels_requested = 0  # levels this client asked the actor to draw (queue included)
         self.levels_topped_up = 0  # ... of which came with score pushes (drawn after their scores)
         self.pushes = 0  # score pushes sent (resends after an actor restart not counted)
@@ -837,6 +871,7 @@ class RemoteLevelSource:
             "namespace": self._namespace,
             "prefetch": self.prefetch,
             "prefetch_seconds": self.prefetch_seconds,
+            "min_refill": self.min_refill,
             "push_every": self.push_every,
             "retry_timeout": self.retry_timeout,
             "info": self._info,
@@ -846,6 +881,7 @@ class RemoteLevelSource:
         self._handle, self._name, self._namespace = state["actor"], state["name"], state["namespace"]
         self.prefetch, self.push_every = state["prefetch"], state["push_every"]
         self.prefetch_seconds = state.get("prefetch_seconds", 0.0)
+        self.min_refill = state.get("min_refill", 0)
         self.retry_timeout, self._info = state["retry_timeout"], state["info"]
         self._reset_client()
 
@@ -1039,19 +1075,31 @@ class RemoteLevelSource:
             self._rate_since, self._rate_count = now, 0
 
     def _target(self) -> int:
-        """Levels to keep ready (queue and refills in flight): ``prefetch`` per env, or what this client's
-        envs take in ``prefetch_seconds`` at the measured rate if that is more (at most ``_MAX_AHEAD``)."""
+        """Levels to keep ready (queue and refills in flight): ``prefetch`` per env, or, if more, what this
+        client's envs take in ``prefetch_seconds`` at the measured rate, or ``8/7 × min_refill`` (a refill
+        of at least ``min_refill``) if the envs take that in at most ``3 × prefetch_seconds``, else what
+        they take in ``3 × prefetch_seconds``; at most ``_MAX_AHEAD``. Until the first rate is measured
+        (the client's first second), four times the levels taken so far in it: the blocks about double,
+        so a client whose envs reset often makes a few calls in that second, not one per reset."""
         base = self.prefetch * self._n_envs
-        if not self.prefetch or self._rate is None:
+        rate = self._rate
+        if not self.prefetch or not self.prefetch_seconds:
             return base
-        return max(base, min(_MAX_AHEAD, math.ceil(self._rate * self.prefetch_seconds)))
+        if rate is None:
+            return max(base, min(_MAX_AHEAD, 4 * self._rate_count))
+        ahead = math.ceil(rate * self.prefetch_seconds)
+        if self.min_refill:
+            floor = math.ceil(8 * self.min_refill / 7)
+            ahead = max(ahead, min(floor, math.ceil(rate * _MAX_LAG_FACTOR * self.prefetch_seconds)))
+        return max(base, min(_MAX_AHEAD, ahead))
 
     def _refill_at(self, target: int) -> int:
         """Refill when the queue lacks this many levels: half of ``prefetch`` per env, or, for a target set
-        by the reset rate, three quarters of it (the quarter left lasts ``prefetch_seconds / 4``, enough
-        for the call's round trip, and each call brings three quarters of the target)."""
-        if target > self.prefetch * self._n_envs:
-            return max(1, (3 * target) // 4)
+        by the reset rate, seven eighths of it (the eighth left lasts ``prefetch_seconds / 8``, ample for
+        the call's round trip, and each call brings seven eighths of the target); half of it while the
+        first rate is measured."""
+        if target > self.prefetch * self._n_envs and self._rate is not None:
+            return max(1, (7 * target) // 8)
         return max(1, target // 2)
 
     def _missing(self) -> int:
@@ -1062,10 +1110,19 @@ class RemoteLevelSource:
 
     def _push_due(self) -> bool:
         """Whether the buffered scores must go now: ``push_every`` calls buffered, or (``push_every=None``)
-        the oldest buffered for ``prefetch_seconds``."""
+        the oldest buffered for the queue's horizon (:meth:`_horizon`)."""
         if self.push_every is not None:
             return self._calls >= self.push_every
-        return _clock() - self._pending_since >= self.prefetch_seconds
+        return _clock() - self._pending_since >= self._horizon()
+
+    def _horizon(self) -> float:
+        """Seconds of resets the queue holds at the measured rate: ``prefetch_seconds``, or longer where
+        ``min_refill`` sets the target (at most ``3 × prefetch_seconds``). Buffered scores wait at most
+        this long for a refill to ride on."""
+        rate, horizon = self._rate, self.prefetch_seconds
+        if rate and self.min_refill and self.prefetch:
+            horizon = max(horizon, min(_MAX_LAG_FACTOR * horizon, 8 * self.min_refill / (7 * rate)))
+        return horizon
 
     def _as_levels(self, levels: list[Any]) -> Any:
         dtype = self.level_dtype
@@ -1157,6 +1214,27 @@ class RemoteLevelSource:
             self.actor.end_rollout.remote()
         self._check_pushes(block=False)
 
+    def next_rollout(self, full: bool = False) -> dict[str, Any]:
+        """Push the buffered scores, close the rollout, return :meth:`rollout_stats` and open the next
+        rollout: :meth:`end_rollout`, :meth:`rollout_stats` and :meth:`begin_rollout` in one round trip
+        (a learner's step; see :func:`plr_gym.source.next_rollout`). Waits for this client's pushes and
+        raises a refusal of one of them, as :meth:`flush` does."""
+        if self.plans_rollouts:
+            self.end_rollout()
+            planned = self.rollout_stats(full)
+            self.begin_rollout()
+            return planned
+        self._rollout = None
+        self._push(rollout=bool(full))
+        self._check_pushes(block=True)
+        reply, self._rollout = self._rollout, None
+        if reply is None:  # the actor restarted under the call (a resent push carries no rollout)
+            self.actor.end_rollout.remote()
+            reply = self._call("rollout_stats", bool(full))
+            self.actor.begin_rollout.remote()
+        stats: dict[str, Any] = _writable(reply)
+        return stats
+
     def set_progress(self, progress: float) -> None:
         """Tell the hosted source how far training is (``progress`` in ``[0, 1]``; schedules such as
         ``LevelSampler(temperature_end=...)`` follow it). Sent without waiting, and only when it changed;
@@ -1227,11 +1305,12 @@ class RemoteLevelSource:
             self._push(top_up=True)
             self._check_pushes(block=False, keep=1)  # the push just sent cannot have been answered yet
 
-    def _push(self, top_up: bool = False) -> None:
+    def _push(self, top_up: bool = False, rollout: bool | None = None) -> None:
         """Send the buffered batches (one non-blocking call); with ``top_up``, the same call also draws
-        the levels the queue lacks (a refill that costs no extra round trip)."""
+        the levels the queue lacks (a refill that costs no extra round trip); with ``rollout``, it also
+        closes the source's rollout and opens the next (sent even with nothing buffered)."""
         self._calls = 0
-        if not self._pending and not self._parts:
+        if not self._pending and not self._parts and rollout is None:
             return
         batches, self._pending = self._pending, []
         self._seq += 1
@@ -1242,6 +1321,8 @@ class RemoteLevelSource:
         if self._parts:  # episode parts ride on the push: the same sequence number, resent alike
             self._log_parts[self._seq], self._parts = self._parts, []
             parts = (self._log_parts[self._seq],)
+        if rollout is not None:
+            parts = (parts[0] if parts else None, None, rollout)
         ref = self.actor.push.remote(self.client_id, self._seq, packed, draw, *parts)
         self._pushes.append((self._seq, ref))
         self.pushes += 1
@@ -1278,6 +1359,8 @@ class RemoteLevelSource:
                 self._log[seq] = [b for k, b in enumerate(batches) if k not in refused]
             self._errors.extend(error for _, error in reply["errors"])
             self._read_parts_reply(seq, reply.get("parts"))
+            if "rollout" in reply:
+                self._rollout = reply["rollout"]
             for old in [s for s in self._log if s <= reply["committed"]]:
                 del self._log[old]
                 self._log_parts.pop(old, None)
@@ -1440,7 +1523,7 @@ class RemoteLevelSource:
         target = self._name if self._name is not None else "actor"
         return (
             f"RemoteLevelSource({target!r}, prefetch={self.prefetch}, prefetch_seconds="
-            f"{self.prefetch_seconds:g}, push_every={self.push_every})"
+            f"{self.prefetch_seconds:g}, min_refill={self.min_refill}, push_every={self.push_every})"
         )
 
 

@@ -77,6 +77,7 @@ from ray.rllib.utils.postprocessing.zero_padding import unpad_data_if_necessary
 
 from plr_gym.episode_parts import EpisodeJoiner, EpisodePart, make_part
 from plr_gym.scoring import EpisodeData, Strategy, episode_success, strategy_spec
+from plr_gym.source import next_rollout
 from plr_gym.wrappers.level import LevelWrapper
 
 __all__ = [
@@ -567,9 +568,7 @@ class PLRGeneralAdvantageEstimation(GeneralAdvantageEstimation):
         if _learner_rank() != 0:
             return
         try:  # close this batch's "rollout" at the source (after every learner's scores: _score syncs)
-            self.source.end_rollout()
-            stats = self.source.rollout_stats(full=False)
-            self.source.begin_rollout()
+            stats = next_rollout(self.source, full=False)  # one round trip for a RemoteLevelSource
         except Exception as exc:  # metrics must never fail a training step
             if not self._warned:
                 self._warned = True
@@ -735,6 +734,7 @@ def plr_ppo_config(
     num_envs_per_env_runner: int = 1,
     prefetch: int = 2,
     prefetch_seconds: float = 20.0,
+    min_refill: int = 128,
     **sampler_kwargs: Any,
 ) -> AlgorithmConfig:
     """A PPO config with PLR: a :class:`~plr_gym.LevelSampler` hosted in a Ray actor, ``num_env_runners``
@@ -749,9 +749,12 @@ def plr_ppo_config(
     :param prefetch: levels each env runner keeps ready per env, at least
         (:class:`~plr_gym.distributed.RemoteLevelSource`).
     :param prefetch_seconds: each env runner also keeps ready the levels its envs take in this many seconds
-        (measured), so that it calls the source's actor about once every ``0.75 × prefetch_seconds`` s
+        (measured), so that it calls the source's actor about once every ``7/8 × prefetch_seconds`` s
         whatever its reset rate; a level is drawn up to about this long before it is played
         (:class:`~plr_gym.distributed.RemoteLevelSource`; ``0``: ``prefetch`` per env only).
+    :param min_refill: each refill brings at least this many levels, for env runners that reset too rarely
+        to take that many in ``prefetch_seconds`` (their levels then wait longer, at most
+        ``3 × prefetch_seconds``; :class:`~plr_gym.distributed.RemoteLevelSource`).
     :param sampler_kwargs: :class:`~plr_gym.LevelSampler` arguments, at least ``levels=``.
 
     Example:
@@ -770,7 +773,10 @@ def plr_ppo_config(
 
         sampler = make_level_source("plr_ppo_config", 1, None, sampler_kwargs, None, None, None, 1)
         source = RemoteLevelSource(
-            host_level_source(sampler), prefetch=prefetch, prefetch_seconds=prefetch_seconds
+            host_level_source(sampler),
+            prefetch=prefetch,
+            prefetch_seconds=prefetch_seconds,
+            min_refill=min_refill,
         )
     elif sampler_kwargs:
         raise ValueError(

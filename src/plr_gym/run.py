@@ -16,7 +16,8 @@ object from their own script:
   ``checkpoint.json`` (its timestep, and every file with its size and SHA-256) is written last, then one
   atomic switch of ``.plr-current`` makes the generation current. ``checkpoint.json``, ``model.zip``
   and ``plr`` at the top of the directory are links through ``.plr-current``: they change together, at
-  that one instant. The last ``keep`` generations are kept.
+  that one instant. The new generation and the ``keep - 1`` newest older ones that verify are kept (a torn
+  or corrupt generation never takes a good one's place).
 - **resume reads the manifest only**: :meth:`RunDirectory.restore` checks every file against the
   manifest (size and hash) and every part against the live objects before changing anything, loads the
   weights with ``torch.load(weights_only=True)`` into a model built from the run's configuration (no
@@ -191,8 +192,8 @@ class RunDirectory:
     """The directory of one training run: lock, checkpoints (generations + manifest), logs, resume.
 
     :param path: the run directory (created by :meth:`acquire` if missing).
-    :param keep: checkpoint generations kept (the current one included); older ones are removed after
-        each save.
+    :param keep: checkpoint generations kept (the current one included); after each save, older ones are
+        removed except the ``keep - 1`` newest that verify against their manifests.
     :param logs: append-only log files of the run directory (names relative to it) that are part of
         the checkpoint: :meth:`save` copies each into the generation, :meth:`restore` puts the copy back,
         so a resumed run continues each log from the checkpoint's step, with no duplicated rows.
@@ -247,6 +248,7 @@ class RunDirectory:
                 )
         self._lock_fd: int | None = None
         self._resuming: tuple[Path, dict[str, Any]] | None = None  # begin(resume=True) -> restore()
+        self._known_good: dict[Path, tuple[Any, ...]] = {}  # generations verified: their files' stat
 
     def __repr__(self) -> str:
         return f"RunDirectory({str(self.path)!r}, keep={self.keep})"
@@ -575,6 +577,21 @@ class RunDirectory:
                 )
         return Checkpoint(path=gen, timestep=step, manifest=manifest)
 
+    def _verifies(self, gen: Path) -> bool:
+        """Whether ``gen`` verifies (as :meth:`current` checks it), for pruning: only a generation that
+        verifies counts towards ``keep``, so a torn or corrupt one never takes the place of a good one (N1).
+        A generation verified before (or written by this object) is not hashed again while its files'
+        sizes, times and inodes are unchanged."""
+        signature = _stat_signature(gen)
+        if self._known_good.get(gen) == signature:
+            return True
+        try:
+            self._verified(gen, hint=False)
+        except RunDirectoryError:
+            return False
+        self._known_good[gen] = signature
+        return True
+
     def _older_hint(self, gen: Path) -> str:
         older = [p.name for p in self.checkpoints() if p != gen]
         if not older:
@@ -643,12 +660,13 @@ class RunDirectory:
             }
             with atomic_open(gen / MANIFEST) as f:  # last: a generation without it is not a checkpoint
                 f.write((json.dumps(manifest, indent=2) + "\n").encode())
+            self._known_good[gen] = _stat_signature(gen)  # its files were hashed for the manifest just now
             commit_generation(
                 self.path,
                 gen,
                 [MANIFEST, MODEL_ZIP, *extra_visible, *extra],
                 keep=self.keep,
-                complete=lambda path: (path / MANIFEST).is_file(),
+                complete=self._verifies,
             )
         except BaseException:
             link = self.path / CURRENT_LINK
@@ -1047,6 +1065,20 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _stat_signature(gen: Path) -> tuple[Any, ...]:
+    """Every entry under ``gen`` with its kind, size, modification time and inode (changes if a file does)."""
+    out: list[Any] = []
+    for root, dirs, names in os.walk(gen):
+        dirs.sort()
+        for name in sorted([*dirs, *names]):
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                return ()
+            out.append((os.path.join(root, name), st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino))
+    return tuple(out)
 
 
 def _file_entries(gen: Path) -> dict[str, dict[str, Any]]:

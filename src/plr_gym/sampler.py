@@ -135,6 +135,10 @@ _ARRAY_KEYS = ("levels", "scores", "last_sampled", "order")
 _OUTCOME_KEYS = ("success_rate", "outcomes")  # learnability only
 # update_batch with at least this many distinct levels rebuilds the structures instead of updating each.
 _BULK_UPDATE = 4096
+# ... and, with an ordered score transform (rank...), any batch of at least max(_ORDERED_BULK_MIN,
+# levels / _ORDERED_BULK_RATIO) scores, repeated levels included (rebuild O(N log N), update O(block)).
+_ORDERED_BULK_MIN = 32
+_ORDERED_BULK_RATIO = 16
 
 
 # --------------------------------------------------------------------------------------------------
@@ -827,8 +831,48 @@ class LevelSampler:
                 self._build_structures()
                 raise
             return
+        if self._score_keys is not None and idx.size >= max(
+            _ORDERED_BULK_MIN, self._levels.size // _ORDERED_BULK_RATIO
+        ):
+            self._update_then_rebuild(idx, scf)
+            return
         for i, s in zip(idx.tolist(), scf.tolist()):
             self._update_index(i, s)
+
+    def _update_then_rebuild(self, idx: IntArray, scores: FloatArray) -> None:
+        """The loop of :meth:`_apply_update` over the pairs in order (the same arithmetic, repeated levels
+        included), on the arrays only, then the sampling structures rebuilt once. For an ordered score
+        transform the rebuilt structures are the ones the updates one by one would leave: they are fixed
+        by the scores, the seen levels and their last draws (ties by index). All or nothing."""
+        saved = (
+            self._scores.copy(),
+            self._perm.copy(),
+            self._pos.copy(),
+            self._n_seen,
+            None if self._success_rate is None else self._success_rate.copy(),
+            None if self._outcomes is None else self._outcomes.copy(),
+        )
+        try:
+            values, pos, alpha = self._scores, self._pos, self.alpha
+            rates, counts = self._success_rate, self._outcomes
+            for i, score in zip(idx.tolist(), scores.tolist()):
+                was_seen = pos[i] < self._n_seen
+                if rates is not None and counts is not None:
+                    count = int(counts[i]) + 1
+                    rate = float(rates[i])
+                    rate += max(1.0 / count, self.success_rate_alpha) * (score - rate)
+                    counts[i] = count
+                    rates[i] = rate
+                    values[i] = rate * (1.0 - rate)
+                else:
+                    values[i] = (1.0 - alpha) * float(values[i]) + alpha * score if was_seen else score
+                if not was_seen:
+                    self._mark_seen(i)
+            self._build_structures()
+        except BaseException:  # interrupted: nothing of the batch is kept
+            self._scores, self._perm, self._pos, self._n_seen, self._success_rate, self._outcomes = saved
+            self._build_structures()
+            raise
 
     def _replace_seen_scores(self, idx: IntArray, scores: FloatArray) -> None:
         """Set the scores of seen levels (positions ``idx``, distinct) to ``scores`` (finite, >= 0, checked by

@@ -61,6 +61,7 @@ __all__ = [
     "NoScoresWarning",
     "ScoreWatch",
     "make_level_source",
+    "next_rollout",
 ]
 
 #: ``checkpoint_files()`` values: ``(save(path), load(path))`` of one file of a checkpoint directory.
@@ -142,6 +143,32 @@ class LevelSource(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+def next_rollout(source: LevelSource, full: bool = False) -> dict[str, Any]:
+    """Close ``source``'s rollout, return its :meth:`~LevelSource.rollout_stats` and open the next one: a
+    learner's step between two training batches.
+
+    ``source.end_rollout()``, ``source.rollout_stats(full)``, ``source.begin_rollout()``, or, for a source
+    that has a ``next_rollout(full)`` method doing the same at once (a
+    :class:`~plr_gym.distributed.RemoteLevelSource`: one round trip to its actor, with the buffered
+    scores, instead of four), that method.
+
+    Example:
+        >>> from plr_gym import LevelSampler
+        >>> sampler = LevelSampler(range(4), seed=0)
+        >>> _ = sampler.next_levels(np.arange(2))
+        >>> next_rollout(sampler)["num_seen"]
+        0
+    """
+    step = getattr(source, "next_rollout", None)
+    if callable(step):
+        stats: dict[str, Any] = step(full)
+        return stats
+    source.end_rollout()
+    stats = source.rollout_stats(full)
+    source.begin_rollout()
+    return stats
 
 
 def weight_entropy(weights: npt.NDArray[np.float64]) -> float:
