@@ -276,7 +276,7 @@ class LevelSourceActor:
         n = _check_count("n", n, 0)
         levels = self.source.next_levels(np.arange(n, dtype=np.int64))
         self.counters["levels_served"] += n
-        return self.incarnation, levels
+        return self.incarnation, _wire(levels)
 
     def plan(self, envs: Any) -> tuple[str, Any]:
         """The levels of ``envs`` in the open plan of a source that plans rollouts."""
@@ -669,6 +669,7 @@ def host_level_source(
     num_cpus: float = 0.0,
     detached: bool = False,
     part_timeout: float = 600.0,
+    task_events: bool = False,
 ) -> Any:
     """Host ``source`` in a Ray actor shared by every :class:`RemoteLevelSource` that connects to it.
 
@@ -696,6 +697,9 @@ def host_level_source(
         a pause longer than this (a debugger, a long evaluation, a paused Tune trial, a slow restore of
         the learners) gives up every episode that was live in the env runners and had a chunk scored
         before it. Set it above your longest pause (the default, 600, is ten minutes).
+    :param task_events: record the actor's calls as Ray task events (Ray's dashboard and ``ray list
+        tasks`` show them). Off by default: the events cost the actor CPU on every call, and its calls
+        are many and alike (its own :meth:`LevelSourceActor.stats` counts them).
     :return: the actor handle (picklable; pass it to :class:`RemoteLevelSource`).
 
     Example:
@@ -729,7 +733,14 @@ def host_level_source(
         raise TypeError(f"{owner}: detached must be a bool, got {detached!r}")
     if detached and name is None:
         raise ValueError(f"{owner}: a detached actor needs a name= to be found again")
-    options: dict[str, Any] = {"max_restarts": restarts, "max_task_retries": 0, "num_cpus": float(num_cpus)}
+    if not isinstance(task_events, bool):
+        raise TypeError(f"{owner}: task_events must be a bool, got {task_events!r}")
+    options: dict[str, Any] = {
+        "max_restarts": restarts,
+        "max_task_retries": 0,
+        "num_cpus": float(num_cpus),
+        "enable_task_events": task_events,
+    }
     if detached:
         options["lifetime"] = "detached"
     if name is not None:
@@ -1536,6 +1547,14 @@ def _writable(value: Any) -> Any:
     if isinstance(value, list):
         return [_writable(v) for v in value]
     return value
+
+
+def _wire(levels: Any) -> Any:
+    """Drawn levels as a client receives them: a numeric array as a list of Python scalars (Ray sends a
+    list of ints for less of the actor's CPU than a small array), anything else as it is."""
+    if isinstance(levels, np.ndarray) and levels.dtype.kind in "iub":
+        return levels.tolist()
+    return levels
 
 
 def _as_list(levels: Any) -> list[Any]:
