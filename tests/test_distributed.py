@@ -259,6 +259,21 @@ def test_prefetch_zero_is_exact(local_ray: None) -> None:
     assert client.levels_requested == local.num_samples == 60
 
 
+def test_levels_cross_ray_as_python_ints_and_task_events_are_an_option(local_ray: None) -> None:
+    """The actor replies with lists of ints (cheaper for Ray than small arrays); clients still serve int64
+    arrays, the same as a local sampler's, with Ray's task events off (the default) or on."""
+    _, drawn = LevelSourceActor(sampler(n=8)).draw(5)
+    assert type(drawn) is list and all(type(v) is int for v in drawn)
+    assert drawn == sampler(n=8).sample(5).tolist()
+    for task_events in (False, True):
+        client = RemoteLevelSource(host_level_source(sampler(n=8), task_events=task_events), prefetch=2)
+        local = sampler(n=8)
+        served = np.concatenate([client.next_levels(np.arange(1)) for _ in range(6)])
+        assert served.dtype == np.int64 and served.tolist() == local.sample(6).tolist()
+    with pytest.raises(TypeError, match="task_events must be a bool"):
+        host_level_source(sampler(), task_events=1)
+
+
 def test_client_is_a_level_source_with_the_hosted_attributes(local_ray: None) -> None:
     client = RemoteLevelSource(host_level_source(sampler(strategy="gae")))
     assert isinstance(client, LevelSource)
