@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import time
 from typing import Any
@@ -94,7 +95,8 @@ def make_sampler(config: Config) -> tuple[LevelSampler | None, EpisodeScorer | N
 
 # ---------------------------------------------------------------- actor-critic MLP and Adam, by hand
 def encode(obs: jax.Array) -> jax.Array:
-    return (obs / jnp.asarray(SCALE)).reshape((*obs.shape[:-3], -1))  # the grid, flat, in [0, 1]
+    flat = obs.reshape((*obs.shape[:-3], math.prod(obs.shape[-3:])))  # the grid, flat, in [0, 1]
+    return flat / jnp.tile(jnp.asarray(SCALE), flat.shape[-1] // 3)
 
 
 def init_params(key: jax.Array, n_in: int, n_act: int, hidden: int) -> dict[str, Any]:
