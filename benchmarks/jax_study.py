@@ -156,6 +156,34 @@ def report(args: argparse.Namespace) -> None:
             print("| " + " | ".join(row) + " |")
 
 
+def figure(args: argparse.Namespace, path: Path) -> None:
+    """Held-out learning curves (mean over seeds ± 2 s.e.), one panel per task."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(args.tasks), figsize=(4 * len(args.tasks), 3.2), squeeze=False)
+    for ax, task in zip(axes[0], args.tasks):
+        for arm in args.arms:
+            cell = load_cell(args.out, task, args.budget, arm)
+            if cell is None:
+                continue
+            per_seed = np.concatenate(
+                [cell["eval_return_initial"].mean(-1)[:, None], cell["eval_return"].mean(-1)], 1
+            )
+            steps = np.arange(per_seed.shape[1]) * BUDGETS[args.budget] * 2048
+            mean, se = per_seed.mean(0), per_seed.std(0, ddof=1) / np.sqrt(per_seed.shape[0])
+            ax.plot(steps, mean, marker="o", label=f"{arm} ({per_seed.shape[0]})")
+            ax.fill_between(steps, mean - 2 * se, mean + 2 * se, alpha=0.2)
+        ax.set_title(f"{task} ({args.budget})")
+        ax.set_xlabel("env steps per seed")
+        ax.set_ylabel("held-out return")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=list(TASKS))
@@ -165,9 +193,12 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=50, help="seeds per vmapped call (one record each)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "jax_study")
     parser.add_argument("--report", action="store_true", help="print the tables from the records")
+    parser.add_argument("--figure", type=Path, help="with --report: also save the held-out curves here")
     args = parser.parse_args()
     if args.report:
         report(args)
+        if args.figure:
+            figure(args, args.figure)
     else:
         run_cells(args)
 
