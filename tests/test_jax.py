@@ -161,6 +161,30 @@ def test_sample_is_mark_sampled_of_its_draws_and_runs_under_vmap(x64: None) -> N
             np.testing.assert_array_equal(x[b], y)
 
 
+def test_masked_sample_draws_for_the_true_slots_only_in_order(x64: None) -> None:
+    """sample(..., mask=m): the True slots get sequential draws (the state is mark_sampled of them, in slot
+    order), the False slots -1 and no state change; an all-True mask is the unmasked call."""
+    jsampler = LevelSampler(num_levels=N, min_seen_ratio=0.5)
+    state = jsampler.update(jsampler.init(), jnp.arange(4), jnp.array([0.3, -1.0, 2.0, 0.5]))
+    key = jax.random.key(8)
+    full = jax.device_get(jsampler.sample(state, key, 5))
+    every = jax.device_get(jsampler.sample(state, key, 5, mask=jnp.ones(5, bool)))
+    for x, y in zip(jax.tree.leaves(full), jax.tree.leaves(every)):
+        np.testing.assert_array_equal(x, y)
+    mask = jnp.array([False, True, False, True, True])
+    after, levels, replayed = jsampler.sample(state, key, 5, mask=mask)
+    levels, replayed = np.asarray(levels), np.asarray(replayed)
+    np.testing.assert_array_equal(levels[~np.asarray(mask)], -1)
+    assert not replayed[~np.asarray(mask)].any()
+    drawn = levels[np.asarray(mask)]
+    assert ((drawn >= 0) & (drawn < N)).all()
+    for x, y in zip(jax.tree.leaves(after), jax.tree.leaves(jsampler.mark_sampled(state, drawn))):
+        np.testing.assert_array_equal(x, y)
+    nothing = jsampler.sample(state, key, 5, mask=jnp.zeros(5, bool))[0]
+    for x, y in zip(jax.tree.leaves(nothing), jax.tree.leaves(state)):
+        np.testing.assert_array_equal(x, y)
+
+
 def _chi_square(counts: np.ndarray, probs: np.ndarray) -> float:
     keep = probs > 0
     assert counts[~keep].sum() == 0  # never a level of probability 0

@@ -326,17 +326,35 @@ class LevelSampler:
         return self._mark(state, i, replay), (i, replay)
 
     @_jit((0, 3))
-    def sample(self, state: SamplerState, key: Array, n: int) -> tuple[SamplerState, Array, Array]:
+    def sample(
+        self, state: SamplerState, key: Array, n: int, mask: Array | None = None
+    ) -> tuple[SamplerState, Array, Array]:
         """Draw ``n`` levels, one after the other (each draw updates staleness, as numpy's ``sample(n)``).
 
+        :param mask: ``(n,)`` booleans (default: all True): draw only for the True slots, in slot order
+            (the envs whose episode just ended, say); a False slot gets level ``-1`` and leaves the state
+            as it was. The loop runs over the True slots only, so a step where a few of ``n`` envs reset
+            costs a few draws. With ``mask`` all True the draws are those of ``sample(state, key, n)``.
         :return: ``(state, levels, replayed)``: the new state, ``n`` level positions, and whether each
             draw replayed a seen level (``False`` for exploring an unseen one, and for ``random`` and
             ``sequential``).
         """
         ps = self._score_weights(state) if self.uses_scores else jnp.zeros(self.num_levels, float_dtype())
-        state, (levels, replayed) = jax.lax.scan(
-            lambda s, k: self._draw(s, k, ps), state, jax.random.split(key, n)
-        )
+        keys = jax.random.split(key, n)
+        if mask is None:
+            state, (levels, replayed) = jax.lax.scan(lambda s, k: self._draw(s, k, ps), state, keys)
+            return state, levels, replayed
+        mask = jnp.asarray(mask, bool).reshape(n)
+        slots = jnp.argsort(~mask, stable=True)  # the True slots first, in order
+
+        def body(j: Array, carry: tuple[SamplerState, Array, Array]) -> tuple[SamplerState, Array, Array]:
+            s, out, rep = carry
+            slot = slots[j]
+            s, (i, r) = self._draw(s, keys[slot], ps)
+            return s, out.at[slot].set(i), rep.at[slot].set(r)
+
+        init = (state, jnp.full(n, -1, state.order.dtype), jnp.zeros(n, bool))
+        state, levels, replayed = jax.lax.fori_loop(0, mask.sum(), body, init)
         return state, levels, replayed
 
     @_jit()
