@@ -17,7 +17,7 @@ Arms (``--arm``): ``uniform`` (each episode's level drawn uniformly; no scorer, 
 of each level's success rate, half the mass uniform). The network (an MLP over the flat symbolic grid)
 and Adam are written out below: the only dependencies are ``jax``, ``navix`` and ``plr_gym``.
 
-    pip install "plr-gym[jax]" navix
+    pip install "plr-gym[jax-examples]"   # jax and navix 4
     python examples/jax_ppo_plr.py --arm defaults --seeds 8 --total-steps 163840
 """
 
