@@ -36,6 +36,7 @@ from stable_baselines3 import DQN, PPO
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
+import plr_gym.run as run_module
 from conftest import run_cli
 from plr_gym import LevelWrapper, PLRCallback, PrioritizedLevelReplay, RunCheckpointCallback, RunDirectory
 from plr_gym.checkpoint import CURRENT_LINK, checkpoint_files, write_checkpoint_dir
@@ -856,6 +857,31 @@ def test_n1_pruning_never_deletes_the_verified_generation_a_resume_fell_back_to(
     os.unlink(tmp_path / CURRENT_LINK)
     (new / "rng.npz").write_bytes(b"torn")  # should the new one be lost too, resume still has a checkpoint
     assert RunDirectory(tmp_path).current().path == good  # type: ignore[union-attr]
+
+
+def test_the_generation_a_resume_verified_is_not_hashed_again_by_the_next_save(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with RunDirectory(tmp_path, keep=2) as run:
+        run.write_config({"seed": 0})
+        model, plr = build()
+        model.learn(64, callback=[plr, run.callback(save_freq=64, plr_callback=plr)])
+    old = RunDirectory(tmp_path).checkpoints()[-1]  # step 64 (step 0 is the other)
+    run = RunDirectory(tmp_path, keep=2)
+    assert run.begin({"seed": 0}, resume=True).path == old  # type: ignore[union-attr]  # hashes it once
+    hashed: list[Path] = []
+    real = run_module._sha256
+    monkeypatch.setattr(run_module, "_sha256", lambda path: hashed.append(Path(path)) or real(path))
+    try:
+        model.learn(64, reset_num_timesteps=False, callback=plr)
+        new = run.save(model, plr_callback=plr).path
+    finally:
+        run.release()
+    assert RunDirectory(tmp_path).checkpoints() == [old, new]  # pruning kept it: it verified at the resume
+    assert not [p for p in hashed if old in p.parents]  # without reading its files again
+    (old / "rng.npz").write_bytes(b"torn")  # a change to its files is seen: it is hashed (and fails) again
+    hashed.clear()
+    assert not run._verifies(old) and [p for p in hashed if old in p.parents]
 
 
 LOCK_HOLDER = r"""

@@ -778,8 +778,9 @@ class RemoteLevelSource:
         call (≈ 0.6 ms) is shared by at least this many levels, at the price of a longer lag for such
         envs (up to ``8/7 × min_refill / rate`` seconds). ``0``: no floor.
     :param push_every: push the buffered scores every this many :meth:`update_batch` calls; ``None``
-        (default): with the next refill, or once the oldest is ``prefetch_seconds`` old. Always at
-        :meth:`end_rollout` and :meth:`flush`.
+        (default): with the next refill, or once the oldest is as old as the time the queue lasts
+        (``prefetch_seconds``, or up to ``3 × prefetch_seconds`` where ``min_refill`` sets the queue).
+        Always at :meth:`end_rollout` and :meth:`flush`.
     :param retry_timeout: seconds to keep retrying while the actor is dead or restarting before
         :class:`LevelSourceUnavailable` is raised.
 

@@ -528,6 +528,7 @@ class RunDirectory:
         return [path for _, path in generations(self.path)]
 
     def _verified(self, gen: Path, hint: bool = True) -> Checkpoint:
+        signature = _stat_signature(gen)  # before hashing: a file changed meanwhile is hashed again later
         where = gen / MANIFEST
         try:
             manifest = json.loads(where.read_bytes())
@@ -575,6 +576,8 @@ class RunDirectory:
                     f"checkpoint {gen}: {STATE} says step {saved!r}, {MANIFEST} says {step}: the manifest "
                     "does not describe its files" + (self._older_hint(gen) if hint else "")
                 )
+        if signature:
+            self._known_good[gen] = signature  # a resume's generation is not hashed again at the next save
         return Checkpoint(path=gen, timestep=step, manifest=manifest)
 
     def _verifies(self, gen: Path) -> bool:
@@ -589,7 +592,6 @@ class RunDirectory:
             self._verified(gen, hint=False)
         except RunDirectoryError:
             return False
-        self._known_good[gen] = signature
         return True
 
     def _older_hint(self, gen: Path) -> str:
