@@ -712,12 +712,15 @@ def _replay_buffer_class() -> type:
                 return
             uids = set(uids)
             new = uids - self._reported
+            if new:
+                self._observe(partition_id, new)
+            # marked only once observed: a failed read or record leaves them to be reported again
             if leaving:
                 self._reported -= uids
             else:
                 self._reported |= new
-            if not new:
-                return
+
+        def _observe(self, partition_id: str, new: set[str]) -> None:
             dataset = self.dataset()
             # one completion per rollout: key {uid}_{session}_{index}, a multi-output agent loop's outputs
             # of one session share the session's reward
