@@ -52,8 +52,6 @@ Example:
 
 from __future__ import annotations
 
-import json
-import numbers
 import os
 from collections.abc import Callable
 from typing import Any
@@ -61,7 +59,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from plr_gym.checkpoint import load_npz, save_npz
+from plr_gym._prompt_state import (
+    _STATE_VERSION,
+    _is_int,
+    check_config,
+    check_header,
+    checked_arrays,
+    checked_counters,
+    checked_seed,
+    load_state,
+    save_state,
+)
 from plr_gym.sampler import LevelSampler, _check_positive, _check_real, _check_unit, _state_rng
 
 __all__ = ["AGEINGS", "ESTIMATES", "METHODS", "P_HISTOGRAM_BINS", "SPREADS", "PromptCurriculum"]
@@ -83,17 +91,6 @@ _FLOOR = 0.1
 #: Learnability scores of a prompt's reward spread: its variance (``p·(1 − p)`` for 0/1 rewards) or its std.
 SPREADS: tuple[str, ...] = ("variance", "std")
 
-_STATE_VERSION = 3
-_ARRAYS = (
-    "posterior_a",
-    "posterior_b",
-    "draws",
-    "groups",
-    "reward_mean",
-    "reward_variance",
-    "success_rate",
-    "measured_at",
-)
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
@@ -103,8 +100,17 @@ _THOMPSON_STAT_DRAWS = 16
 P_HISTOGRAM_BINS: tuple[str, ...] = ("p=0", "0<p<.25", ".25<=p<=.75", ".75<p<1", "p=1")
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name}={value!r} is not supported; choose one of {', '.join(choices)}")
+
+
+def _check_seed(seed: Any) -> int | None:
+    if seed is not None and not _is_int(seed):
+        raise TypeError(f"seed must be an int or None, got {type(seed).__name__} {seed!r}")
+    if seed is not None and int(seed) < 0:
+        raise ValueError(f"seed must be non-negative, got {seed!r}")
+    return None if seed is None else int(seed)
 
 
 def _check_range(reward_range: Any) -> tuple[float, float] | None:
@@ -258,19 +264,49 @@ class PromptCurriculum:
     ) -> None:
         if not _is_int(num_prompts) or int(num_prompts) < 1:
             raise ValueError(f"num_prompts must be a positive int, got {num_prompts!r}")
-        if not isinstance(method, str) or method not in METHODS:
-            raise ValueError(f"method={method!r} is not supported; choose one of {', '.join(METHODS)}")
+        _check_choice("method", method, METHODS)
         self.num_prompts = int(num_prompts)
         self.method = method
+        self._set_draw_options(uniform_mass, replay_prob, staleness_coef, success_rate_alpha, spread)
+        self._set_reward_options(reward_range, success_threshold, success_fn, filter_groups)
+        self._set_posterior_options(target, prior, posterior_decay)
+        self._set_ageing_options(estimate, evidence_half_life, prompt_labels, ageing)
+        if uniform_mass is None and self.evidence_half_life is not None:
+            self.uniform_mass = 0.0  # ageing re-measures the prompts read as never solved: no floor
+        self._refuse_other_methods_options()
+        self.seed = _check_seed(seed)
+        # the sampler stores the spread that observe() computes (alpha = 1: each update replaces the score)
+        self.sampler = LevelSampler(
+            levels=range(self.num_prompts),
+            strategy=_reward_spread,
+            score_transform="power",
+            temperature=1.0,
+            staleness_coef=self.staleness_coef,
+            replay_schedule="fixed",
+            replay_prob=self.replay_prob,
+            min_seen_ratio=0.0,
+            uniform_mass=self.uniform_mass,
+            alpha=1.0,
+            seed=self.seed,
+        )
+        self._start_estimates()
+
+    # ------------------------------------------------------------------ construction steps
+    def _set_draw_options(
+        self, uniform_mass: Any, replay_prob: Any, staleness_coef: Any, success_rate_alpha: Any, spread: Any
+    ) -> None:
         self.uniform_mass = _FLOOR if uniform_mass is None else _check_unit("uniform_mass", uniform_mass)
         self.replay_prob = _check_unit("replay_prob", replay_prob)
         self.staleness_coef = _check_unit("staleness_coef", staleness_coef)
         if self.staleness_coef == 1.0:
             raise ValueError("staleness_coef must be < 1 (at 1 the success rates would play no part)")
         self.success_rate_alpha = _check_unit("success_rate_alpha", success_rate_alpha, open_low=True)
-        if not isinstance(spread, str) or spread not in SPREADS:
-            raise ValueError(f"spread={spread!r} is not supported; choose one of {', '.join(SPREADS)}")
+        _check_choice("spread", spread, SPREADS)
         self.spread = spread
+
+    def _set_reward_options(
+        self, reward_range: Any, success_threshold: Any, success_fn: Any, filter_groups: Any
+    ) -> None:
         if success_fn is not None and not callable(success_fn):
             raise TypeError(f"success_fn must be a callable or None, got {type(success_fn).__name__}")
         self.success_fn = success_fn
@@ -284,6 +320,8 @@ class PromptCurriculum:
         if not isinstance(filter_groups, (bool, np.bool_)):
             raise TypeError(f"filter_groups must be a bool, got {type(filter_groups).__name__}")
         self.filter_groups = bool(filter_groups)
+
+    def _set_posterior_options(self, target: Any, prior: Any, posterior_decay: Any) -> None:
         self.target = _check_real("target", target)
         if not 0.0 < self.target < 1.0:
             raise ValueError(f"target must lie in (0, 1), got {target!r}")
@@ -294,8 +332,12 @@ class PromptCurriculum:
             raise ValueError(f"prior must be a pair (a0, b0) of positive numbers, got {prior!r}")
         self.prior = (a0, b0)
         self.posterior_decay = _check_unit("posterior_decay", posterior_decay, open_low=True)
-        if not isinstance(estimate, str) or estimate not in ESTIMATES:
-            raise ValueError(f"estimate={estimate!r} is not supported; choose one of {', '.join(ESTIMATES)}")
+
+    def _set_ageing_options(
+        self, estimate: Any, evidence_half_life: Any, prompt_labels: Any, ageing: Any
+    ) -> None:
+        method = self.method
+        _check_choice("estimate", estimate, ESTIMATES)
         if estimate != "running" and method != "learnability":
             raise ValueError(
                 f"estimate={estimate!r} applies to method='learnability' only "
@@ -317,15 +359,16 @@ class PromptCurriculum:
             None if evidence_half_life is None else _check_positive("evidence_half_life", evidence_half_life)
         )
         self.prompt_labels = self._check_labels(prompt_labels)
-        if not isinstance(ageing, str) or ageing not in AGEINGS:
-            raise ValueError(f"ageing={ageing!r} is not supported; choose one of {', '.join(AGEINGS)}")
+        _check_choice("ageing", ageing, AGEINGS)
         if method == "learnability" and ageing != _DEFAULT_AGEING and self.evidence_half_life is None:
             raise ValueError(
                 f"ageing={ageing!r} chooses which estimates age: it needs evidence_half_life (it is None)"
             )
         self.ageing = ageing
-        if uniform_mass is None and self.evidence_half_life is not None:
-            self.uniform_mass = 0.0  # ageing re-measures the prompts read as never solved: no floor
+
+    def _refuse_other_methods_options(self) -> None:
+        """An option of the other method, set away from its default, is refused, not ignored."""
+        method = self.method
         unused = (
             [("target", self.target, 0.5)]
             if method == "learnability"
@@ -340,26 +383,11 @@ class PromptCurriculum:
                 raise ValueError(
                     f"{name}={value!r} applies to method={other!r} only (method={method!r} would ignore it)"
                 )
-        if seed is not None and not _is_int(seed):
-            raise TypeError(f"seed must be an int or None, got {type(seed).__name__} {seed!r}")
-        if seed is not None and int(seed) < 0:
-            raise ValueError(f"seed must be non-negative, got {seed!r}")
-        self.seed = None if seed is None else int(seed)
-        # the sampler stores the spread that observe() computes (alpha = 1: each update replaces the score)
-        self.sampler = LevelSampler(
-            levels=range(self.num_prompts),
-            strategy=_reward_spread,
-            score_transform="power",
-            temperature=1.0,
-            staleness_coef=self.staleness_coef,
-            replay_schedule="fixed",
-            replay_prob=self.replay_prob,
-            min_seen_ratio=0.0,
-            uniform_mass=self.uniform_mass,
-            alpha=1.0,
-            seed=self.seed,
-        )
+
+    def _start_estimates(self) -> None:
+        """Every prompt unmeasured: the running estimates, the posteriors at the prior, the counters at 0."""
         n = self.num_prompts
+        a0, b0 = self.prior
         self._groups = np.zeros(n, dtype=np.int64)  # groups observed per prompt
         self._mean = np.zeros(n)  # running mean reward (reward units)
         self._var = np.zeros(n)  # running reward variance (reward units squared)
@@ -818,56 +846,12 @@ class PromptCurriculum:
     def load_state_dict(self, state: Any) -> None:
         """Restore a :meth:`state_dict`; every member is checked first, a refused state (``ValueError``)
         leaves the curriculum unchanged."""
-        if isinstance(state, dict) and state.get("version") in (1, 2):
-            raise ValueError(
-                f"this PromptCurriculum state has version {state['version']}, written by an older plr_gym; "
-                f"this version reads version {_STATE_VERSION} (it adds the clock of evidence_half_life): "
-                "restart the curriculum, or resume with the plr_gym that wrote it"
-            )
-        if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
-            raise ValueError(
-                f"not a PromptCurriculum state (version {_STATE_VERSION}): {type(state).__name__}"
-            )
-        missing = [k for k in self.state_dict() if k not in state]
-        if missing:
-            raise ValueError(f"PromptCurriculum state lacks {', '.join(missing)}")
-        mine, theirs = self._config(), state["config"]
-        if not isinstance(theirs, dict):
-            raise ValueError("state 'config' must be a dict")
-        diff = sorted(k for k in mine if k != "seed" and mine[k] != theirs.get(k))
-        if diff:
-            details = ", ".join(f"{k}: state has {theirs.get(k)!r}, curriculum has {mine[k]!r}" for k in diff)
-            raise ValueError(f"state was saved with a different configuration ({details})")
-        n = self.num_prompts
-        arrays: dict[str, Any] = {}
-        for key in _ARRAYS:
-            dtype = np.int64 if key in ("draws", "groups", "measured_at") else np.float64
-            arr = np.asarray(state[key])
-            if arr.shape != (n,) or not (np.issubdtype(arr.dtype, np.number) and arr.dtype != np.bool_):
-                raise ValueError(f"state '{key}' must be {n} numbers, got {arr.dtype} {arr.shape}")
-            if not np.isfinite(arr).all():
-                raise ValueError(f"state '{key}' must be finite")
-            arrays[key] = arr.astype(dtype)
-        if (arrays["posterior_a"] <= 0).any() or (arrays["posterior_b"] <= 0).any():
-            raise ValueError("state 'posterior_a'/'posterior_b' must be finite and positive")
-        for key in ("draws", "groups", "reward_variance", "measured_at"):
-            if (arrays[key] < 0).any():
-                raise ValueError(f"state '{key}' must be non-negative")
-        if ((arrays["success_rate"] < 0) | (arrays["success_rate"] > 1)).any():
-            raise ValueError("state 'success_rate' must lie in [0, 1]")
-        counters = {}
-        for key in ("num_batches", "num_groups", "num_filtered", "num_completions", "clock"):
-            if not _is_int(state[key]) or int(state[key]) < 0:
-                raise ValueError(f"state '{key}' must be a non-negative int, got {state[key]!r}")
-            counters[key] = int(state[key])
-        if counters["num_filtered"] > counters["num_groups"]:
-            raise ValueError("state 'num_filtered' exceeds 'num_groups'")
-        if (arrays["measured_at"] > counters["clock"]).any():
-            raise ValueError("state 'measured_at' exceeds 'clock'")
+        check_header(state, self.state_dict())
+        theirs = check_config(self._config(), state["config"])
+        arrays = checked_arrays(state, self.num_prompts)
+        counters = checked_counters(state, arrays)
         rng = _state_rng(state["rng"])
-        seed = theirs.get("seed")
-        if seed is not None and (not _is_int(seed) or int(seed) < 0):
-            raise ValueError(f"state config 'seed' must be a non-negative int or None, got {seed!r}")
+        seed = checked_seed(theirs.get("seed"))
         sampler_state = state["sampler"]
         measured = arrays["groups"] > 0
         scores = np.asarray(sampler_state.get("scores") if isinstance(sampler_state, dict) else None)
@@ -879,10 +863,10 @@ class PromptCurriculum:
             arrays["measured_at"],
             counters["clock"],
         )
-        if scores.shape != (n,) or not np.array_equal(scores[measured], expected[measured]):
+        if scores.shape != (self.num_prompts,) or not np.array_equal(scores[measured], expected[measured]):
             raise ValueError("state 'sampler' scores do not match 'reward_variance': the state is corrupt")
         self.sampler.load_state_dict(sampler_state)  # checks everything before it assigns anything
-        self.seed = None if seed is None else int(seed)
+        self.seed = seed
         self._a = arrays["posterior_a"]
         self._b = arrays["posterior_b"]
         self._draws = arrays["draws"]
@@ -904,34 +888,11 @@ class PromptCurriculum:
         :param extra: JSON-compatible values stored next to the state (a trainer's own bookkeeping), read
             back by :meth:`load_from`.
         """
-        state = self.state_dict()
-        sampler = state.pop("sampler")
-        arrays = {k: state.pop(k) for k in _ARRAYS}
-        sampler_arrays = {
-            f"sampler.{k}": sampler.pop(k) for k in list(sampler) if isinstance(sampler[k], np.ndarray)
-        }
-        meta = {"state": state, "sampler": sampler, "extra": extra}
-        try:
-            text = json.dumps(meta)
-        except TypeError as exc:
-            raise TypeError(f"extra must be JSON-compatible: {exc}") from exc
-        save_npz(path, {"meta": np.array(text), **arrays, **sampler_arrays})
+        save_state(path, self.state_dict(), extra)
 
     def load_from(self, path: str | os.PathLike[str]) -> dict[str, Any] | None:
         """Restore the state written by :meth:`save`; returns the ``extra`` saved with it."""
-        npz = load_npz(path)
-        try:
-            meta = json.loads(str(npz["meta"]))
-            state = dict(meta["state"])
-            sampler = dict(meta["sampler"])
-            for k in _ARRAYS:
-                state[k] = npz[k]
-            for k in npz:
-                if k.startswith("sampler."):
-                    sampler[k[len("sampler.") :]] = npz[k]
-            state["sampler"] = sampler
-        except (KeyError, ValueError, TypeError) as exc:
-            raise ValueError(f"{os.fspath(path)} is not a PromptCurriculum checkpoint: {exc}") from exc
+        state, meta = load_state(path)
         self.load_state_dict(state)
         extra = meta.get("extra")
         return None if extra is None else dict(extra)
