@@ -26,10 +26,10 @@ change the replay distribution.
 
 Usage::
 
-    python benchmarks/remote_source.py                       # C = 1, 8, 32, 128, 4 s per run
-    python benchmarks/remote_source.py --quick               # C = 1, 2, 0.5 s per run (the test suite)
-    python benchmarks/remote_source.py --clients 1,8,32 --no-syllabus
-    python benchmarks/remote_source.py --clients 32x4       # 128 clients: 32 processes × 4 threads
+    python benchmarks/distributed/remote_source.py                # C = 1, 8, 32, 128, 4 s per run
+    python benchmarks/distributed/remote_source.py --quick        # C = 1, 2, 0.5 s per run (the test suite)
+    python benchmarks/distributed/remote_source.py --clients 1,8,32 --no-syllabus
+    python benchmarks/distributed/remote_source.py --clients 32x4   # 128 clients: 32 processes × 4 threads
 """
 
 from __future__ import annotations
@@ -52,10 +52,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sampler"))  # sampler_speed
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 import sampler_speed
 from _provenance import cpu_model, git_commit, load_average
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _library_src() -> Path:
@@ -1253,7 +1255,7 @@ def _init_ray() -> None:
 
 
 def _print_provenance(title: str, syllabus: str | None) -> None:
-    command = "python " + shlex.join(["benchmarks/remote_source.py", *sys.argv[1:]])
+    command = "python " + shlex.join(["benchmarks/distributed/remote_source.py", *sys.argv[1:]])
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(title)
     print()

@@ -19,9 +19,9 @@ sampled: a runner may overshoot ``--steps``), the steps per CPU-second (what the
 its own, whatever the machine's load) and the episodes that ended per 1,000 steps (with the steps/s: how
 often a runner resets). The learner side (scoring in the GAE connector) is not timed.
 
-    python benchmarks/rllib_throughput.py            # 8 rounds of 4000 steps, 4 envs
-    python benchmarks/rllib_throughput.py --quick    # a smoke run
-    python benchmarks/rllib_throughput.py --num-envs 1 --env bigfish   # plr_ppo_config's 1 env, a CNN
+    python benchmarks/distributed/rllib_throughput.py            # 8 rounds of 4000 steps, 4 envs
+    python benchmarks/distributed/rllib_throughput.py --quick    # a smoke run
+    python benchmarks/distributed/rllib_throughput.py --num-envs 1 --env bigfish  # 1 env, a CNN
 """
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 from _provenance import cpu_model, git_commit, load_average
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 
@@ -130,7 +131,7 @@ def main() -> None:
         ray.shutdown()
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    print(f"- command: `python benchmarks/rllib_throughput.py {' '.join(sys.argv[1:])}`".rstrip())
+    print(f"- command: `python benchmarks/distributed/rllib_throughput.py {' '.join(sys.argv[1:])}`".rstrip())
     print(f"- commit: {git_commit()}")
     print(f"- date: {now}")
     print(f"- machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}")

@@ -8,7 +8,7 @@ no sampler); the PLR arm scores every rollout (``EpisodeScorer.process_rollout``
 Each variant is compiled once, then timed in interleaved rounds (the order alternates every round); the
 ratio of each round's PLR time to its uniform time is the cost.
 
-    python benchmarks/jax_ppo_plr_cost.py [--levels 20 200] [--arm defaults] [--rounds 7] [--quick]
+    python benchmarks/jax/jax_ppo_plr_cost.py [--levels 20 200] [--arm defaults] [--rounds 7] [--quick]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 
 import jax
 import jax.numpy as jnp
@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from _provenance import cpu_model, git_commit, load_average
 
 _spec = importlib.util.spec_from_file_location(
-    "jax_ppo_plr", Path(__file__).resolve().parent.parent / "examples" / "jax_ppo_plr.py"
+    "jax_ppo_plr", Path(__file__).resolve().parents[2] / "examples" / "jax_ppo_plr.py"
 )
 assert _spec is not None and _spec.loader is not None
 example: Any = importlib.util.module_from_spec(_spec)

@@ -8,7 +8,7 @@ at 20 and 200 levels; and, for Robust PLR / ACCEL, ``insert_batch`` + ``sample_r
 capacity of 4,000 (JaxUED's maze default) through JaxUED's interface: plr_gym's drop-in, and JaxUED's own
 sampler where it is installed.
 
-    python benchmarks/jax_sampler_speed.py [--quick]
+    python benchmarks/jax/jax_sampler_speed.py [--quick]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 
 import jax
 import jax.numpy as jnp
@@ -105,7 +105,7 @@ def main() -> None:
     n_envs, n_steps = 32, 256
     print(f"# plr_gym.jax sampler cost per PPO update (jax {jax.__version__}, {jax.devices()[0].platform})")
     print(f"commit {git_commit()}, {cpu_model()}, load {load_average()}")
-    print(f"command: python benchmarks/jax_sampler_speed.py{' --quick' if args.quick else ''}")
+    print(f"command: python benchmarks/jax/jax_sampler_speed.py{' --quick' if args.quick else ''}")
     print(
         f"{n_envs} envs x {n_steps} steps per update, {updates} updates in one jitted scan, best of {rounds}"
     )

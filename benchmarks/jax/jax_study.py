@@ -9,8 +9,9 @@ checkpoint and level; the initial policy's; the training return per update) and 
 over the 4 checkpoints) with 95% bootstrap CIs over seeds, and each arm's paired difference to uniform
 (same seed: same initial network), bootstrapped over seeds (10,000 resamples, seeded).
 
-    python benchmarks/jax_study.py --tasks doorkey5 doorkey6 fourrooms9 --budget 1x [--seeds 150 --chunk 50]
-    python benchmarks/jax_study.py --report --budget 1x
+    python benchmarks/jax/jax_study.py --tasks doorkey5 doorkey6 fourrooms9 --budget 1x \\
+        [--seeds 150 --chunk 50]
+    python benchmarks/jax/jax_study.py --report --budget 1x
 """
 
 from __future__ import annotations
@@ -24,13 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 
 import numpy as np
 
 from _provenance import cpu_model, git_commit, load_average
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 #: task -> (navix id, max_steps = MiniGrid's limit for that env)
 TASKS: dict[str, tuple[str, int]] = {
     "doorkey5": ("Navix-DoorKey-Random-5x5-v0", 250),

@@ -10,10 +10,10 @@ with 95% bootstrap CIs from :func:`plr_gym.evaluation.summarize`; from round 4 o
 the held-out learning curve, see :func:`auc_matrix`) and writes ``summary.csv``,
 ``summary.json`` and a learning-curve PNG per task into ``<out>``.
 
-    python benchmarks/learning.py --jobs 2                         # the full study (see TASKS)
-    python benchmarks/learning.py --tasks doorkey6 --seeds 3 4    # a subset
-    python benchmarks/learning.py --report-only                    # tables and plots from saved runs
-    python benchmarks/learning.py --quick                          # smoke test, < 60 s
+    python benchmarks/learning/learning.py --jobs 2                         # the full study (see TASKS)
+    python benchmarks/learning/learning.py --tasks doorkey6 --seeds 3 4    # a subset
+    python benchmarks/learning/learning.py --report-only                    # tables and plots from saved runs
+    python benchmarks/learning/learning.py --quick                          # smoke test, < 60 s
 
 Budgets are tiny next to the paper's (25M steps per Procgen run): see ``docs/benchmarks.md``.
 """
@@ -34,10 +34,11 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 from _provenance import cpu_model, git_commit
 from plr_gym import training
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "learning"
 TEST_LEVEL_START = 10_000
 
@@ -682,7 +683,7 @@ def write_summary(out: Path, rows: list[dict[str, Any]]) -> None:
 
 def print_provenance(argv: list[str]) -> None:
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    print(f"- command: `python benchmarks/learning.py {' '.join(argv)}`".replace(" `", " `", 1))
+    print(f"- command: `python benchmarks/learning/learning.py {' '.join(argv)}`".replace(" `", " `", 1))
     print(f"- commit: {git_commit()}")
     print(f"- machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")

@@ -5,8 +5,8 @@ in a ``LevelWrapper``, the vec env in ``PrioritizedLevelReplay`` and ``PLRCallba
 episode. Runs are interleaved (plain, value-based, logit-based, plain, ...) so that background load
 hits all variants alike; the table gives the median of the repeats and the ratio to plain PPO.
 
-    python benchmarks/overhead.py                 # MiniGrid-DoorKey-5x5, 8 envs, 5 repeats
-    python benchmarks/overhead.py --quick         # smoke test
+    python benchmarks/learning/overhead.py                 # MiniGrid-DoorKey-5x5, 8 envs, 5 repeats
+    python benchmarks/learning/overhead.py --quick         # smoke test
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import statistics
 import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -28,6 +29,7 @@ from minigrid.wrappers import FlatObsWrapper
 from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 from _provenance import cpu_model, git_commit
 from plr_gym import LevelWrapper, PLRCallback, PrioritizedLevelReplay
 

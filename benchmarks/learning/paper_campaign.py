@@ -5,7 +5,7 @@ One command starts (or continues) the campaign; re-running it resumes every unfi
 checkpoint with the CLI's documented ``--resume`` and skips the finished ones, so it survives short
 machine leases::
 
-    python benchmarks/paper_campaign.py --game bigfish --seeds 0 1 2 \\
+    python benchmarks/learning/paper_campaign.py --game bigfish --seeds 0 1 2 \\
         --methods uniform paper plr_defaults --out benchmarks/results/paper_campaign/bigfish
 
 - ``--status``: one line per run (state, steps, steps/s, last held-out mean, live pid).
@@ -39,9 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "benchmarks" / "common"))
 
 from _provenance import cpu_model, git_commit  # noqa: E402
 
@@ -572,7 +572,8 @@ def plan(args: argparse.Namespace, extra: list[str]) -> str:
     out = args.out
     more = f" {' '.join(extra)}" if extra else ""
     campaign = (
-        f"python3 benchmarks/paper_campaign.py --game {args.game} --seeds {' '.join(map(str, args.seeds))} "
+        f"python3 benchmarks/learning/paper_campaign.py --game {args.game} "
+        f"--seeds {' '.join(map(str, args.seeds))} "
         f"--methods {' '.join(args.methods)} --out {out}{more}"
     )
     env = (
@@ -590,14 +591,15 @@ def plan(args: argparse.Namespace, extra: list[str]) -> str:
         'v = ProcgenVecEnv("bigfish", n_envs=2); v.reset(); print("procgen ok", numpy.__version__, '
         "torch.cuda.get_device_name())'"
     )
-    status = f"python3 benchmarks/paper_campaign.py --status --out {out}{more}"
+    status = f"python3 benchmarks/learning/paper_campaign.py --status --out {out}{more}"
     return "\n".join(
         [
             *budget(args, extra),
             f"# Here, once per checkout: wheels (cp312) and libGL .debs -> {PAYLOAD}/ (git-ignored), ~55 MiB",
-            "python benchmarks/paper_campaign.py --prepare",
+            "python benchmarks/learning/paper_campaign.py --prepare",
             "# Here, to continue a campaign brought back earlier: unpack its parts",
-            f"python benchmarks/paper_campaign.py --unbundle <files_at>/state-*.tgz.part-* --out {out}",
+            f"python benchmarks/learning/paper_campaign.py --unbundle <files_at>/state-*.tgz.part-* "
+            f"--out {out}",
             "# Then, back to back (the machine goes back 30 s after a call; 30 min held at most):",
             f'# call 1: run(carry=["{PAYLOAD}"], timeout_s=300)',
             env + install + check,
@@ -609,13 +611,13 @@ def plan(args: argparse.Namespace, extra: list[str]) -> str:
             "# call 4: watch 9 more minutes",
             f"{env}sleep 540; {status}",
             "# call 5 (before ~27 min held): every run saves and stops; report; bring back results + group 0",
-            f"{env}sleep 120; python3 benchmarks/paper_campaign.py --stop --grace 120 --out {out}; "
-            f"python3 benchmarks/paper_campaign.py --report --game {args.game} --out {out}{more}; "
+            f"{env}sleep 120; python3 benchmarks/learning/paper_campaign.py --stop --grace 120 --out {out}; "
+            f"python3 benchmarks/learning/paper_campaign.py --report --game {args.game} --out {out}{more}; "
             f"cp {out}/results.md {out}/results.json {out}/curves.csv {out}/curves.png $OUT/; "
-            f"python3 benchmarks/paper_campaign.py --bundle 0 --bundle-to $OUT --out {out}",
+            f"python3 benchmarks/learning/paper_campaign.py --bundle 0 --bundle-to $OUT --out {out}",
             "# call 6, 7, ...: the other groups (--bundle 1, 2, ...), while the machine is still held;",
             "# then give_back. Fit the sleeps to status's budget_left_s (30 min of device time a session).",
-            f"python3 benchmarks/paper_campaign.py --bundle 1 --bundle-to $OUT --out {out}",
+            f"python3 benchmarks/learning/paper_campaign.py --bundle 1 --bundle-to $OUT --out {out}",
             "# Here: copy results.* and curves.* from files_at into the campaign folder, commit them,",
             "# and keep the state parts (--unbundle) for the next lease. Limits: a call carries and brings",
             "# back at most 64 MiB; an IMPALA run's state (model.zip with Adam ~7.5 MB, curriculum.npz",

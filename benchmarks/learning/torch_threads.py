@@ -7,8 +7,8 @@ round so that background load hits both alike. Reports each run's wall time and 
 the child process), and the medians. ``OMP_NUM_THREADS`` is removed from the children's environment, so
 "default" is torch's default on this machine.
 
-    python benchmarks/torch_threads.py --steps 10240 --rounds 2
-    python benchmarks/torch_threads.py --quick   # one round of 512 steps: a pipeline check
+    python benchmarks/learning/torch_threads.py --steps 10240 --rounds 2
+    python benchmarks/learning/torch_threads.py --quick   # one round of 512 steps: a pipeline check
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 from _provenance import cpu_model, git_commit, load_average
 
 RUN = """
@@ -72,7 +74,7 @@ def main() -> None:
     if args.quick:
         args.steps, args.rounds = 512, 1
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    print(f"- command: `python benchmarks/torch_threads.py {' '.join(sys.argv[1:])}`")
+    print(f"- command: `python benchmarks/learning/torch_threads.py {' '.join(sys.argv[1:])}`")
     print(f"- commit: {git_commit()}")
     print(f"- date: {now}")
     print(f"- machine: {cpu_model()}, {os.cpu_count()} logical cores, Python {platform.python_version()}")

@@ -16,7 +16,7 @@ Times are the main thread's CPU time (``time.thread_time``) per vector step, med
 interleaved repetitions, so other processes on the machine barely move them. What this leaves out is
 ``set_state``'s own C cost per episode end (≈ 0.1 ms, ``procgen_switch.py``'s "revisit").
 
-    python benchmarks/procgen_overhead.py --num-envs 64
+    python benchmarks/procgen/procgen_overhead.py --num-envs 64
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 from _provenance import procgen_header
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 LEVELS = range(200)
@@ -164,7 +165,7 @@ def main() -> None:
     for step in steppers:
         step.close()
     med = [float(np.median(t)) for t in times]
-    lines = [*procgen_header("python benchmarks/procgen_overhead.py " + " ".join(sys.argv[1:])), ""]
+    lines = [*procgen_header("python benchmarks/procgen/procgen_overhead.py " + " ".join(sys.argv[1:])), ""]
     lines += [
         f"{args.game}, N={n}, Procgen's C step and set_state stubbed out, {args.end_rate * 1000:.1f} episode "
         f"ends per 1000 env steps; main-thread CPU µs per vector step, median of {args.reps} interleaved "

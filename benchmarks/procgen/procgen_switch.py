@@ -8,7 +8,7 @@ cache), and times the naive alternative: building the installed Procgen build's 
 does), with Procgen's default threads and with ``num_threads=0``. Each column is the per-reset time in
 milliseconds (median / mean / 95th percentile), after a warm-up of ``--warmup`` levels that are not counted.
 
-    python benchmarks/procgen_switch.py --games coinrun bigfish maze --levels 200
+    python benchmarks/procgen/procgen_switch.py --games coinrun bigfish maze --levels 200
 
 The "first visit" and "revisit" columns are ProcgenLevelEnv; the output is a Markdown table.
 """
@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 from _provenance import load_average, procgen_header
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def time_each(fn: Callable[[int], object], levels: Iterable[int]) -> npt.NDArray[np.float64]:

@@ -20,7 +20,7 @@ Actions are uniformly random (pre-drawn), so episodes end at the rate a random p
 ``--ppo`` also times PPO training (``CnnPolicy``, ``PLRCallback``) on the batched env and on the DummyVecEnv
 route.
 
-    python benchmarks/procgen_throughput.py --game bigfish --num-envs 16 64 256 --ppo
+    python benchmarks/procgen/procgen_throughput.py --game bigfish --num-envs 16 64 256 --ppo
 
 Prints a Markdown table: steps/s of the median round and the median per-round ratio to stock, by wall-clock
 time and by process CPU time (the latter is robust to other jobs sharing the machine).
@@ -38,9 +38,10 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 from _provenance import procgen_header
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 LEVELS = range(200)
@@ -307,7 +308,7 @@ def main() -> None:
 
     THREADS["n"] = args.num_threads
 
-    lines = [*procgen_header("python benchmarks/procgen_throughput.py " + " ".join(sys.argv[1:])), ""]
+    lines = [*procgen_header("python benchmarks/procgen/procgen_throughput.py " + " ".join(sys.argv[1:])), ""]
     lines += [
         f"{args.game}, easy, 200 levels, random actions; {args.rounds} interleaved rounds of "
         f"{args.env_steps:,} env steps per route (order reversed every other round); steps/s from the "

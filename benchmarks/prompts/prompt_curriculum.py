@@ -34,7 +34,7 @@ over seeds.
 
 Usage::
 
-    python benchmarks/prompt_curriculum.py [--quick] [--seeds 5] \\
+    python benchmarks/prompts/prompt_curriculum.py [--quick] [--seeds 5] \\
         [--out benchmarks/results/prompt_curriculum.md]
 """
 
@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 from _provenance import cpu_model, git_commit, load_average
 from plr_gym.prompts import PromptCurriculum
 
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = args.seeds or (2 if args.quick else 5)
     g, b = 8, 32
     budget = (60 if args.quick else 500) * b * g
-    command = "python benchmarks/prompt_curriculum.py" + (" --quick" if args.quick else "")
+    command = "python benchmarks/prompts/prompt_curriculum.py" + (" --quick" if args.quick else "")
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# Prompt curricula on a simulated GRPO learner",

@@ -1,6 +1,6 @@
 """Estimates that keep up: prompt curricula against the oracle on three simulated GRPO learners.
 
-``benchmarks/prompt_curriculum.py`` shows the mechanism on one learner; this one asks how much of the
+``benchmarks/prompts/prompt_curriculum.py`` shows the mechanism on one learner; this one asks how much of the
 possible gain a curriculum's *estimates* capture, on learners where estimates go stale in three ways
 (issue 35, item 5). Simulated learners with known learning curves, not LLM experiments.
 
@@ -43,7 +43,7 @@ Metrics, per seed (the learner's prompts, outcomes and the curricula's seeds fix
 
 Usage::
 
-    python benchmarks/prompt_estimates.py [--quick] [--seeds 0 1 2] [--arms default oracle ...] \\
+    python benchmarks/prompts/prompt_estimates.py [--quick] [--seeds 0 1 2] [--arms default oracle ...] \\
         [--learners transfer fast adam] [--out benchmarks/results/prompt_estimates.md]
 """
 
@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 from _provenance import cpu_model, git_commit, load_average
 from plr_gym.prompts import PromptCurriculum
 
@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "# Estimates that keep up: prompt curricula against the oracle",
         "",
-        f"- command: `python benchmarks/prompt_estimates.py {argv_text}`".replace(" `", " `", 1),
+        f"- command: `python benchmarks/prompts/prompt_estimates.py {argv_text}`".replace(" `", " `", 1),
         f"- commit: {git_commit()}",
         f"- date: {now}",
         f"- machine: {cpu_model()}, {os.cpu_count()} logical cores, {platform.platform()}",

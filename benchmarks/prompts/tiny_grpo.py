@@ -35,11 +35,11 @@ difficulty is recorded against rollouts.
 
 Usage::
 
-    python benchmarks/tiny_grpo.py pretrain            # (re)build the checkpoint, print its accuracy
-    python benchmarks/tiny_grpo.py run --out benchmarks/results/tiny_grpo/runs   # the study (docs/prompts.md)
-    python benchmarks/tiny_grpo.py run --arms uniform curriculum --seeds 0 1 --steps 30 --out DIR
-    python benchmarks/tiny_grpo.py report DIR [--out FILE.md] [--figure FILE.png]
-    python benchmarks/tiny_grpo.py --quick   # every piece once at tiny sizes (~25 s CPU; not in the suite)
+    python benchmarks/prompts/tiny_grpo.py pretrain            # (re)build the checkpoint, print its accuracy
+    python benchmarks/prompts/tiny_grpo.py run --out benchmarks/results/tiny_grpo/runs  # the study
+    python benchmarks/prompts/tiny_grpo.py run --arms uniform curriculum --seeds 0 1 --steps 30 --out DIR
+    python benchmarks/prompts/tiny_grpo.py report DIR [--out FILE.md] [--figure FILE.png]
+    python benchmarks/prompts/tiny_grpo.py --quick  # every piece once at tiny sizes (~25 s CPU)
 """
 
 from __future__ import annotations
@@ -55,10 +55,10 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 from _provenance import cpu_model, git_commit, load_average
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHECKPOINT_DIR = ROOT / "runs" / "tiny_grpo"
 
 LEVELS = tuple(range(1, 9))  # digits per operand

@@ -1,7 +1,7 @@
 """DAPO's dynamic sampling as verl 0.9's V1 trainer refills, with and without a prompt curriculum.
 
-The learner, the prompts and the report are those of ``benchmarks/prompt_curriculum.py`` (its docstring has
-the formulas): a simulated GRPO learner with known per-prompt learning curves, not an LLM. This script
+The learner, the prompts and the report are those of ``prompt_curriculum.py`` in this folder (its docstring
+has the formulas): a simulated GRPO learner with known per-prompt learning curves, not an LLM. This script
 changes only how dynamic sampling refills, to verl 0.9.1's sync ``ReplayBuffer`` (``algorithm.filter_groups``,
 ``trainer/ppo/v1/replay_buffer.py``): a step dispatches ``B`` prompts; each poll drops the finished groups
 whose rewards are all equal (``k`` of them) and earns ``2k`` refill credits, dispatched as fresh prompts up to
@@ -22,7 +22,7 @@ Arms:
 
 Usage::
 
-    python benchmarks/verl_dynamic_sampling.py [--quick] [--seeds 5] \\
+    python benchmarks/prompts/verl_dynamic_sampling.py [--quick] [--seeds 5] \\
         [--out benchmarks/results/verl_dynamic_sampling.md]
 """
 
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 from _provenance import cpu_model, git_commit, load_average
 from plr_gym.prompts import PromptCurriculum
 from prompt_curriculum import SOLVED, TARGET_GAIN, Learner, UniformStream, fmt, fmt_reached
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = args.seeds or (2 if args.quick else 5)
     g, b = 8, 32
     budget = (60 if args.quick else 500) * b * g
-    command = "python benchmarks/verl_dynamic_sampling.py" + (" --quick" if args.quick else "")
+    command = "python benchmarks/prompts/verl_dynamic_sampling.py" + (" --quick" if args.quick else "")
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# Dynamic sampling as verl 0.9 refills, with and without a prompt curriculum (simulated learner)",
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         f"- machine: {cpu_model()}, {os.cpu_count()} logical cores, {platform.platform()}",
         f"- load average at start: {load_average()}",
         f"- setting: {n} prompts, G = {g}, B = {b} prompts per optimizer step, budget {budget} rollouts, "
-        f"{seeds} seeds (mean ± sd); the learner of benchmarks/prompt_curriculum.py",
+        f"{seeds} seeds (mean ± sd); the learner of benchmarks/prompts/prompt_curriculum.py",
         "",
         "| arm | newly solved @ 25% budget | @ 50% | @ 100% | informative rollouts | optimizer steps "
         f"| groups generated per step | rollouts to +{TARGET_GAIN} mean accuracy | optimizer steps to it "

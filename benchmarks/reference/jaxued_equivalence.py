@@ -8,7 +8,7 @@ Both samplers get the same inserts (levels drawn with repeats, so duplicates occ
 indices JaxUED draws are fed to ours (``mark_replayed``), so the states can be compared step by step:
 weights, insert indices, clock, timestamps, sizes and scores.
 
-    python benchmarks/jaxued_equivalence.py [--seeds 20] [--steps 60]
+    python benchmarks/reference/jaxued_equivalence.py [--seeds 20] [--steps 60]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 
 import jax
 import jax.numpy as jnp
@@ -89,7 +89,8 @@ def main() -> None:
 
     print(f"# plr_gym.jax.jaxued vs jaxued {getattr(jaxued, '__version__', '0.0.1')} (jax {jax.__version__})")
     print(f"commit {git_commit()}, {cpu_model()}, load {load_average()}")
-    print(f"command: python benchmarks/jaxued_equivalence.py --seeds {args.seeds} --steps {args.steps}")
+    command = "python benchmarks/reference/jaxued_equivalence.py"
+    print(f"command: {command} --seeds {args.seeds} --steps {args.steps}")
     cases = [
         ("rank", {"temperature": 0.3}, {"clock": "jaxued"}, "rank, clock='jaxued'"),
         ("rank", {"temperature": 0.3}, {}, "rank, clock='plr_gym' (default)"),

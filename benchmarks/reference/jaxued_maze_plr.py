@@ -10,7 +10,7 @@ It needs JaxUED's example environment, which is not plr_gym's (so this is not pa
 ``jax.tree_map`` replaced by ``jax.tree_util.tree_map`` in the installed ``jaxued`` (removed from JAX; fixed
 upstream after the 0.0.1 release), and ``maze_plr.py`` from a JaxUED checkout (github.com/DramaCow/jaxued).
 
-    python benchmarks/jaxued_maze_plr.py path/to/jaxued/examples/maze_plr.py [--accel]
+    python benchmarks/reference/jaxued_maze_plr.py path/to/jaxued/examples/maze_plr.py [--accel]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 
 from _provenance import cpu_model, git_commit, load_average
 
@@ -53,7 +53,7 @@ def main() -> int:
         script = Path(tmp) / "maze_plr.py"
         script.write_text(changed)
         command = [sys.executable, str(script), *TINY, *(["--use_accel"] if args.accel else [])]
-        src = str(Path(__file__).resolve().parents[1] / "src")
+        src = str(Path(__file__).resolve().parents[2] / "src")
         env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": src}
         start = time.perf_counter()
         proc = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True)

@@ -4,7 +4,7 @@ The PLR paper's code is facebookresearch/level-replay (its only commit, ccecf45)
 repository: give the path of your clone with ``--level-replay PATH``::
 
     git clone https://github.com/facebookresearch/level-replay /tmp/level-replay
-    python benchmarks/reference_equivalence.py --level-replay /tmp/level-replay
+    python benchmarks/reference/reference_equivalence.py --level-replay /tmp/level-replay
 
 For each game and sampler (default: BigFish and Leaper, PLR and uniform) it
 
@@ -53,9 +53,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "benchmarks" / "common"))
 
 from _provenance import cpu_model, git_commit, load_average  # noqa: E402
 
@@ -99,7 +99,7 @@ def import_level_replay(path: Path) -> types.SimpleNamespace:
         setattr(np, "float", float)  # noqa: B010 (the alias level-replay reads)
     stand_in = types.ModuleType("level_replay.envs")
     stand_in.PROCGEN_ENVS = {f"{g}": None for g in ("bigfish", "leaper")}  # type: ignore[attr-defined]
-    stand_in.__doc__ = "stand-in: the update does not build envs (see benchmarks/reference_equivalence.py)"
+    stand_in.__doc__ = "stand-in: the update does not build envs (see benchmarks/reference/)"
     sys.modules["level_replay.envs"] = stand_in
     sys.path.insert(0, str(path))
     from level_replay import storage

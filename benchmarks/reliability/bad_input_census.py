@@ -14,8 +14,8 @@ A case still running after ``CASE_SECONDS`` is stopped and counted as unclear (i
 For loaders the census also checks that a refused load left the live object unchanged ("corrupted"
 counts refusals that changed it anyway).
 
-Run: ``python benchmarks/bad_input_census.py`` (about a minute on one core). ``--json PATH`` also writes
-the per-case results.
+Run: ``python benchmarks/reliability/bad_input_census.py`` (about a minute on one core). ``--json PATH`` also
+writes the per-case results.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import numpy as np
 
 warnings.filterwarnings("ignore")
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parents[1] / "tests"))
 
 import gymnasium as gym  # noqa: E402
 from gymnasium import spaces  # noqa: E402

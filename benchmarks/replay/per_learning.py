@@ -26,9 +26,9 @@
 
 Usage::
 
-    python benchmarks/per_learning.py --quick          # n = 2..10, 3 seeds (seconds)
-    python benchmarks/per_learning.py                  # n = 2..16, 5 seeds (minutes), PNG in results/
-    python benchmarks/per_learning.py --cartpole --seeds 3   # PERDQN vs DQN (tens of minutes)
+    python benchmarks/replay/per_learning.py --quick          # n = 2..10, 3 seeds (seconds)
+    python benchmarks/replay/per_learning.py                  # n = 2..16, 5 seeds (minutes), PNG in results/
+    python benchmarks/replay/per_learning.py --cartpole --seeds 3   # PERDQN vs DQN (tens of minutes)
 """
 
 from __future__ import annotations
@@ -45,9 +45,10 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 from _provenance import git_commit
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))  # benchmark the library in this checkout
 
 from plr_gym.replay import SumTree  # noqa: E402

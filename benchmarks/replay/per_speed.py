@@ -14,7 +14,7 @@ the step is repeated ``--repeats`` times and the median of ``--rounds`` rounds i
 
 Usage::
 
-    python benchmarks/per_speed.py [--capacity 1000000] [--batch-size 256] [--repeats 300] [--rounds 5]
+    python benchmarks/replay/per_speed.py [--capacity 1000000] [--batch-size 256] [--repeats 300] [--rounds 5]
 """
 
 from __future__ import annotations

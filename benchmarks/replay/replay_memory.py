@@ -21,9 +21,9 @@ Three measurements, each variant in its own process so one does not inflate anot
 
 Usage::
 
-    python benchmarks/replay_memory.py [--transitions 100000] [--sample-transitions 20000]
+    python benchmarks/replay/replay_memory.py [--transitions 100000] [--sample-transitions 20000]
         [--producer-steps 5000] [--quick]
-    python benchmarks/replay_memory.py --child memory frame-stack 1000000   # one variant's RSS alone
+    python benchmarks/replay/replay_memory.py --child memory frame-stack 1000000   # one variant's RSS alone
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 from _provenance import cpu_model, git_commit
 
 SHAPE = (4, 84, 84)
@@ -152,7 +152,7 @@ def run_child(*args: str) -> dict[str, Any]:
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"),
     }
     proc = subprocess.run(
         [sys.executable, __file__, "--child", *args], capture_output=True, text=True, env=env, check=False
@@ -280,7 +280,7 @@ def main() -> None:
 
     load = os.getloadavg()
     print("# Replay memory benchmark\n")
-    print(f"- command: `python benchmarks/replay_memory.py {' '.join(sys.argv[1:])}`")
+    print(f"- command: `python benchmarks/replay/replay_memory.py {' '.join(sys.argv[1:])}`")
     print(f"- commit: {git_commit()}")
     versions = f"Python {platform.python_version()}, numpy {numpy.__version__}"
     print(f"- machine: {cpu_model()}, {os.cpu_count()} cores, {versions}")

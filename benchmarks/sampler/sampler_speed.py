@@ -33,10 +33,10 @@ Syllabus specifics (``syllabus-rl`` 0.7, ``syllabus.curricula.plr.task_sampler.T
 
 Usage::
 
-    python benchmarks/sampler_speed.py                 # N = 200, 10k, 100k, 1M (a couple of minutes)
-    python benchmarks/sampler_speed.py --quick         # N = 200, 10k, few repeats (seconds)
-    python benchmarks/sampler_speed.py --sizes 1k,50k  # chosen sizes
-    python benchmarks/sampler_speed.py --no-syllabus   # plr_gym only
+    python benchmarks/sampler/sampler_speed.py                 # N = 200, 10k, 100k, 1M (a couple of minutes)
+    python benchmarks/sampler/sampler_speed.py --quick         # N = 200, 10k, few repeats (seconds)
+    python benchmarks/sampler/sampler_speed.py --sizes 1k,50k  # chosen sizes
+    python benchmarks/sampler/sampler_speed.py --no-syllabus   # plr_gym only
 """
 
 from __future__ import annotations
@@ -58,9 +58,10 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common: _provenance
 from _provenance import cpu_model, git_commit, load_average
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Benchmark the library in this checkout, whatever else is installed.
 sys.path.insert(0, str(ROOT / "src"))
 
