@@ -152,10 +152,10 @@ test-313: $(VENV313)/.all-installed dist
 		--doctest-ignore-import-errors $(TESTS313)
 
 bench: $(VENV)/.all-installed
-	$(PY) benchmarks/sampler_speed.py
-	$(PY) benchmarks/procgen_switch.py
-	$(PY) benchmarks/procgen_throughput.py
-	$(PY) benchmarks/per_speed.py
+	$(PY) benchmarks/sampler/sampler_speed.py
+	$(PY) benchmarks/procgen/procgen_switch.py
+	$(PY) benchmarks/procgen/procgen_throughput.py
+	$(PY) benchmarks/replay/per_speed.py
 
 docs: $(VENV)/.all-installed
 	$(PY) -m mkdocs build --strict -d site

@@ -587,10 +587,10 @@ def test_waits_for_a_named_actor(local_ray: None) -> None:
 
 
 def test_remote_source_benchmark_quick() -> None:
-    """``benchmarks/remote_source.py --quick`` runs both systems and the load test (4 emulated env runners
-    at the defaults, with envs and with the event emulation) and reports the tables, with every score
+    """``benchmarks/distributed/remote_source.py --quick`` runs both systems and the load test (4 emulated env
+    runners at the defaults, with envs and with the event emulation) and reports the tables, with every score
     and level exactly once (no timing asserts)."""
-    out = run_benchmark("remote_source.py", "--quick", timeout=300)
+    out = run_benchmark("distributed/remote_source.py", "--quick", timeout=300)
     for header in ("- command:", "- commit:", "- machine:", "- load average at start:"):
         assert header in out, out
     rows = [line for line in out.splitlines() if line.startswith("| ")]
