@@ -1,9 +1,9 @@
 """The client of a hosted level source: :class:`RemoteLevelSource`, itself a level source.
 
-Three concerns, in this order in the class: the connection (the actor looked up by name, calls retried
+Three concerns, in sections of the class: the connection (the actor looked up by name, calls retried
 while it is dead or restarting, pushes sent again after a restart), the prefetch queue (levels drawn
-ahead in blocks, refilled without blocking; its sizing rules are :class:`~plr_gym.distributed.options.
-_QueueRules`), and the score pushes (buffered, batched, riding on refills, applied exactly once). The
+ahead in blocks, refilled without blocking; how many, and when, is its base class ``_QueueRules`` in
+``options.py``), and the score pushes (buffered, batched, riding on refills, applied exactly once). The
 package's docstring (:mod:`plr_gym.distributed`) explains the numbers.
 """
 
@@ -43,7 +43,7 @@ class RemoteLevelSource(_QueueRules):
     """A client of a level source actor; a :class:`~plr_gym.source.LevelSource` for any front end.
 
     ``PrioritizedLevelReplay(venv, sampler=RemoteLevelSource(actor))`` with ``PLRCallback()`` trains as
-    with a local sampler; the state lives in the actor, which every client shares. See the module
+    with a local sampler; the state lives in the actor, which every client shares. See the package
     docstring for the prefetch queue, its lag, score pushes and fault tolerance.
 
     The client pickles (Ray, cloudpickle): each unpickled copy is a new client with an empty queue that
@@ -57,7 +57,7 @@ class RemoteLevelSource(_QueueRules):
     :param prefetch_seconds: also keep ready as many levels as this client's envs take in this many
         seconds (measured; at most 4,096), refilled when an eighth is left, so that a refill call comes
         about every ``7/8 × prefetch_seconds`` seconds whatever the reset rate. A level is then drawn up
-        to about this many seconds before it is played (see the module's note on the lag). ``0``:
+        to about this many seconds before it is played (see the package's note on the lag). ``0``:
         ``prefetch`` per env only (the old behaviour; ``min_refill`` is then unused).
     :param min_refill: with ``prefetch_seconds``, a refill call brings at least this many levels (the
         queue keeps ``8/7 × min_refill`` ready) where the envs reset too rarely for ``prefetch_seconds``
@@ -539,7 +539,7 @@ class RemoteLevelSource(_QueueRules):
             except OverflowError as exc:  # pragma: no cover - uint64 beyond int64
                 raise TypeError(f"{owner}: levels must be {self.level_dtype} level ids ({exc})") from exc
         if not self._pending:
-            self._pending_since = options._clock()  # (the module's: tests replace it)
+            self._pending_since = options._clock()  # options._clock: tests replace it
         self._pending.append((batch_levels, values))
         self._calls += 1
         if self._push_due():
