@@ -35,6 +35,7 @@ import secrets
 import shutil
 import stat
 import struct
+import tokenize
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -131,7 +132,8 @@ def save_npz(path: str | os.PathLike[str], arrays: Mapping[str, Any]) -> None:
 
 #: What ``zipfile`` and ``numpy`` raise on a corrupt archive: a flipped bit can name an unsupported
 #: compression method (``NotImplementedError``) or set the encryption flag (``RuntimeError``), a size
-#: field can overflow or ask for absurd memory; all of them mean "not a readable checkpoint".
+#: field can overflow or ask for absurd memory, a flipped ``.npy`` header (a Python literal) fails to
+#: tokenize or parse (``TokenError``, ``SyntaxError``); all of them mean "not a readable checkpoint".
 _CORRUPT = (
     ValueError,
     OSError,
@@ -146,6 +148,8 @@ _CORRUPT = (
     MemoryError,
     struct.error,
     zlib.error,
+    SyntaxError,
+    tokenize.TokenError,
 )
 
 

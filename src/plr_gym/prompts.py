@@ -782,8 +782,14 @@ class PromptCurriculum:
         save_state(path, self.state_dict(), extra)
 
     def load_from(self, path: str | os.PathLike[str]) -> dict[str, Any] | None:
-        """Restore the state written by :meth:`save`; returns the ``extra`` saved with it."""
-        state, meta = load_state(path)
-        self.load_state_dict(state)
-        extra = meta.get("extra")
-        return None if extra is None else dict(extra)
+        """Restore the state written by :meth:`save`; returns the ``extra`` saved with it.
+
+        :raises ValueError: naming ``path`` if the file is not a readable PromptCurriculum checkpoint (its
+            ``extra`` included), or if its state is refused; either leaves the curriculum unchanged.
+        """
+        state, extra = load_state(path)
+        try:
+            self.load_state_dict(state)
+        except ValueError as exc:
+            raise ValueError(f"{os.fspath(path)}: {exc}") from exc
+        return extra
