@@ -1,51 +1,21 @@
-"""Level scoring functions: one episode's arrays in, one float out.
+"""The scoring engine: :class:`EpisodeScorer` cuts rollouts into episodes and scores each once.
 
-Each function implements one PLR scoring strategy on a single, complete episode of ``T`` steps. They are
-pure numpy functions of an :class:`EpisodeData`; the sampler only stores the numbers they return.
+:meth:`EpisodeScorer.process_rollout` is four named steps:
 
-=========================  ========================================================================
-strategy                   score of one episode
-=========================  ========================================================================
-``value_l1``               ``mean_t |A_t|`` with ``A_t`` the GAE advantage (PLR's L1 value loss)
-``positive_value_loss``    ``mean_t max(A_t, 0)`` (Robust PLR)
-``gae``                    ``mean_t A_t`` (signed)
-``max_mc``                 ``mean_t (R_max − V(s_t))``, ``R_max`` the level's best return (Robust PLR)
-``policy_entropy``         ``mean_t H(π(·|s_t)) / log|A|`` (normalised entropy; continuous: mean entropy)
-``least_confidence``       ``mean_t (1 − max_a π(a|s_t))``
-``min_margin``             ``1 − mean_t (π_(1)(s_t) − π_(2)(s_t))`` (gap between the two likeliest actions)
-``one_step_td_error``      ``mean_t |r_t + γ·V(s_{t+1}) − V(s_t)|`` with ``V(s_T)`` = ``next_value``
-``learnability``           the episode's outcome (1 success, 0 failure); the sampler turns the level's
-                           running success rate ``p`` into the score ``p·(1 − p)`` (Rutherford et al.
-                           2024, Sampling For Learnability)
-=========================  ========================================================================
+1. **check** the rollout's arrays (``_checked_rollout``, giving a ``_Rollout``);
+2. **cut** each env's valid steps into episodes (``_env_steps``, ``_episode_bounds``), with the value that
+   bootstraps each step (``_next_values``);
+3. **stitch** an episode carried over from the last rollout to its continuation (``_stitched``) and
+   **score** each completed one with the strategy's function (``_episode``, ``_score``);
+4. **report** the rollout's scores to the target in one ``update_batch`` (``_report``).
 
-``one_step_td_error`` follows the paper. The reference code computes ``|r_t + V(s_t) − V(s_{t+1})|``
-(wrong sign, no discount) and drops the last step; this module does not reproduce that.
-
-A user strategy is any callable ``fn(episode: EpisodeData) -> float``.
-
-``learnability`` is defined for tasks with a binary outcome. Its per-episode value is the outcome, taken
-from ``info["is_success"]`` at the episode's last step, else from the raw episodic return (``> 0`` is a
-success, MiniGrid's convention; read from ``info["episode"]["r"]`` written by SB3's ``Monitor`` or
-Gymnasium's ``RecordEpisodeStatistics``), or from a user function ``success_fn(info) -> bool`` (see
-:func:`episode_success`). The :class:`~plr_gym.LevelSampler` keeps each level's success rate and stores
-``p·(1 − p)`` as its score.
-
-Example:
-    >>> import numpy as np
-    >>> from plr_gym.scoring import EpisodeData, value_l1, one_step_td_error
-    >>> ep = EpisodeData(rewards=np.array([0.0, 1.0]), values=np.array([0.5, 0.8]),
-    ...                  advantages=np.array([0.3, -0.2]), next_value=0.0, gamma=0.9)
-    >>> value_l1(ep)
-    0.25
-    >>> round(one_step_td_error(ep), 6)   # (|0 + 0.9*0.8 - 0.5| + |1 + 0.9*0 - 0.8|) / 2
-    0.21
+The score functions themselves live in :mod:`plr_gym.scoring.strategies`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -54,278 +24,8 @@ import numpy.typing as npt
 
 from plr_gym._levels import level_key, load_values, save_values
 from plr_gym._sizes import allocating
+from plr_gym.scoring.strategies import OUTCOME_STRATEGIES, EpisodeData, get_score_function, strategy_spec
 
-FloatArray = npt.NDArray[np.floating[Any]]
-
-__all__ = [
-    "DISCRETE_ONLY",
-    "OUTCOME_STRATEGIES",
-    "PARTIAL_EPISODES",
-    "SCORE_FUNCTIONS",
-    "STRATEGY_SPECS",
-    "EpisodeData",
-    "EpisodeScorer",
-    "Strategy",
-    "episode_success",
-    "gae",
-    "get_score_function",
-    "learnability",
-    "least_confidence",
-    "max_mc",
-    "min_margin",
-    "one_step_td_error",
-    "policy_entropy",
-    "positive_value_loss",
-    "strategy_spec",
-    "value_l1",
-]
-
-
-@dataclass(frozen=True)
-class EpisodeData:
-    """The arrays of one complete episode of ``T`` steps (only what the strategy needs must be set).
-
-    :param rewards: ``(T,)`` rewards ``r_t``.
-    :param values: ``(T,)`` value predictions ``V(s_t)``.
-    :param advantages: ``(T,)`` advantage estimates ``A_t`` (GAE), for value_l1, positive_value_loss, gae.
-    :param next_value: ``V(s_T)`` after the last step: 0 if the episode terminated, the bootstrap value if
-        it was truncated. Used by ``one_step_td_error`` when ``next_values`` is not given.
-    :param next_values: ``(T,)`` the value ``V(s_{t+1})`` used to bootstrap step ``t`` (overrides
-        ``values[1:]`` + ``next_value``; :class:`EpisodeScorer` sets it so that an episode stitched
-        across rollouts bootstraps each step exactly as GAE did).
-    :param gamma: discount factor, for ``one_step_td_error``.
-    :param log_policy: ``(T, n_actions)`` normalised log-probabilities ``log π(·|s_t)`` (discrete actions),
-        for policy_entropy, least_confidence, min_margin.
-    :param entropies: ``(T,)`` policy entropies, for ``policy_entropy`` with continuous actions.
-    :param max_return: best episodic return ever achieved on this level (this episode included), for
-        ``max_mc``.
-    :param success: the episode's outcome (True = the task was solved), for ``learnability``.
-    """
-
-    rewards: FloatArray | None = None
-    values: FloatArray | None = None
-    advantages: FloatArray | None = None
-    next_value: float = 0.0
-    next_values: FloatArray | None = None
-    gamma: float = 0.99
-    log_policy: FloatArray | None = None
-    entropies: FloatArray | None = None
-    max_return: float | None = None
-    success: bool | None = None
-
-
-def _need(ep: EpisodeData, name: str, strategy: str) -> FloatArray:
-    arr = getattr(ep, name)
-    if arr is None:
-        raise ValueError(f"strategy {strategy!r} needs EpisodeData.{name}")
-    out = np.asarray(arr, dtype=np.float64)
-    if out.shape[0] == 0:
-        raise ValueError(f"strategy {strategy!r} got an empty episode")
-    return out
-
-
-def value_l1(ep: EpisodeData) -> float:
-    """Mean absolute GAE advantage ``mean_t |A_t|`` (PLR's default score)."""
-    return float(np.abs(_need(ep, "advantages", "value_l1")).mean())
-
-
-def positive_value_loss(ep: EpisodeData) -> float:
-    """Mean positive part of the GAE advantage ``mean_t max(A_t, 0)`` (Robust PLR)."""
-    return float(np.maximum(_need(ep, "advantages", "positive_value_loss"), 0.0).mean())
-
-
-def gae(ep: EpisodeData) -> float:
-    """Signed mean GAE advantage ``mean_t A_t``."""
-    return float(_need(ep, "advantages", "gae").mean())
-
-
-def max_mc(ep: EpisodeData) -> float:
-    """``mean_t (R_max − V(s_t))``: regret against the best return seen on the level (Robust PLR)."""
-    values = _need(ep, "values", "max_mc")
-    if ep.max_return is None:
-        raise ValueError("strategy 'max_mc' needs EpisodeData.max_return")
-    return float((ep.max_return - values).mean())
-
-
-def policy_entropy(ep: EpisodeData) -> float:
-    """Mean policy entropy, divided by ``log(n_actions)`` for discrete actions (as in the reference)."""
-    if ep.log_policy is not None:
-        logp = _need(ep, "log_policy", "policy_entropy")
-        n_actions = logp.shape[-1]
-        # masked actions have log-probability -inf and contribute 0 (not exp(-inf) * -inf = nan)
-        ent = -(np.exp(logp) * np.where(np.isneginf(logp), 0.0, logp)).sum(-1)
-        return float(ent.mean() / np.log(n_actions)) if n_actions > 1 else 0.0
-    return float(_need(ep, "entropies", "policy_entropy").mean())
-
-
-def least_confidence(ep: EpisodeData) -> float:
-    """``mean_t (1 − max_a π(a|s_t))``."""
-    logp = _need(ep, "log_policy", "least_confidence")
-    return float((1.0 - np.exp(logp.max(-1))).mean())
-
-
-def min_margin(ep: EpisodeData) -> float:
-    """``1 − mean_t (π_(1) − π_(2))``, the margin between the two most likely actions."""
-    logp = _need(ep, "log_policy", "min_margin")
-    if logp.shape[-1] < 2:
-        raise ValueError("strategy 'min_margin' needs at least 2 actions")
-    top2 = np.exp(np.partition(logp, -2, axis=-1)[..., -2:])
-    return float(1.0 - (top2[..., 1] - top2[..., 0]).mean())
-
-
-def one_step_td_error(ep: EpisodeData) -> float:
-    """``mean_t |r_t + γ·V(s_{t+1}) − V(s_t)|`` with ``V(s_T) = next_value`` (the paper's definition)."""
-    rewards = _need(ep, "rewards", "one_step_td_error")
-    values = _need(ep, "values", "one_step_td_error")
-    if rewards.shape != values.shape:
-        raise ValueError(f"rewards {rewards.shape} and values {values.shape} must have the same shape")
-    if ep.next_values is not None:
-        next_values = np.asarray(ep.next_values, dtype=np.float64)
-        if next_values.shape != values.shape:
-            raise ValueError(
-                f"next_values {next_values.shape} and values {values.shape} must have the same shape"
-            )
-    else:
-        next_values = np.append(values[1:], float(ep.next_value))
-    return float(np.abs(rewards + ep.gamma * next_values - values).mean())
-
-
-def learnability(ep: EpisodeData) -> float:
-    """The episode's outcome, 1.0 (success) or 0.0 (failure), for ``strategy="learnability"``.
-
-    The level's score ``p·(1 − p)`` is formed by :class:`~plr_gym.LevelSampler` from the running success
-    rate ``p`` of the level's outcomes (one outcome cannot tell how learnable a level is).
-    """
-    if ep.success is None:
-        raise ValueError(
-            "strategy 'learnability' needs each episode's outcome (EpisodeData.success): give the env an "
-            'info["is_success"] at episode ends, keep the episode statistics (SB3 Monitor / Gymnasium '
-            "RecordEpisodeStatistics, success = return > 0), or pass success_fn=..."
-        )
-    return 1.0 if bool(ep.success) else 0.0
-
-
-def episode_success(info: Any, success_fn: Callable[[Any], Any] | None = None) -> bool | None:
-    """The outcome of an episode from its last step's ``info`` dict, or ``None`` if it cannot be told.
-
-    ``success_fn(info)`` if given; else ``info["is_success"]``; else the raw episodic return
-    ``info["episode"]["r"] > 0`` (SB3's ``Monitor``, Gymnasium's ``RecordEpisodeStatistics``), MiniGrid's
-    notion of success (its reward is positive only when the goal is reached).
-
-    Example:
-        >>> from plr_gym.scoring import episode_success
-        >>> episode_success({"is_success": True}), episode_success({"episode": {"r": 0.0, "l": 40}})
-        (True, False)
-        >>> episode_success({}) is None
-        True
-    """
-    if success_fn is not None:
-        return bool(success_fn(info))
-    if not isinstance(info, dict):
-        return None
-    if "is_success" in info and info["is_success"] is not None:
-        return bool(info["is_success"])
-    episode = info.get("episode")
-    if isinstance(episode, dict) and "r" in episode:
-        return bool(float(np.asarray(episode["r"]).reshape(-1)[0]) > 0.0)
-    return None
-
-
-@dataclass(frozen=True)
-class Strategy:
-    """What a level-scoring strategy is and what it needs: one entry of :data:`STRATEGY_SPECS`.
-
-    Every check of "does this strategy need scores / the policy / discrete actions / outcomes, and which
-    front ends can compute it" reads these fields; adding a strategy is one new entry (and its tests).
-
-    :param name: the ``strategy=`` string.
-    :param score_fn: ``fn(EpisodeData) -> float`` (``None``: the strategy ignores scores).
-    :param needs_policy: needs the policy's action distribution (``log_policy`` or ``entropies``).
-    :param discrete_only: needs a ``Discrete`` action space (``log_policy`` over all actions).
-    :param outcome: the per-episode value is a binary outcome that the sampler aggregates per level into a
-        success rate (``learnability``); needs whole episodes and a finite level set.
-    :param off_policy: :class:`~plr_gym.OffPolicyPLRCallback` can compute it from a replay buffer.
-    :param level_buffer: a :class:`~plr_gym.LevelBuffer` (Robust PLR / ACCEL) can be scored with it.
-    """
-
-    name: str
-    score_fn: Callable[[EpisodeData], float] | None
-    needs_policy: bool = False
-    discrete_only: bool = False
-    outcome: bool = False
-    off_policy: bool = False
-    level_buffer: bool = True
-
-    @property
-    def uses_scores(self) -> bool:
-        """False for the ``random`` and ``sequential`` baselines, which never look at a score."""
-        return self.score_fn is not None
-
-
-#: Every built-in strategy, by name (the only list of strategies; the tuples below derive from it).
-STRATEGY_SPECS: dict[str, Strategy] = {
-    s.name: s
-    for s in (
-        Strategy("value_l1", value_l1),
-        Strategy("positive_value_loss", positive_value_loss),
-        Strategy("gae", gae),
-        Strategy("max_mc", max_mc),
-        Strategy("policy_entropy", policy_entropy, needs_policy=True),
-        Strategy("least_confidence", least_confidence, needs_policy=True, discrete_only=True),
-        Strategy("min_margin", min_margin, needs_policy=True, discrete_only=True),
-        Strategy("one_step_td_error", one_step_td_error, off_policy=True),
-        Strategy("learnability", learnability, outcome=True, level_buffer=False),
-        Strategy("random", None, off_policy=True, level_buffer=False),
-        Strategy("sequential", None, off_policy=True, level_buffer=False),
-    )
-}
-
-
-def strategy_spec(strategy: str | Callable[[EpisodeData], float]) -> Strategy:
-    """The :class:`Strategy` of a name, or of a user's callable ``fn(EpisodeData) -> float``.
-
-    A callable scores episodes from values/advantages/returns (no policy, no outcome); it works with
-    every on-policy front end and with a :class:`~plr_gym.LevelBuffer`.
-
-    >>> strategy_spec("learnability").outcome, strategy_spec("random").uses_scores
-    (True, False)
-    """
-    if callable(strategy):
-        return Strategy(getattr(strategy, "__name__", "callable"), strategy)
-    try:
-        return STRATEGY_SPECS[strategy]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"strategy={strategy!r} is not a strategy; choose one of {', '.join(STRATEGY_SPECS)} "
-            "or a callable fn(EpisodeData) -> float"
-        ) from None
-
-
-#: Built-in scoring strategies by name (those that compute a score).
-SCORE_FUNCTIONS: dict[str, Callable[[EpisodeData], float]] = {
-    name: s.score_fn for name, s in STRATEGY_SPECS.items() if s.score_fn is not None
-}
-#: Strategies that need a discrete action distribution (``log_policy``).
-DISCRETE_ONLY: frozenset[str] = frozenset(n for n, s in STRATEGY_SPECS.items() if s.discrete_only)
-#: Strategies whose per-episode value is an outcome (success) that the sampler aggregates per level.
-OUTCOME_STRATEGIES: frozenset[str] = frozenset(n for n, s in STRATEGY_SPECS.items() if s.outcome)
-
-
-def get_score_function(strategy: str | Callable[[EpisodeData], float]) -> Callable[[EpisodeData], float]:
-    """The score function of a strategy name, or the user's callable itself."""
-    if callable(strategy):
-        return strategy
-    try:
-        return SCORE_FUNCTIONS[strategy]
-    except KeyError:
-        raise ValueError(
-            f"strategy={strategy!r} has no score function; choose one of {', '.join(SCORE_FUNCTIONS)}"
-        ) from None
-
-
-# --------------------------------------------------------------------------------------------------
-# EpisodeScorer: rollouts in, one score per completed episode out
-# --------------------------------------------------------------------------------------------------
 #: Fields an :class:`EpisodeScorer` keeps per step, and their per-step shape suffix.
 _STEP_FIELDS = (
     "rewards",
@@ -388,6 +88,110 @@ def _reals(name: str, value: Any) -> npt.NDArray[np.float64]:
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
     return arr.astype(np.float64)
+
+
+@dataclass(frozen=True)
+class _Rollout:
+    """One rollout's checked arrays (step 1), ``(n_steps, n_envs)`` unless stated."""
+
+    n_steps: int
+    n_envs: int
+    starts: npt.NDArray[np.bool_]  # whether s_t starts an episode
+    levels: npt.NDArray[Any]  # (n_steps, n_envs) level ids or level objects
+    dones: npt.NDArray[np.bool_]  # (n_envs,) for the last step only, or (n_steps, n_envs)
+    valid: npt.NDArray[np.bool_]  # steps that belong to an episode
+    fields: dict[str, npt.NDArray[np.float64]]  # rewards, values, ... (log_policy: (n_steps, n_envs, A))
+    last_values: npt.NDArray[np.float64]  # (n_envs,) V after the last step
+    truncations: npt.NDArray[np.bool_] | None  # valid steps that ended their episode by truncation
+
+
+@dataclass(frozen=True)
+class _EnvSteps:
+    """One env's valid steps of a rollout, in time order (step 2): ``T`` of them."""
+
+    env: int
+    rows: npt.NDArray[np.int64]  # (T,) their rows in the rollout
+    starts: npt.NDArray[np.bool_]  # (T,) whether each step starts an episode
+    levels: npt.NDArray[Any]  # (T,) each step's level
+    steps: dict[str, npt.NDArray[np.float64]]  # the rollout's fields, plus next_values
+    ends: npt.NDArray[np.bool_]  # (T,) whether each step ends its episode
+    last_value: Any  # V after the rollout's last step (GAE's bootstrap)
+
+
+def _checked_levels(levels: Any, n_steps: int, n_envs: int) -> npt.NDArray[Any]:
+    lv = np.asarray(levels)
+    if lv.dtype.kind in "bfc":
+        raise TypeError(
+            f"levels must be int level ids (or a generator's level objects), got dtype {lv.dtype}"
+        )
+    if lv.shape[:2] != (n_steps, n_envs):
+        raise ValueError(f"levels must have shape {(n_steps, n_envs)}, got {lv.shape}")
+    return lv
+
+
+def _checked_dones(dones: Any, n_steps: int, n_envs: int) -> npt.NDArray[np.bool_]:
+    done_arr = _flags("dones", dones)
+    if done_arr.shape not in ((n_envs,), (n_steps, n_envs)) and done_arr.size != n_envs:
+        raise ValueError(f"dones must have shape ({n_envs},) or ({n_steps}, {n_envs}), got {done_arr.shape}")
+    if done_arr.shape != (n_steps, n_envs):
+        done_arr = done_arr.reshape(n_envs)
+    return done_arr
+
+
+def _checked_last_values(last_values: Any, n_envs: int) -> npt.NDArray[np.float64]:
+    boot = np.zeros(n_envs) if last_values is None else _reals("last_values", last_values).reshape(-1)
+    if boot.shape != (n_envs,):
+        raise ValueError(f"last_values must have shape ({n_envs},), got {boot.shape}")
+    if not np.isfinite(boot).all():
+        raise ValueError("last_values contains NaN or inf")
+    return boot
+
+
+def _env_steps(rollout: _Rollout, e: int) -> _EnvSteps | None:
+    """Env ``e``'s valid steps, where its episodes end and the value bootstrapping each step (``None``:
+    no valid step)."""
+    rows = np.flatnonzero(rollout.valid[:, e])
+    if rows.size == 0:
+        return None
+    starts = rollout.starts[rows, e]
+    steps = {k: v[rows, e] for k, v in rollout.fields.items()}
+    if rollout.dones.ndim == 2:
+        ends = rollout.dones[rows, e]
+    else:
+        ends = np.append(starts[1:], rollout.dones[e])
+    steps["next_values"] = _next_values(rollout, e, rows, steps["values"], ends)
+    return _EnvSteps(e, rows, starts, rollout.levels[rows, e], steps, ends, rollout.last_values[e])
+
+
+def _next_values(
+    rollout: _Rollout, e: int, rows: npt.NDArray[np.int64], values: Any, ends: Any
+) -> npt.NDArray[np.float64]:
+    """``V(s_{t+1})`` of each step: the next step's value, ``last_values`` after the rollout's last step,
+    0 at an episode's end, ``V(final observation)`` at a truncated episode's end."""
+    nxt = np.append(values[1:], rollout.last_values[e])
+    nxt[ends] = 0.0
+    if rollout.truncations is not None:  # a truncated episode bootstraps with V(final observation)
+        full_next = np.append(rollout.fields["values"][1:, e], rollout.last_values[e])
+        cut = ends & rollout.truncations[rows, e]
+        nxt[cut] = full_next[rows[cut]]
+    return nxt
+
+
+def _episode_bounds(ends: npt.NDArray[np.bool_]) -> Iterator[tuple[int, int]]:
+    """``[begin, stop)`` of each episode (or chunk) of one env's steps, in time order: each ends at an
+    episode end, the last one may run past the rollout's end."""
+    bounds = np.flatnonzero(ends).tolist()
+    begin = 0
+    for stop in [b + 1 for b in bounds] + ([ends.size] if not bounds or bounds[-1] + 1 < ends.size else []):
+        yield begin, stop
+        begin = stop
+
+
+def _stitched(env: int, carried: dict[str, Any], chunk: dict[str, Any], level: Any) -> dict[str, Any]:
+    """An episode carried over from the last rollout joined to its continuation ``chunk``."""
+    if level_key(carried["level"]) != level_key(level):
+        raise ValueError(f"env {env}: episode on level {carried['level']!r} continued on level {level!r}")
+    return {k: np.concatenate([carried[k], chunk[k]]) for k in chunk}
 
 
 class EpisodeScorer:
@@ -535,37 +339,62 @@ class EpisodeScorer:
             0 failure, NaN unknown; read at episode ends only), for ``learnability``.
         :return: the ``(level, score)`` pairs reported, env by env.
         """
+        # long by its docstring only (one :param per rollout array); the work is the four steps below
+        arrays = {
+            "rewards": rewards,
+            "values": values,
+            "advantages": advantages,
+            "log_policy": log_policy,
+            "entropies": entropies,
+            "successes": successes,
+            "raw_rewards": raw_rewards,
+        }
+        rollout = self._checked_rollout(
+            levels, episode_starts, dones, valid, last_values, truncations, arrays
+        )
+        snapshot = (dict(self.max_returns), dict(self._level_of_key), self.num_dropped)
+        try:
+            return self._process(rollout)
+        except BaseException:  # leave the scorer as it was: the same rollout may be retried
+            self.max_returns, self._level_of_key, self.num_dropped = snapshot
+            raise
+
+    # ------------------------------------------------------------------ step 1: check
+    def _checked_rollout(
+        self,
+        levels: Any,
+        episode_starts: Any,
+        dones: Any,
+        valid: Any,
+        last_values: Any,
+        truncations: Any,
+        arrays: dict[str, Any],
+    ) -> _Rollout:
+        """Every array of :meth:`process_rollout` checked (dtype, shape, finite where it must be)."""
         starts = _flags("episode_starts", episode_starts)
         n_steps, n_envs = self._check_shape("episode_starts", starts, None)
-        lv = np.asarray(levels)
-        if lv.dtype.kind in "bfc":
-            raise TypeError(
-                f"levels must be int level ids (or a generator's level objects), got dtype {lv.dtype}"
-            )
-        if lv.shape[:2] != (n_steps, n_envs):
-            raise ValueError(f"levels must have shape {(n_steps, n_envs)}, got {lv.shape}")
-        done_arr = _flags("dones", dones)
-        if done_arr.shape not in ((n_envs,), (n_steps, n_envs)) and done_arr.size != n_envs:
-            raise ValueError(
-                f"dones must have shape ({n_envs},) or ({n_steps}, {n_envs}), got {done_arr.shape}"
-            )
-        if done_arr.shape != (n_steps, n_envs):
-            done_arr = done_arr.reshape(n_envs)
+        lv = _checked_levels(levels, n_steps, n_envs)
+        done_arr = _checked_dones(dones, n_steps, n_envs)
         mask = np.ones((n_steps, n_envs), dtype=bool) if valid is None else _flags("valid", valid)
         self._check_shape("valid", mask, (n_steps, n_envs))
+        fields = self._checked_fields(arrays, mask, (n_steps, n_envs))
+        boot = _checked_last_values(last_values, n_envs)
+        trunc = None
+        if truncations is not None:
+            trunc = self._checked_truncations(truncations, mask, fields["values"], (n_steps, n_envs))
+        return _Rollout(n_steps, n_envs, starts, lv, done_arr, mask, fields, boot, trunc)
+
+    def _checked_fields(
+        self, arrays: dict[str, Any], mask: npt.NDArray[np.bool_], shape: tuple[int, int]
+    ) -> dict[str, Any]:
+        """The per-step arrays as float64 (``raw_rewards`` defaults to ``rewards``), finite on valid steps."""
         fields: dict[str, Any] = {
-            "rewards": self._check_shape("rewards", _reals("rewards", rewards), (n_steps, n_envs)),
-            "values": self._check_shape("values", _reals("values", values), (n_steps, n_envs)),
+            "rewards": self._check_shape("rewards", _reals("rewards", arrays["rewards"]), shape),
+            "values": self._check_shape("values", _reals("values", arrays["values"]), shape),
         }
-        for name, arr in (
-            ("advantages", advantages),
-            ("log_policy", log_policy),
-            ("entropies", entropies),
-            ("successes", successes),
-            ("raw_rewards", raw_rewards),
-        ):
-            if arr is not None:
-                fields[name] = self._check_shape(name, _reals(name, arr), (n_steps, n_envs))
+        for name in ("advantages", "log_policy", "entropies", "successes", "raw_rewards"):
+            if arrays[name] is not None:
+                fields[name] = self._check_shape(name, _reals(name, arrays[name]), shape)
         if "successes" in fields:
             known = fields["successes"][~np.isnan(fields["successes"])]
             if not np.isin(known, (0.0, 1.0)).all():
@@ -574,116 +403,101 @@ class EpisodeScorer:
         for name, arr in fields.items():
             if name not in ("log_policy", "successes") and not np.isfinite(arr[mask]).all():
                 raise ValueError(f"{name} contains NaN or inf")
-        boot = np.zeros(n_envs) if last_values is None else _reals("last_values", last_values).reshape(-1)
-        if boot.shape != (n_envs,):
-            raise ValueError(f"last_values must have shape ({n_envs},), got {boot.shape}")
-        if not np.isfinite(boot).all():
-            raise ValueError("last_values contains NaN or inf")
-        trunc = None
-        if truncations is not None:
-            trunc = self._check_shape("truncations", _flags("truncations", truncations), (n_steps, n_envs))
-            trunc = trunc & mask
-            rows, cols = np.nonzero(trunc[:-1])
-            if not np.isfinite(fields["values"][rows + 1, cols]).all():
-                raise ValueError(
-                    "values of the rows after truncated steps (the final observations) contain NaN or inf"
-                )
+        return fields
 
-        snapshot = (dict(self.max_returns), dict(self._level_of_key), self.num_dropped)
-        try:
-            return self._process(n_steps, n_envs, starts, lv, done_arr, mask, fields, boot, trunc)
-        except BaseException:  # leave the scorer as it was: the same rollout may be retried
-            self.max_returns, self._level_of_key, self.num_dropped = snapshot
-            raise
+    def _checked_truncations(
+        self, truncations: Any, mask: npt.NDArray[np.bool_], values: Any, shape: tuple[int, int]
+    ) -> npt.NDArray[np.bool_]:
+        """Valid truncated steps; the rows after them (their final observations) must have finite values."""
+        trunc = self._check_shape("truncations", _flags("truncations", truncations), shape)
+        trunc = trunc & mask
+        rows, cols = np.nonzero(trunc[:-1])
+        if not np.isfinite(values[rows + 1, cols]).all():
+            raise ValueError(
+                "values of the rows after truncated steps (the final observations) contain NaN or inf"
+            )
+        return trunc
 
-    def _process(
-        self,
-        n_steps: int,
-        n_envs: int,
-        starts: Any,
-        lv: Any,
-        done_arr: Any,
-        mask: Any,
-        fields: dict[str, Any],
-        boot: Any,
-        trunc: Any = None,
-    ) -> list[tuple[Any, float]]:
-        done_levels: list[Any] = []
-        done_scores: list[float] = []
-        # commit: the running chunks' scores, reported after every completed episode's (level-replay
-        # commits them in after_update, once the whole rollout was scored)
-        chunk_levels: list[Any] = []
-        chunk_scores: list[float] = []
+    # ------------------------------------------------------------------ steps 2-4: cut, stitch, score, report
+    def _process(self, rollout: _Rollout) -> list[tuple[Any, float]]:
+        """Cut each env's steps into episodes, stitch, score, and report: completed episodes env by env,
+        then (``"commit"``) the running chunks, which level-replay commits in ``after_update``, once the
+        whole rollout was scored."""
+        done: list[tuple[Any, float]] = []
+        running: list[tuple[Any, float]] = []
         new_open = list(self._open)
-        for e in range(n_envs):
-            rows = np.flatnonzero(mask[:, e])
-            if rows.size == 0:
+        for e in range(rollout.n_envs):
+            env = _env_steps(rollout, e)
+            if env is None:
                 continue
-            env_starts = starts[rows, e]
-            env_levels = lv[rows, e]
-            env = {k: v[rows, e] for k, v in fields.items()}
-            # where each episode ends, and the value that bootstraps each step (0 at an episode's end)
-            if done_arr.ndim == 2:
-                ends = done_arr[rows, e]
-            else:
-                ends = np.append(env_starts[1:], done_arr[e])
-            nxt = np.append(env["values"][1:], boot[e])
-            nxt[ends] = 0.0
-            if trunc is not None:  # a truncated episode bootstraps with V(final observation)
-                full_next = np.append(fields["values"][1:, e], boot[e])
-                cut = ends & trunc[rows, e]
-                nxt[cut] = full_next[rows[cut]]
-            env["next_values"] = nxt
-            carried = new_open[e]
-            if carried is not None and env_starts[0]:
-                carried = None  # the env was reset: the open episode never completes
-                self.num_dropped += 1
+            carried = self._carried(new_open[e], env)
             new_open[e] = None
-            bounds = np.flatnonzero(ends).tolist()
-            begin = 0
-            for stop in [b + 1 for b in bounds] + (
-                [rows.size] if not bounds or bounds[-1] + 1 < rows.size else []
-            ):
-                chunk = {k: v[begin:stop] for k, v in env.items()}
-                level = self._episode_level(e, env_levels[begin:stop], rows[begin])
-                observed_start = bool(env_starts[begin])
-                if begin == 0 and carried is not None:
-                    if level_key(carried["level"]) != level_key(level):
-                        raise ValueError(
-                            f"env {e}: episode on level {carried['level']!r} continued on level {level!r}"
-                        )
-                    chunk = {k: np.concatenate([carried[k], chunk[k]]) for k in chunk}
-                    observed_start = True
-                if not ends[stop - 1] and self.partial_episodes == "commit":
-                    # level-replay: the running chunk's score is committed as if the episode ended here,
-                    # unless it is exactly 0 (its after_update skips zero partial scores)
-                    if isinstance(self.strategy, str) and self.strategy in REFERENCE_TAIL_STRATEGIES:
-                        chunk = _with_reference_tail(chunk, float(boot[e]))
-                    score = self._score(level, chunk, complete=False)
-                    if score != 0.0:
-                        chunk_levels.append(level)
-                        chunk_scores.append(score)
-                elif not ends[stop - 1]:  # runs past the rollout's end
-                    if observed_start:
-                        new_open[e] = {"level": level, **chunk}
-                    else:
-                        self.num_dropped += 1
-                elif self.partial_episodes == "commit":
-                    done_levels.append(level)
-                    done_scores.append(self._score(level, chunk, complete=observed_start))
-                elif observed_start:
-                    done_levels.append(level)
-                    done_scores.append(self._score(level, chunk))
-                else:
-                    self.num_dropped += 1
-                begin = stop
-        done_levels += chunk_levels
-        done_scores += chunk_scores
-        if done_levels:
-            self.target.update_batch(done_levels, np.asarray(done_scores, dtype=np.float64))
+            for begin, stop in _episode_bounds(env.ends):
+                opened = self._episode(env, begin, stop, carried if begin == 0 else None, done, running)
+                if opened is not None:
+                    new_open[e] = opened
+        return self._report(done + running, new_open)
+
+    def _carried(self, carried: dict[str, Any] | None, env: _EnvSteps) -> dict[str, Any] | None:
+        """The episode left open on this env by the last rollout, unless the env was reset in between."""
+        if carried is not None and env.starts[0]:
+            self.num_dropped += 1  # the env was reset: the open episode never completes
+            return None
+        return carried
+
+    def _episode(
+        self,
+        env: _EnvSteps,
+        begin: int,
+        stop: int,
+        carried: dict[str, Any] | None,
+        done: list[tuple[Any, float]],
+        running: list[tuple[Any, float]],
+    ) -> dict[str, Any] | None:
+        """Steps ``[begin, stop)`` of one env, stitched to ``carried``: scored into ``done`` (or, a running
+        chunk under ``"commit"``, ``running``), dropped, or returned to stay open into the next rollout."""
+        chunk = {k: v[begin:stop] for k, v in env.steps.items()}
+        level = self._episode_level(env.env, env.levels[begin:stop], env.rows[begin])
+        observed_start = bool(env.starts[begin])
+        if carried is not None:
+            chunk = _stitched(env.env, carried, chunk, level)
+            observed_start = True
+        ended = bool(env.ends[stop - 1])
+        if not ended and self.partial_episodes == "commit":
+            self._commit_running(level, chunk, env.last_value, running)
+        elif not ended:  # runs past the rollout's end
+            if observed_start:
+                return {"level": level, **chunk}
+            self.num_dropped += 1
+        elif self.partial_episodes == "commit":
+            done.append((level, self._score(level, chunk, complete=observed_start)))
+        elif observed_start:
+            done.append((level, self._score(level, chunk)))
+        else:
+            self.num_dropped += 1
+        return None
+
+    def _commit_running(
+        self, level: Any, chunk: dict[str, Any], last_value: Any, running: list[tuple[Any, float]]
+    ) -> None:
+        """level-replay: the running chunk's score is committed as if the episode ended here, unless it is
+        exactly 0 (its after_update skips zero partial scores)."""
+        if isinstance(self.strategy, str) and self.strategy in REFERENCE_TAIL_STRATEGIES:
+            chunk = _with_reference_tail(chunk, float(last_value))
+        score = self._score(level, chunk, complete=False)
+        if score != 0.0:
+            running.append((level, score))
+
+    def _report(
+        self, scored: list[tuple[Any, float]], new_open: list[dict[str, Any] | None]
+    ) -> list[tuple[Any, float]]:
+        """All of the rollout's scores to the target in one ``update_batch``; the open episodes kept."""
+        levels = [level for level, _ in scored]
+        if levels:
+            self.target.update_batch(levels, np.asarray([s for _, s in scored], dtype=np.float64))
         self._open = new_open
-        self.num_scored += len(done_levels)
-        return list(zip(done_levels, done_scores))
+        self.num_scored += len(levels)
+        return scored
 
     @staticmethod
     def _episode_level(env: int, levels: Any, first_row: int) -> Any:
