@@ -66,21 +66,24 @@ The package's rooms, one concern each (``from plr_gym.sampler import ...`` is th
 """
 
 from plr_gym.sampler.level_sampler import LevelSampler, sampler_defaults
-
-# package-internal names that other plr_gym modules and the tests import from plr_gym.sampler
-from plr_gym.sampler.options import (  # noqa: F401
+from plr_gym.sampler.options import (
     PAPER_PRESETS,
     REPLAY_SCHEDULES,
     SCORE_TRANSFORMS,
     STALENESS_TRANSFORMS,
     STRATEGIES,
-    _check_positive,
-    _check_real,
-    _check_unit,
-    _is_int,
 )
-from plr_gym.sampler.state import _state_array, _state_int, _state_rng  # noqa: F401
-from plr_gym.sampler.updates import _BULK_UPDATE  # noqa: F401
+
+# ``X as X``: names of the module before it became a package that other plr_gym modules and the tests
+# import from plr_gym.sampler
+from plr_gym.sampler.options import _check_positive as _check_positive
+from plr_gym.sampler.options import _check_real as _check_real
+from plr_gym.sampler.options import _check_unit as _check_unit
+from plr_gym.sampler.options import _is_int as _is_int
+from plr_gym.sampler.state import _state_array as _state_array
+from plr_gym.sampler.state import _state_int as _state_int
+from plr_gym.sampler.state import _state_rng as _state_rng
+from plr_gym.sampler.updates import _BULK_UPDATE as _BULK_UPDATE
 
 __all__ = [
     "PAPER_PRESETS",

@@ -409,7 +409,9 @@ class EpisodeScorer:
         self, truncations: Any, mask: npt.NDArray[np.bool_], values: Any, shape: tuple[int, int]
     ) -> npt.NDArray[np.bool_]:
         """Valid truncated steps; the rows after them (their final observations) must have finite values."""
-        trunc = self._check_shape("truncations", _flags("truncations", truncations), shape)
+        trunc: npt.NDArray[np.bool_] = self._check_shape(
+            "truncations", _flags("truncations", truncations), shape
+        )
         trunc = trunc & mask
         rows, cols = np.nonzero(trunc[:-1])
         if not np.isfinite(values[rows + 1, cols]).all():
