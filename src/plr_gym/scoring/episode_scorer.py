@@ -624,27 +624,7 @@ class EpisodeScorer:
             if opened[e] is not None:
                 raise ValueError(f"state 'open' has two episodes for env {e}")
             opened[e] = opened_ep
-        max_returns: dict[Any, float] = {}
-        level_of_key: dict[Any, Any] = {}
-        for item in state["max_returns"]:
-            if not isinstance(item, (list, tuple)) or len(item) != 2:
-                raise ValueError(f"state 'max_returns' entries must be [level, return] pairs, got {item!r}")
-            level, value = item
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-                raise ValueError(
-                    f"state 'max_returns' value for level {level!r} must be a float, got {value!r}"
-                )
-            if not np.isfinite(value):
-                raise ValueError(
-                    f"state 'max_returns' value for level {level!r} must be finite, got {value!r}"
-                )
-            try:
-                key = level if isinstance(level, (int, str)) else level_key(level)
-            except TypeError as exc:
-                raise ValueError(f"state 'max_returns' level {level!r}: {exc}") from exc
-            if key is not level:
-                level_of_key[key] = level
-            max_returns[key] = float(value)
+        max_returns, level_of_key = _checked_max_returns(state["max_returns"])
         self._open = opened
         self.max_returns = max_returns
         self._level_of_key = level_of_key
@@ -692,3 +672,26 @@ class EpisodeScorer:
     def load(self, path: str | os.PathLike[str]) -> None:
         """Restore a file written by :meth:`save`."""
         self.load_state_dict(load_values(path))
+
+
+def _checked_max_returns(items: list[Any]) -> tuple[dict[Any, float], dict[Any, Any]]:
+    """A state's ``max_returns`` (``[level, return]`` pairs, finite returns) as the scorer keeps them:
+    returns by key, and the level of each key that is not the level itself."""
+    max_returns: dict[Any, float] = {}
+    level_of_key: dict[Any, Any] = {}
+    for item in items:
+        if not isinstance(item, (list, tuple)) or len(item) != 2:
+            raise ValueError(f"state 'max_returns' entries must be [level, return] pairs, got {item!r}")
+        level, value = item
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ValueError(f"state 'max_returns' value for level {level!r} must be a float, got {value!r}")
+        if not np.isfinite(value):
+            raise ValueError(f"state 'max_returns' value for level {level!r} must be finite, got {value!r}")
+        try:
+            key = level if isinstance(level, (int, str)) else level_key(level)
+        except TypeError as exc:
+            raise ValueError(f"state 'max_returns' level {level!r}: {exc}") from exc
+        if key is not level:
+            level_of_key[key] = level
+        max_returns[key] = float(value)
+    return max_returns, level_of_key
