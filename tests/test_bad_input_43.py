@@ -76,3 +76,105 @@ def test_m6_every_bit_flip_in_an_npy_header_is_a_value_error_naming_the_file(tmp
         with pytest.raises(ValueError, match=r"flipped\.npz"):
             live.load_from(path)
         assert ro.same(live.state_dict(), before), f"bit {bit}: a refused load changed the curriculum"
+
+
+# ---------------------------------------------------------------------------------- D13: silent accepts
+@pytest.mark.parametrize("name", ["temperature", "temperature_end", "staleness_temperature"])
+def test_d13_a_subnormal_temperature_is_refused(name: str) -> None:
+    from plr_gym import LevelBuffer, LevelSampler
+
+    with pytest.raises(ValueError, match=rf"{name} must be at least 2\.225e-308 \(1/{name} must be finite\)"):
+        LevelSampler(range(4), **{name: 1e-320})
+    LevelSampler(range(4), **{name: 1e-300})  # small, but 1/x is finite: accepted
+    with pytest.raises(ValueError, match="temperature must be at least"):
+        LevelBuffer(4, temperature=5e-324)
+
+
+def test_d13_a_subnormal_evidence_half_life_is_refused() -> None:
+    with pytest.raises(ValueError, match="evidence_half_life must be at least"):
+        PromptCurriculum(4, evidence_half_life=1e-320)
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        (
+            {"prefetch_seconds": float("inf")},
+            r"prefetch_seconds must be a number of seconds >= 0 \(and finite\)",
+        ),
+        ({"prefetch": 10**12}, r"prefetch must be an int in \[0, 4096\]"),
+        ({"min_refill": 10**12}, r"min_refill must be an int in \[0, 4096\]"),
+    ],
+)
+def test_d13_the_remote_source_refuses_refills_it_could_not_size(kw: dict[str, Any], message: str) -> None:
+    pytest.importorskip("ray")
+    from plr_gym.distributed import RemoteLevelSource
+
+    with pytest.raises(ValueError, match=message):
+        RemoteLevelSource("x", **kw)
+    RemoteLevelSource("x", prefetch_seconds=1e6, prefetch=4096, min_refill=4096)  # the bounds themselves
+
+
+def test_d13_a_huge_rate_times_prefetch_seconds_caps_the_queue_instead_of_overflowing() -> None:
+    pytest.importorskip("ray")
+    from plr_gym.distributed import RemoteLevelSource
+    from plr_gym.distributed.options import _MAX_AHEAD
+
+    source = RemoteLevelSource("x", prefetch_seconds=1e300)
+    source._rate = 1e10  # levels/s measured: rate x prefetch_seconds overflows to inf
+    source._n_envs = 1
+    assert source._target() == _MAX_AHEAD
+
+
+def test_d13_the_actor_refuses_float_env_indices_and_draws_beyond_memory() -> None:
+    pytest.importorskip("ray")
+    from plr_gym import LevelSampler
+    from plr_gym.distributed.actor import LevelSourceActor
+
+    actor = LevelSourceActor(LevelSampler(range(5), seed=0))
+    before = actor.source.state_dict()
+    with pytest.raises(TypeError, match="envs must be a 1-D array of int env indices"):
+        actor.plan([1.5])
+    with pytest.raises(ValueError, match=r"n=1000000000000000 is too large"):
+        actor.draw(10**15)
+    assert ro.same(actor.source.state_dict(), before)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"next_serial": 2.7}, "'next_serial' must be an int >= 0"),
+        ({"next_serial": True}, "'next_serial' must be an int >= 0"),
+        ({"groups_without_outcome": -1}, "'groups_without_outcome' must be an int >= 0"),
+        ({"outcomes": [[5, 0, [1.0]]]}, r"outcome draw 5 must be a distinct int in \[0, next_serial=3\)"),
+        ({"outcomes": [[0, 0, [1.0]], [0, 1, [1.0]]]}, "outcome draw 0 must be a distinct int"),
+        ({"outcomes": [[0, 99, [1.0]]]}, r"outcome prompt 99 must be an int in \[0, 12\)"),
+        ({"outcomes": [[0, 1, [float("nan")]]]}, "outcome rewards must be finite"),
+        ({"outcomes": [[0, 1, []]]}, "outcome rewards must be finite numbers, one per completion"),
+        ({"outcomes": "x"}, "'outcomes' must be a list"),
+    ],
+)
+def test_d13_the_verl_ledger_refuses_a_crafted_state_and_changes_nothing(
+    edit: dict[str, Any], message: str
+) -> None:
+    pytest.importorskip("verl")
+    from plr_gym.verl import _DrawLedger
+
+    ledger = _DrawLedger(_curriculum(2))
+    ledger.draw(3)
+    (p0, s0) = ledger.take()
+    ledger.record(s0, p0, [1.0, 0.0])
+    state = ledger.state_dict()
+    live = _DrawLedger(_curriculum(2))
+    live.draw(2)
+    before = (list(live.ready), dict(live.outstanding), live.next_serial, repr(live.outcomes))
+    with pytest.raises(ValueError, match=message):
+        live.load_state_dict({**state, **edit})
+    assert (list(live.ready), dict(live.outstanding), live.next_serial, repr(live.outcomes)) == before
+    live.load_state_dict(state)
+    assert live.next_serial == 3 and sorted(live.outcomes) == [s0]
+
+
+def test_d13_num_prompts_beyond_memory_names_num_prompts() -> None:
+    with pytest.raises(ValueError, match=r"^num_prompts=1000000000000000 is too large"):
+        PromptCurriculum(10**15)

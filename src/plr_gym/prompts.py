@@ -80,6 +80,7 @@ from plr_gym._prompt_state import (
     load_state,
     save_state,
 )
+from plr_gym._sizes import allocating
 from plr_gym.sampler import LevelSampler, _check_positive, _check_real, _check_unit, _state_rng
 
 __all__ = ["AGEINGS", "ESTIMATES", "METHODS", "P_HISTOGRAM_BINS", "SPREADS", "PromptCurriculum"]
@@ -275,6 +276,10 @@ class PromptCurriculum:
         self._refuse_other_methods_options()
         self.seed = check_seed(seed)
         # the sampler stores the spread that observe() computes (alpha = 1: each update replaces the score)
+        with allocating(
+            "num_prompts", self.num_prompts
+        ):  # refused as this class's argument, not the sampler's
+            np.empty((16, self.num_prompts))  # about the arrays the curriculum and its sampler hold
         self.sampler = LevelSampler(
             levels=range(self.num_prompts),
             strategy=_reward_spread,
