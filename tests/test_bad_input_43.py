@@ -178,3 +178,54 @@ def test_d13_the_verl_ledger_refuses_a_crafted_state_and_changes_nothing(
 def test_d13_num_prompts_beyond_memory_names_num_prompts() -> None:
     with pytest.raises(ValueError, match=r"^num_prompts=1000000000000000 is too large"):
         PromptCurriculum(10**15)
+
+
+# ---------------------------------------------------------------------------------- M4: eval.csv
+FIELDS = ("timesteps", "split", "mean")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+def test_m4_a_full_disk_during_an_eval_csv_append_leaves_the_file_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import contextlib
+
+    import plr_gym._eval_csv as eval_csv
+
+    log = tmp_path / "eval.csv"
+    eval_csv.append_rows(log, [{"timesteps": 128, "split": "test", "mean": 0.5}], FIELDS)
+    before = log.read_bytes()
+
+    @contextlib.contextmanager
+    def full(path: Any) -> Any:  # the kernel's "No space left on device" on the flush
+        with open("/dev/full", "wb") as f:
+            yield f
+            f.flush()
+
+    monkeypatch.setattr(eval_csv, "atomic_open", full)
+    with pytest.raises(OSError, match="No space left on device"):
+        eval_csv.append_rows(log, [{"timesteps": 256, "split": "test", "mean": 0.75}] * 200, FIELDS)
+    assert log.read_bytes() == before  # whole rows only, as before the append
+    assert eval_csv.read_rows(log) == [{"timesteps": "128", "split": "test", "mean": "0.5"}]
+
+
+def test_m4_a_torn_last_row_is_ignored_with_a_warning_by_every_reader(tmp_path: Path) -> None:
+    from plr_gym._eval_csv import append_rows, read_rows
+    from plr_gym.evaluation import EVAL_CSV_FIELDS
+    from plr_gym.plotting import load_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"sampler": "uniform"}))
+    log = run / "eval.csv"
+    rows = [{**dict.fromkeys(EVAL_CSV_FIELDS, 0.5), "timesteps": t, "split": "test"} for t in (128, 256)]
+    append_rows(log, rows, EVAL_CSV_FIELDS)
+    log.write_bytes(log.read_bytes() + b"384,te")  # what an older plr-gym left on a full disk
+    with pytest.warns(RuntimeWarning, match=r"eval\.csv: its last row is torn"):
+        assert [r["timesteps"] for r in read_rows(log)] == ["128", "256"]
+    with pytest.warns(RuntimeWarning, match="torn"):
+        curve = load_run(run).split("test")
+    assert curve["timesteps"].tolist() == [128.0, 256.0]
+    with pytest.warns(RuntimeWarning, match="torn"):  # the next append drops the torn tail first
+        append_rows(log, [{**rows[0], "timesteps": 384}], EVAL_CSV_FIELDS)
+    assert [r["timesteps"] for r in read_rows(log)] == ["128", "256", "384"]
