@@ -231,7 +231,7 @@ class LevelReplayPPO(PPO):
         if self.advantage_normalization == "rollout":
             advantage_stats = rollout_advantage_stats(self.rollout_buffer.advantages)
         # PLR: level-replay clips the value with PPO's clip range unless a value clip range is given
-        value_clip = clip_range_vf if self.clip_range_vf is not None else clip_range
+        value_clip = clip_range_vf if clip_range_vf is not None else clip_range
         return _UpdateSettings(clip_range, clip_range_vf, value_clip, advantage_stats)
 
     def _minibatch_losses(
