@@ -35,7 +35,11 @@ __all__: list[str] = []  # private: the public buffers are plr_gym.replay.buffer
 
 class _PrioritizedBufferBase(StepChecks, BufferFiles):
     """Prioritized sampling shared by the array and ``Dict`` observation buffers: SB3's storage, with
-    the priorities and the choice of slots delegated to :attr:`replay_priorities`."""
+    the priorities and the choice of slots delegated to :attr:`replay_priorities`, the checks of a step
+    to :class:`~plr_gym.replay.buffer_checks.StepChecks` and ``save``/``load`` and old pickles to
+    :class:`~plr_gym.replay.buffer_files.BufferFiles`. The concrete buffers
+    (:mod:`plr_gym.replay.buffers`) say which record a batch is (:meth:`_make_samples`) and how
+    observations are gathered."""
 
     def __init__(
         self,
