@@ -22,9 +22,8 @@ choices (``--value-loss clipped_max --advantage-normalization rollout``).
 ``plr_gym.replay.algorithms.SUPPORTED_SB3``, whose source hashes to :data:`UPSTREAM_TRAIN_SHA256`, checked
 by the test suite) with three marked changes (``# PLR:``), its loop kept in ``train`` and its steps named
 (clip ranges, minibatch losses, optimisation step, logs) in upstream's order, so that it reads side by
-side with upstream's.
-``benchmarks/reference_equivalence.py`` runs one whole update of this class and of level-replay's code
-from the same weights and data and prints the differences.
+side with upstream's. ``benchmarks/reference/reference_equivalence.py`` runs one whole update of this
+class and of level-replay's code from the same weights and data and prints the differences.
 
 Example:
     >>> import torch
