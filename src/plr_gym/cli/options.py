@@ -19,7 +19,7 @@ it), as CleanRL's ``Args`` dataclass declares a script's options once and rl_zoo
 
 Example:
     >>> option = next(o for o in TRAIN_OPTIONS if o.dest == "gamma")
-    >>> option.flag, option.library_default, option.presets["paper-procgen"].value
+    >>> option.name, option.library_default, option.presets["paper-procgen"].value
     ('--gamma', 0.99, 0.999)
     >>> parse_levels("10000:10004"), parse_levels("3,5,8")
     ([10000, 10001, 10002, 10003], [3, 5, 8])
@@ -60,6 +60,7 @@ __all__ = [
     "Option",
     "PresetValue",
     "add_options",
+    "options_table",
     "parse_levels",
 ]
 
@@ -676,3 +677,36 @@ EVALUATE_OPTIONS: tuple[Option, ...] = (
     Option("env_kwarg", "extra gym.make keyword (default: the run's)", action="append", metavar="KEY=VALUE"),
     Option("out", "JSON output; the CSV goes next to it", default="evaluation.json"),
 )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------
+# documentation
+# --------------------------------------------------------------------------------------------------
+def options_table(options: Iterable[Option] = TRAIN_OPTIONS) -> str:
+    """The options as a Markdown table (docs/cli.md's): option, default, each preset's value, help.
+
+    Example:
+        >>> print(options_table().splitlines()[2])
+        | `env_id` | | | | Gymnasium id: MiniGrid-* or plr_gym/procgen-&lt;game>-v0 |
+    """
+    rows = [
+        _row(["option", "default", *(f"`--preset {name}`" for name in PRESETS), "what it does"]),
+        _row(["---"] * (len(PRESETS) + 3)),
+    ]
+    for o in options:
+        default = o.library_default if o.resolved else o.default
+        shown = "" if default is UNSET or default is None else _cell(default)
+        values = [_cell(o.presets[name].value) if name in o.presets else "" for name in PRESETS]
+        text = o.help.replace("{default}", shown).replace("%(default)s", shown)
+        rows.append(_row([f"`{o.name}`", shown, *values, _cell(text)]))
+    return "\n".join(rows)
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "|" + "|".join(f" {cell} " if cell else " " for cell in cells) + "|"
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value).replace("|", "\\|").replace("<", "&lt;")
