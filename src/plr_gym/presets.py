@@ -182,10 +182,10 @@ def _resolve_derived(args: argparse.Namespace, explicit_batch: bool, sources: di
 
 
 def recipe_table(preset: str) -> str:
-    """The recipe as a Markdown table: option, value, the source's wording, source.
+    """The recipe as a Markdown table: option, value, the source's wording, source (in the options' order).
 
     Example:
-        >>> print(recipe_table("paper-procgen").splitlines()[3])
+        >>> print(recipe_table("paper-procgen").splitlines()[4])
         | `--timesteps` | 25000000 | 25M steps | Jiang et al. 2021, §5 and appendix |
     """
     settings = RECIPES[DEPRECATED_PRESETS.get(preset, preset)]
