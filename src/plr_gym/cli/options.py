@@ -240,6 +240,8 @@ class Option:
         the preset sets it (its argparse default is then ``None``, filled by
         :func:`plr_gym.presets.resolve`, which records where each value came from in ``recipe_sources``).
     :param presets: preset name -> :class:`PresetValue`, the value each recipe sets and its source.
+    :param resumable: may differ when a run is resumed (``--resume``); every other option must match the
+        run's ``config.json``.
     :param action, metavar, nargs, const: as ``argparse.ArgumentParser.add_argument``'s.
     """
 
@@ -252,6 +254,7 @@ class Option:
     default: Any = UNSET
     library_default: Any = UNSET
     presets: Mapping[str, PresetValue] = field(default_factory=dict)
+    resumable: bool = False
     action: Any = None
     metavar: str | None = None
     nargs: Any = None
@@ -378,7 +381,7 @@ _SHARED: tuple[Option, ...] = (
     ),
     Option(
         "timesteps", "environment steps (default {default})", _TRAINING, type=_step_count,
-        library_default=100_000, presets=_procgen(25_000_000, "25M steps", _PAPER),
+        library_default=100_000, presets=_procgen(25_000_000, "25M steps", _PAPER), resumable=True
     ),
     Option(
         "n_envs", "parallel environments (default {default})", _TRAINING, type=_positive_int,
@@ -468,12 +471,16 @@ _SHARED: tuple[Option, ...] = (
         presets=_procgen("batched", "one batched `ProcgenEnv(num_envs=64)`", "level-replay `envs.py`"),
     ),
     Option(
-        "subproc", "SubprocVecEnv instead of DummyVecEnv (--vec-env subproc)", _TRAINING, action="store_true"
+        "subproc", "SubprocVecEnv instead of DummyVecEnv (--vec-env subproc)", _TRAINING, action="store_true",
+        resumable=True,
     ),
     Option(
-        "device", "torch device (default auto: cuda if available)", _TRAINING, choices=DEVICES, default="auto"
+        "device", "torch device (default auto: cuda if available)", _TRAINING, choices=DEVICES,
+        default="auto", resumable=True,
     ),
-    Option("torch_threads", _TORCH_THREADS_HELP, _TRAINING, type=_torch_threads, default=None),
+    Option(
+        "torch_threads", _TORCH_THREADS_HELP, _TRAINING, type=_torch_threads, default=None, resumable=True
+    ),
     Option(
         "distribution_mode", "Procgen distribution mode (default easy; Procgen only)", _TRAINING,
         library_default="easy", presets=_procgen("easy", "easy mode", _PAPER),
@@ -600,27 +607,33 @@ _SHARED: tuple[Option, ...] = (
         _SAMPLER, type=_open_unit_float, default=_SAMPLER_DEFAULTS["success_rate_alpha"],
     ),
     # output
-    Option("tensorboard", "no TensorBoard logs", _OUTPUT, flag="--no-tensorboard", action="store_false"),
-    Option("progress", "no progress bar", _OUTPUT, flag="--no-progress", action="store_false"),
-    Option("quiet", "print nothing but errors", _OUTPUT, action="store_true"),
     Option(
-        "overwrite", "replace the run in a non-empty --out (default: refuse)", _OUTPUT, action="store_true"
+        "tensorboard", "no TensorBoard logs", _OUTPUT, flag="--no-tensorboard", action="store_false",
+        resumable=True,
+    ),
+    Option(
+        "progress", "no progress bar", _OUTPUT, flag="--no-progress", action="store_false", resumable=True
+    ),
+    Option("quiet", "print nothing but errors", _OUTPUT, action="store_true", resumable=True),
+    Option(
+        "overwrite", "replace the run in a non-empty --out (default: refuse)", _OUTPUT, action="store_true",
+        resumable=True,
     ),
     Option(
         "save_freq",
         "save a checkpoint every STEPS env steps, at the next rollout boundary (default %(default)s); "
         "SIGTERM, SIGINT and SIGUSR1 save at the current step",
-        _OUTPUT, type=_step_count, default=DEFAULT_SAVE_FREQ, metavar="STEPS",
+        _OUTPUT, type=_step_count, default=DEFAULT_SAVE_FREQ, metavar="STEPS", resumable=True
     ),
     Option(
         "save_minutes",
         "also save a checkpoint at the first rollout boundary after M minutes of wall clock since the last "
         "one (runs in short slices of machine time: at most M minutes plus a rollout are lost)",
-        _OUTPUT, type=_positive_float, default=None, metavar="M",
+        _OUTPUT, type=_positive_float, default=None, metavar="M", resumable=True
     ),
     Option(
         "keep_checkpoints", "keep the last K checkpoints (default %(default)s)", _OUTPUT, type=_positive_int,
-        default=DEFAULT_KEEP, metavar="K",
+        default=DEFAULT_KEEP, metavar="K", resumable=True
     ),
 )  # fmt: skip
 
@@ -628,13 +641,13 @@ _SHARED: tuple[Option, ...] = (
 TRAIN_OPTIONS: tuple[Option, ...] = (
     Option("env_id", "Gymnasium id: MiniGrid-* or plr_gym/procgen-<game>-v0", flag="env_id"),
     *_SHARED,
-    Option("out", "run directory (default runs/run)", default=None),
+    Option("out", "run directory (default runs/run)", default=None, resumable=True),
     Option(
         "resume",
         "continue the run in DIR (or in --out) from its checkpoint up to --timesteps in total; repeat the "
         "run's command. A directory without a checkpoint starts at step 0, so the same command can start a "
         "run and continue it after preemption",
-        metavar="DIR", nargs="?", const="", default=None,
+        metavar="DIR", nargs="?", const="", default=None, resumable=True
     ),
 )  # fmt: skip
 

@@ -35,7 +35,7 @@ from plr_gym.cli.common import (
     env_family,
     resolve_device,
 )
-from plr_gym.cli.options import MAX_LEVELS, parse_levels
+from plr_gym.cli.options import MAX_LEVELS, TRAIN_OPTIONS, parse_levels
 from plr_gym.run import DEFAULT_KEEP, DEFAULT_SAVE_FREQ
 from plr_gym.scoring import OUTCOME_STRATEGIES
 from plr_gym.training import SetupError
@@ -126,9 +126,8 @@ def sampler_kwargs(args: argparse.Namespace, levels: Sequence[int]) -> dict[str,
 
 #: ``plr-gym train`` options that may differ when a run is resumed (the rest must match its config.json).
 RESUME_MAY_CHANGE: frozenset[str] = frozenset(
-    {"timesteps", "out", "resume", "overwrite", "device", "torch_threads", "progress", "quiet", "subproc",
-     "tensorboard", "save_freq", "save_minutes", "keep_checkpoints", "recipe_sources"}
-)  # fmt: skip
+    {o.dest for o in TRAIN_OPTIONS if o.resumable} | {"recipe_sources"}  # recipe_sources: written by train
+)
 
 
 def _same_envs_other_processes(run_dir: Any, args: argparse.Namespace) -> frozenset[str]:
