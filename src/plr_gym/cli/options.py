@@ -305,8 +305,15 @@ def add_options(parser: argparse.ArgumentParser, options: Iterable[Option]) -> N
 
 
 # --------------------------------------------------------------------------------------------------
-# the recipes' sources (presets.RECIPES is derived from the options' ``presets``)
+# groups and the recipes' sources (presets.RECIPES is derived from the options' ``presets``)
 # --------------------------------------------------------------------------------------------------
+#: The argparse groups of ``plr-gym train`` (its --help sections), in their order.
+_TRAINING = "training"
+_REFERENCE_GROUP = "the PLR paper's code (level-replay) or the library's default (docs/paper.md)"
+_LEVELS = "levels"
+_SAMPLER = "level sampler (defaults: LevelSampler's)"
+_OUTPUT = "output"
+#: Where the recipes' values come from.
 _PAPER = "Jiang et al. 2021, §5 and appendix"
 _CODE_ARGS = "level-replay `arguments.py`"
 _CODE_ENVS = "level-replay `envs.py` (`VecNormalize(ob=False, ret=True)`, Baselines' gamma 0.99)"
@@ -353,11 +360,6 @@ def _reference(choice: ReferenceChoice) -> Option:
 # --------------------------------------------------------------------------------------------------
 # the tables
 # --------------------------------------------------------------------------------------------------
-_TRAINING = "training"
-_REFERENCE_GROUP = "the PLR paper's code (level-replay) or the library's default (docs/paper.md)"
-_LEVELS = "levels"
-_SAMPLER = "level sampler (defaults: LevelSampler's)"
-_OUTPUT = "output"
 _HYPER = Hyperparameters()
 _SAMPLER_DEFAULTS = sampler_defaults()
 _TORCH_THREADS_HELP = (
