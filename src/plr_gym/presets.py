@@ -49,6 +49,7 @@ __all__ = [
     "resolve",
 ]
 
+
 @dataclass(frozen=True)
 class Setting:
     """One value of a recipe.

@@ -232,7 +232,7 @@ def build_run(
     algo_cls, update = _algorithm_for(algo, hyperparameters, torch_threads)
     _check_wrappers(normalize_reward_gamma, time_limit)
     hyper = Hyperparameters() if hyperparameters is None else hyperparameters
-    # the training env, its wrappers, the evaluation env, the model: each step closes what came before on error
+    # the training env, its wrappers, the evaluation env, the model; an error closes the envs built so far
     base = make_level_venv(
         env_id, n_envs, env_seed, env_kwargs, subproc=subproc, full_obs=full_obs, batched=batched
     )
