@@ -24,17 +24,18 @@ object from their own script:
   unpickling), and cuts the logs (``eval.csv``, TensorBoard's event files) back to the checkpoint's
   step. Without ``.plr-current`` (a copy that skipped links) it resumes the newest generation that
   verifies; it never removes one.
-- **when to save**: :class:`RunCheckpointCallback` saves every ``save_freq`` steps (at the first
-  rollout boundary after them, when the model has trained on every step it counts), at the end of
-  training, and at the current step when :class:`StopOnSignals` reports ``SIGTERM``, ``SIGINT`` or
-  ``SIGUSR1`` (SLURM's ``--signal``).
+- **when to save**: :class:`~plr_gym.RunCheckpointCallback` (:mod:`plr_gym.callbacks`, above this
+  package: the run directory never imports it) saves every ``save_freq`` steps (at the first rollout
+  boundary after them, when the model has trained on every step it counts), at the end of training,
+  and at the current step when :class:`StopOnSignals` reports ``SIGTERM``, ``SIGINT`` or ``SIGUSR1``
+  (SLURM's ``--signal``).
 
 Example:
     >>> import tempfile
     >>> from stable_baselines3 import PPO
     >>> from stable_baselines3.common.env_util import make_vec_env
     >>> from minigrid.wrappers import FlatObsWrapper
-    >>> from plr_gym import LevelWrapper, PLRCallback, PrioritizedLevelReplay
+    >>> from plr_gym import LevelWrapper, PLRCallback, PrioritizedLevelReplay, RunCheckpointCallback
     >>> from plr_gym.run import RunDirectory
     >>> def build():
     ...     venv = make_vec_env("MiniGrid-Empty-5x5-v0", n_envs=2, seed=0,
@@ -44,15 +45,15 @@ Example:
     >>> path = tempfile.mkdtemp()
     >>> with RunDirectory(path) as run:
     ...     model, plr = build()
-    ...     saver = run.callback(save_freq=128, plr_callback=plr)
+    ...     saver = RunCheckpointCallback(run, save_freq=128, plr_callback=plr)
     ...     model = model.learn(256, callback=[plr, saver])
     >>> RunDirectory(path).current().timestep
     256
     >>> with RunDirectory(path) as run:           # later, in a new process: the same two objects,
     ...     model, plr = build()                  # then one call restores both
     ...     run.restore(model, plr_callback=plr).timestep
-    ...     model = model.learn(128, callback=[plr, run.callback(128, plr_callback=plr)],
-    ...                         reset_num_timesteps=False)
+    ...     saver = RunCheckpointCallback(run, save_freq=128, plr_callback=plr)
+    ...     model = model.learn(128, callback=[plr, saver], reset_num_timesteps=False)
     256
     >>> RunDirectory(path).current().timestep
     384
@@ -75,7 +76,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -89,9 +90,6 @@ from plr_gym.checkpoint import (
     new_generation,
     save_npz,
 )
-
-if TYPE_CHECKING:
-    from plr_gym.callbacks import RunCheckpointCallback
 
 __all__ = [
     "CONFIG_FILE",
@@ -677,27 +675,18 @@ class RunDirectory:
             raise
         return Checkpoint(path=gen, timestep=step, manifest=manifest)
 
-    def callback(
-        self,
-        save_freq: int = DEFAULT_SAVE_FREQ,
-        *,
-        plr_callback: Any = None,
-        files: Mapping[str, Callable[[Path], Any]] | None = None,
-        replay_buffer: bool = False,
-        stop: StopOnSignals | None = None,
-        save_seconds: float | None = None,
-    ) -> RunCheckpointCallback:
-        """A :class:`~plr_gym.RunCheckpointCallback` saving into this directory (same arguments)."""
-        from plr_gym.callbacks import RunCheckpointCallback
+    @property
+    def callback(self) -> NoReturn:
+        """Removed: build ``plr_gym.RunCheckpointCallback(run, save_freq, plr_callback=..., ...)``.
 
-        return RunCheckpointCallback(
-            self,
-            save_freq,
-            plr_callback=plr_callback,
-            files=files,
-            replay_buffer=replay_buffer,
-            stop=stop,
-            save_seconds=save_seconds,
+        The run directory does not know the callback that saves into it (the callback imports the run
+        directory, never the other way round). Reading the attribute raises :class:`AttributeError`, as
+        for an attribute that is gone (``hasattr(run, "callback")`` is ``False``), with a message naming
+        the replacement.
+        """
+        raise AttributeError(
+            "RunDirectory.callback(...) was removed: use plr_gym.RunCheckpointCallback(run, save_freq, "
+            "plr_callback=..., files=..., replay_buffer=..., stop=..., save_seconds=...)"
         )
 
     # ------------------------------------------------------------------ restoring
