@@ -36,7 +36,7 @@ from stable_baselines3 import DQN, PPO
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
-import plr_gym.run as run_module
+import plr_gym.run.manifest as manifest_module
 from conftest import run_cli
 from plr_gym import LevelWrapper, PLRCallback, PrioritizedLevelReplay, RunCheckpointCallback, RunDirectory
 from plr_gym.checkpoint import CURRENT_LINK, checkpoint_files, write_checkpoint_dir
@@ -399,6 +399,7 @@ import json, os, resource, shutil, signal, sys
 from pathlib import Path
 import plr_gym.checkpoint as ckpt_module
 import plr_gym.run as run_module
+import plr_gym.run.save as save_module
 from plr_gym import RunCheckpointCallback
 from test_run_directory import build
 
@@ -431,11 +432,11 @@ def attempt(mode):
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
             resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, resource.RLIM_INFINITY))  # < model.zip
         elif mode == "after_model":
-            kill_at(run_module, "_save_model_state", 1)
+            kill_at(save_module, "save_model_state", 1)
         elif mode == "after_weights":
-            kill_at(run_module, "save_npz", 1)
+            kill_at(save_module, "save_npz", 1)
         elif mode == "manifest":
-            kill_at(run_module, "_file_entries", 1)
+            kill_at(save_module, "file_entries", 1)
         elif mode == "first_link":
             kill_at(ckpt_module, "_replace_link", 1)
         elif mode == "switch":
@@ -880,8 +881,8 @@ def test_the_generation_a_resume_verified_is_not_hashed_again_by_the_next_save(
     run = RunDirectory(tmp_path, keep=2)
     assert run.begin({"seed": 0}, resume=True).path == old  # type: ignore[union-attr]  # hashes it once
     hashed: list[Path] = []
-    real = run_module._sha256
-    monkeypatch.setattr(run_module, "_sha256", lambda path: hashed.append(Path(path)) or real(path))
+    real = manifest_module.sha256
+    monkeypatch.setattr(manifest_module, "sha256", lambda path: hashed.append(Path(path)) or real(path))
     try:
         model.learn(64, reset_num_timesteps=False, callback=plr)
         new = run.save(model, plr_callback=plr).path
