@@ -97,7 +97,10 @@ class Generations:
         :raises RunDirectoryError: naming the file that does not match, and why.
         """
         signature = stat_signature(gen)  # before hashing: a file changed meanwhile is hashed again later
-        older = (lambda: self._older_hint(gen)) if hint else (lambda: "")
+
+        def older() -> str:  # how to resume from an older generation, for a failure's message
+            return self._older_hint(gen) if hint else ""
+
         step, manifest = read_manifest(gen)
         _check_files(gen, manifest["files"], older)
         if STATE in manifest["files"]:  # the manifest itself is not hashed: its step must be the files'
