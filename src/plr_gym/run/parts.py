@@ -37,6 +37,8 @@ from plr_gym.run.layout import (
 
 # model --------------------------------------------------------------------------------------------
 def save_model_state(model: Any, gen: Path) -> None:
+    """Write the model's weights and optimizer state (``parameters.pt``) and its counters and episode
+    statistics (``state.json``)."""
     import torch as th
 
     # through a Python file: a failed write (disk full) raises OSError, not torch's RuntimeError
@@ -57,6 +59,7 @@ def save_model_state(model: Any, gen: Path) -> None:
 
 
 def load_parameters(ckpt: Checkpoint, model: Any) -> dict[str, Any]:
+    """The checkpoint's weights (``weights_only``), checked against ``model``'s names and shapes; finite."""
     import torch as th
 
     path = ckpt.file(PARAMETERS)
@@ -94,6 +97,7 @@ def load_parameters(ckpt: Checkpoint, model: Any) -> dict[str, Any]:
 
 
 def load_model_state(ckpt: Checkpoint) -> dict[str, Any]:
+    """The checkpoint's ``state.json``: step counters and episode statistics, checked."""
     path = ckpt.file(STATE)
     state = read_json_object(path)
     for key in ("num_timesteps", "n_updates", "episode_num"):
@@ -113,6 +117,7 @@ def load_model_state(ckpt: Checkpoint) -> dict[str, Any]:
 
 
 def apply_model_state(model: Any, state: Mapping[str, Any]) -> None:
+    """Set ``model``'s step counters and episode statistics from a checked ``state.json``."""
     model.num_timesteps = state["num_timesteps"]
     model._n_updates = state["n_updates"]
     model._episode_num = state["episode_num"]
@@ -123,6 +128,7 @@ def apply_model_state(model: Any, state: Mapping[str, Any]) -> None:
 
 # RNG ----------------------------------------------------------------------------------------------
 def rng_arrays() -> dict[str, Any]:
+    """The numpy (legacy global), Python and torch (CPU, and CUDA if in use) RNG states as arrays."""
     import torch as th
 
     # the legacy global generator: what np.random.* functions (and some envs) draw from
@@ -141,6 +147,7 @@ def rng_arrays() -> dict[str, Any]:
 
 
 def checked_rng(data: Mapping[str, Any], ckpt: Checkpoint) -> dict[str, Any]:
+    """The checkpoint's RNG states, each checked for shape, dtype and a valid generator state."""
     import torch as th
 
     where = ckpt.file(RNG)
@@ -168,6 +175,7 @@ def checked_rng(data: Mapping[str, Any], ckpt: Checkpoint) -> dict[str, Any]:
 
 
 def apply_rng(data: Mapping[str, Any]) -> None:
+    """Set the numpy, Python and torch RNG states from checked arrays."""
     import torch as th
 
     rest = data["numpy_rest"]
@@ -250,6 +258,7 @@ def level_source_loader(model: Any, plr_callback: Any, ckpt: Checkpoint) -> Call
 
 # VecNormalize -------------------------------------------------------------------------------------
 def find_vecnormalize(env: Any) -> Any:
+    """The ``VecNormalize`` in a chain of vec env wrappers, or ``None``."""
     from stable_baselines3.common.vec_env import VecEnvWrapper, VecNormalize
 
     current = env
@@ -274,6 +283,7 @@ def _rms_items(vn: Any) -> dict[str, Any]:
 
 
 def vecnormalize_arrays(vn: Any) -> dict[str, Any]:
+    """VecNormalize's running statistics (returns, obs and return mean/var/count) as float64 arrays."""
     arrays: dict[str, Any] = {"returns": np.asarray(vn.returns, dtype=np.float64)}
     for name, rms in _rms_items(vn).items():
         arrays[f"{name}.mean"] = np.asarray(rms.mean, dtype=np.float64)
@@ -283,6 +293,7 @@ def vecnormalize_arrays(vn: Any) -> dict[str, Any]:
 
 
 def checked_vecnormalize(data: Mapping[str, Any], vn: Any, ckpt: Checkpoint) -> Callable[[], None]:
+    """Check the checkpoint's VecNormalize statistics against ``vn``; return the function applying them."""
     where = ckpt.file(VECNORMALIZE)
     live = vecnormalize_arrays(vn)
     if set(data) != set(live):
@@ -320,6 +331,8 @@ def _replay_arrays(buffer: Any) -> dict[str, Any]:
 
 
 def save_replay_buffer(model: Any, path: Path) -> None:
+    """Write an off-policy model's replay buffer (plr_gym's prioritized buffers in their own format, SB3's as
+    npz)."""
     buffer = getattr(model, "replay_buffer", None)
     if buffer is None:
         raise ValueError(f"replay_buffer=True: {type(model).__name__} has no replay buffer")
@@ -330,6 +343,8 @@ def save_replay_buffer(model: Any, path: Path) -> None:
 
 
 def load_replay_buffer(model: Any, path: Path) -> None:
+    """Load the replay buffer saved by :func:`save_replay_buffer` into ``model``'s, checked first
+    (``ValueError``)."""
     buffer = model.replay_buffer
     if callable(getattr(buffer, "load", None)):
         buffer.load(path)
