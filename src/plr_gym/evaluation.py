@@ -142,6 +142,22 @@ def evaluate_levels(
         >>> returns  # always turning left never reaches the goal
         {0: [0.0], 1: [0.0], 2: [0.0]}
     """
+    level_list = _check_levels(levels)
+    if isinstance(n_episodes, bool) or not isinstance(n_episodes, int) or n_episodes < 1:
+        raise ValueError(f"n_episodes must be an int >= 1, got {n_episodes!r}")
+    if not isinstance(deterministic, (bool, np.bool_)):
+        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
+    act = _predictor(model, bool(deterministic))
+    bar = _progress_bar(len(level_list) * n_episodes) if progress else None
+    try:
+        return _evaluate(act, venv, level_list, n_episodes, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _check_levels(levels: Any) -> list[int]:
+    """``evaluate_levels``'s ``levels`` as a list of distinct int level ids."""
     if isinstance(levels, (str, bytes)) or not isinstance(levels, Iterable):
         raise TypeError(f"levels must be an iterable of int level ids, got {type(levels).__name__}")
     level_list: list[int] = []
@@ -157,17 +173,7 @@ def evaluate_levels(
         raise ValueError("levels must not be empty")
     if len(set(level_list)) != len(level_list):
         raise ValueError("levels must be distinct")
-    if isinstance(n_episodes, bool) or not isinstance(n_episodes, int) or n_episodes < 1:
-        raise ValueError(f"n_episodes must be an int >= 1, got {n_episodes!r}")
-    if not isinstance(deterministic, (bool, np.bool_)):
-        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
-    act = _predictor(model, bool(deterministic))
-    bar = _progress_bar(len(level_list) * n_episodes) if progress else None
-    try:
-        return _evaluate(act, venv, level_list, n_episodes, bar)
-    finally:
-        if bar is not None:
-            bar.close()
+    return level_list
 
 
 def _progress_bar(total: int) -> Any:

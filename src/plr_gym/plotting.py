@@ -287,57 +287,75 @@ def results_table(runs: Sequence[Run]) -> tuple[str, list[dict[str, Any]]]:
     method the difference is shown without CI and the table says it is untested (one training run per
     method; a CI over levels alone says nothing about PLR against uniform).
     """
-    rows: list[dict[str, Any]] = []
     baseline = next((run for run in runs if run.config.get("sampler") == "uniform"), None)
-    for run in runs:
-        test = run.split("test")
-        train = run.split("train")
-        if run.final is not None:
-            s = run.final["summary"]
-            steps = int(run.final.get("timesteps", test["timesteps"][-1] if test["timesteps"].size else 0))
-            mean, mean_ci, iq, iq_ci = s["mean"], s["mean_ci"], s["iqm"], s["iqm_ci"]
-        elif test["timesteps"].size:
-            steps = int(test["timesteps"][-1])
-            mean, mean_ci = test["mean"][-1], (test["mean_lo"][-1], test["mean_hi"][-1])
-            iq, iq_ci = test["iqm"][-1], (test["iqm_lo"][-1], test["iqm_hi"][-1])
-        else:
-            raise ValueError(f"{run.path}: no held-out evaluation in eval.csv")
-        row: dict[str, Any] = {
-            "run": run.label,
-            "timesteps": steps,
-            "test_mean": float(mean),
-            "test_mean_lo": float(mean_ci[0]),
-            "test_mean_hi": float(mean_ci[1]),
-            "test_iqm": float(iq),
-            "test_iqm_lo": float(iq_ci[0]),
-            "test_iqm_hi": float(iq_ci[1]),
-            "test_mean_over_training": float(test["mean"].mean()) if test["mean"].size else float("nan"),
-            "train_mean": float(train["mean"][-1]) if train["mean"].size else float("nan"),
-            "levels_seen": int(run.sampler_stats.get("num_seen", 0)),
-            "replay_share": (
-                float("nan")
-                if run.config.get("sampler") == "uniform"
-                else float(run.sampler_stats.get("replay_share", float("nan")))
-            ),
-            "vs_baseline": float("nan"),
-            "vs_baseline_lo": float("nan"),
-            "vs_baseline_hi": float("nan"),
-        }
-        if baseline is not None and baseline is not run:
-            diff = _difference(run, baseline)
-            if diff is not None:
-                row["vs_baseline"] = diff[0]
-                if _tested(run, baseline):
-                    row["vs_baseline_lo"], row["vs_baseline_hi"] = diff[1]
-        if run.scores is not None and run.scores.size:
-            row["score_mean"] = float(run.scores.mean())
-        else:
-            row["score_mean"] = float("nan")
-        rows.append(row)
+    rows = [_result_row(run, baseline) for run in runs]
     with_baseline = baseline is not None and len(runs) > 1
     tested = {
         id(run) for run in runs if baseline is not None and run is not baseline and _tested(run, baseline)
     }
+    lines = _table_header(with_baseline, bool(tested))
+    for run, r in zip(runs, rows):
+        lines.append(_table_line(r, "" if not with_baseline else _baseline_cell(r, run is baseline)))
+    lines.append("")
+    lines += _table_notes(runs, rows, baseline, tested)
+    return "\n".join(lines), rows
+
+
+def _final_results(run: Run) -> tuple[int, Any, Any, Any, Any]:
+    """A run's final held-out results: timesteps, mean and its CI, IQM and its CI."""
+    test = run.split("test")
+    if run.final is not None:
+        s = run.final["summary"]
+        steps = int(run.final.get("timesteps", test["timesteps"][-1] if test["timesteps"].size else 0))
+        return steps, s["mean"], s["mean_ci"], s["iqm"], s["iqm_ci"]
+    if test["timesteps"].size:
+        mean_ci = (test["mean_lo"][-1], test["mean_hi"][-1])
+        iq_ci = (test["iqm_lo"][-1], test["iqm_hi"][-1])
+        return int(test["timesteps"][-1]), test["mean"][-1], mean_ci, test["iqm"][-1], iq_ci
+    raise ValueError(f"{run.path}: no held-out evaluation in eval.csv")
+
+
+def _result_row(run: Run, baseline: Run | None) -> dict[str, Any]:
+    """One run's row of :func:`results_table` (the CSV columns)."""
+    test = run.split("test")
+    train = run.split("train")
+    steps, mean, mean_ci, iq, iq_ci = _final_results(run)
+    row: dict[str, Any] = {
+        "run": run.label,
+        "timesteps": steps,
+        "test_mean": float(mean),
+        "test_mean_lo": float(mean_ci[0]),
+        "test_mean_hi": float(mean_ci[1]),
+        "test_iqm": float(iq),
+        "test_iqm_lo": float(iq_ci[0]),
+        "test_iqm_hi": float(iq_ci[1]),
+        "test_mean_over_training": float(test["mean"].mean()) if test["mean"].size else float("nan"),
+        "train_mean": float(train["mean"][-1]) if train["mean"].size else float("nan"),
+        "levels_seen": int(run.sampler_stats.get("num_seen", 0)),
+        "replay_share": (
+            float("nan")
+            if run.config.get("sampler") == "uniform"
+            else float(run.sampler_stats.get("replay_share", float("nan")))
+        ),
+        "vs_baseline": float("nan"),
+        "vs_baseline_lo": float("nan"),
+        "vs_baseline_hi": float("nan"),
+    }
+    if baseline is not None and baseline is not run:
+        diff = _difference(run, baseline)
+        if diff is not None:
+            row["vs_baseline"] = diff[0]
+            if _tested(run, baseline):
+                row["vs_baseline_lo"], row["vs_baseline_hi"] = diff[1]
+    if run.scores is not None and run.scores.size:
+        row["score_mean"] = float(run.scores.mean())
+    else:
+        row["score_mean"] = float("nan")
+    return row
+
+
+def _table_header(with_baseline: bool, tested: bool) -> list[str]:
+    """The Markdown table's header and rule."""
     header = "| run | steps | held-out mean [95% CI] |"
     if with_baseline:
         header += " held-out mean − uniform [95% CI] |" if tested else " held-out mean − uniform (1 seed) |"
@@ -345,32 +363,42 @@ def results_table(runs: Sequence[Run]) -> tuple[str, list[dict[str, Any]]]:
         " held-out IQM [95% CI] | held-out mean over training "
         "| train-level mean | levels seen | replay share | mean level score |"
     )
-    lines = [header, "|" + " --- |" * (10 if with_baseline else 9)]
-    for run, r in zip(runs, rows):
-        train_mean = "—" if np.isnan(r["train_mean"]) else f"{r['train_mean']:.3f}"
-        mean = format_ci(r["test_mean"], r["test_mean_lo"], r["test_mean_hi"])
-        iq = format_ci(r["test_iqm"], r["test_iqm_lo"], r["test_iqm_hi"])
-        line = f"| {r['run']} | {r['timesteps']:,} | {mean} |"
-        if with_baseline:
-            if run is baseline:
-                line += " (baseline) |"
-            elif np.isnan(r["vs_baseline"]):
-                line += " — |"
-            elif np.isnan(r["vs_baseline_lo"]):
-                line += f" {r['vs_baseline']:+.3f} (1 seed, untested) |"
-            else:
-                line += f" {r['vs_baseline']:+.3f} [{r['vs_baseline_lo']:+.3f}, {r['vs_baseline_hi']:+.3f}] |"
-        share = "—" if np.isnan(r["replay_share"]) else f"{r['replay_share']:.0%}"
-        score = "—" if np.isnan(r["score_mean"]) else f"{r['score_mean']:.4f}"
-        lines.append(
-            f"{line} {iq} | {r['test_mean_over_training']:.3f} | {train_mean} "
-            f"| {r['levels_seen']} | {share} | {score} |"
-        )
-    lines.append("")
-    lines.append(
+    return [header, "|" + " --- |" * (10 if with_baseline else 9)]
+
+
+def _baseline_cell(r: dict[str, Any], is_baseline: bool) -> str:
+    """The "held-out mean − uniform" cell of a row."""
+    if is_baseline:
+        return " (baseline) |"
+    if np.isnan(r["vs_baseline"]):
+        return " — |"
+    if np.isnan(r["vs_baseline_lo"]):
+        return f" {r['vs_baseline']:+.3f} (1 seed, untested) |"
+    return f" {r['vs_baseline']:+.3f} [{r['vs_baseline_lo']:+.3f}, {r['vs_baseline_hi']:+.3f}] |"
+
+
+def _table_line(r: dict[str, Any], baseline_cell: str) -> str:
+    """A row of the Markdown table (``baseline_cell`` empty without a baseline column)."""
+    train_mean = "—" if np.isnan(r["train_mean"]) else f"{r['train_mean']:.3f}"
+    mean = format_ci(r["test_mean"], r["test_mean_lo"], r["test_mean_hi"])
+    iq = format_ci(r["test_iqm"], r["test_iqm_lo"], r["test_iqm_hi"])
+    line = f"| {r['run']} | {r['timesteps']:,} | {mean} |" + baseline_cell
+    share = "—" if np.isnan(r["replay_share"]) else f"{r['replay_share']:.0%}"
+    score = "—" if np.isnan(r["score_mean"]) else f"{r['score_mean']:.4f}"
+    return (
+        f"{line} {iq} | {r['test_mean_over_training']:.3f} | {train_mean} "
+        f"| {r['levels_seen']} | {share} | {score} |"
+    )
+
+
+def _table_notes(
+    runs: Sequence[Run], rows: list[dict[str, Any]], baseline: Run | None, tested: set[int]
+) -> list[str]:
+    """The lines under the table: how the CIs were made, and the verdicts (or why there is none)."""
+    lines = [
         "95% CIs: percentile bootstrap over held-out levels"
         + ("; for several seeds, over seeds and levels." if any(r.n_seeds > 1 for r in runs) else ".")
-    )
+    ]
     untested = [
         run
         for run, r in zip(runs, rows)
@@ -388,7 +416,7 @@ def results_table(runs: Sequence[Run]) -> tuple[str, list[dict[str, Any]]]:
         if id(run) in tested and not np.isnan(r["vs_baseline_lo"]):
             method = "PLR" if len(tested) == 1 and run.config.get("sampler") == "plr" else run.label
             lines.append(paired_verdict(r["vs_baseline"], (r["vs_baseline_lo"], r["vs_baseline_hi"]), method))
-    return "\n".join(lines), rows
+    return lines
 
 
 def _tested(run: Run, baseline: Run) -> bool:
@@ -427,59 +455,8 @@ def plot_comparison(runs: Sequence[Run], path: Path, title: str | None = None) -
 
     fig, (ax_curve, ax_scores) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=100)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for k, run in enumerate(runs):
-        color = colors[k % len(colors)]
-        test = run.split("test")
-        if test["timesteps"].size:
-            ax_curve.plot(
-                test["timesteps"], test["mean"], color=color, marker="o", ms=3, label=f"{run.label}: held-out"
-            )
-            ax_curve.fill_between(test["timesteps"], test["mean_lo"], test["mean_hi"], color=color, alpha=0.2)
-        train = run.split("train")
-        if train["timesteps"].size:
-            ax_curve.plot(
-                train["timesteps"],
-                train["mean"],
-                color=color,
-                ls="--",
-                alpha=0.7,
-                label=f"{run.label}: train levels",
-            )
-    ax_curve.set_xlabel("environment steps")
-    ax_curve.set_ylabel("mean episodic return")
-    several = any(run.n_seeds > 1 for run in runs)
-    ax_curve.set_title(
-        "Return over training (band: range over seeds)"
-        if several
-        else "Return over training (95% bootstrap CI)"
-    )
-    ax_curve.grid(alpha=0.3)
-    ax_curve.legend(fontsize=8)
-
-    scored = [(k, run) for k, run in enumerate(runs) if run.scores is not None and run.scores.size]
-    if scored:
-        all_scores = np.concatenate([run.scores for _, run in scored if run.scores is not None])
-        lo, hi = float(all_scores.min()), float(all_scores.max())
-        bins = np.linspace(lo, hi if hi > lo else lo + 1e-6, 25)
-        for k, run in scored:
-            assert run.scores is not None
-            ax_scores.hist(
-                run.scores,
-                bins=bins,
-                color=colors[k % len(colors)],
-                alpha=0.5,
-                label=f"{run.label} ({run.scores.size} level scores)",
-            )
-        ax_scores.legend(fontsize=8)
-    else:
-        ax_scores.text(
-            0.5, 0.5, "no level scores recorded", ha="center", va="center", transform=ax_scores.transAxes
-        )
-    strategy = runs[0].config.get("strategy", "score") if runs else "score"
-    ax_scores.set_xlabel(f"level score ({strategy}) at the end of training")
-    ax_scores.set_ylabel("training levels")
-    ax_scores.set_title("Level-score distribution")
-    ax_scores.grid(alpha=0.3)
+    _plot_returns(ax_curve, runs, colors)
+    _plot_score_histograms(ax_scores, runs, colors)
     if title is None and runs:
         env_id = runs[0].config.get("env_id")
         title = f"PLR vs uniform level sampling on {env_id}" if env_id else None
@@ -490,6 +467,64 @@ def plot_comparison(runs: Sequence[Run], path: Path, title: str | None = None) -
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def _plot_returns(ax: Any, runs: Sequence[Run], colors: list[Any]) -> None:
+    """:func:`plot_comparison`'s left panel: held-out and training-level return over training."""
+    for k, run in enumerate(runs):
+        color = colors[k % len(colors)]
+        test = run.split("test")
+        if test["timesteps"].size:
+            ax.plot(
+                test["timesteps"], test["mean"], color=color, marker="o", ms=3, label=f"{run.label}: held-out"
+            )
+            ax.fill_between(test["timesteps"], test["mean_lo"], test["mean_hi"], color=color, alpha=0.2)
+        train = run.split("train")
+        if train["timesteps"].size:
+            ax.plot(
+                train["timesteps"],
+                train["mean"],
+                color=color,
+                ls="--",
+                alpha=0.7,
+                label=f"{run.label}: train levels",
+            )
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("mean episodic return")
+    several = any(run.n_seeds > 1 for run in runs)
+    ax.set_title(
+        "Return over training (band: range over seeds)"
+        if several
+        else "Return over training (95% bootstrap CI)"
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def _plot_score_histograms(ax: Any, runs: Sequence[Run], colors: list[Any]) -> None:
+    """:func:`plot_comparison`'s right panel: the distribution of the level scores at the end."""
+    scored = [(k, run) for k, run in enumerate(runs) if run.scores is not None and run.scores.size]
+    if scored:
+        all_scores = np.concatenate([run.scores for _, run in scored if run.scores is not None])
+        lo, hi = float(all_scores.min()), float(all_scores.max())
+        bins = np.linspace(lo, hi if hi > lo else lo + 1e-6, 25)
+        for k, run in scored:
+            assert run.scores is not None
+            ax.hist(
+                run.scores,
+                bins=bins,
+                color=colors[k % len(colors)],
+                alpha=0.5,
+                label=f"{run.label} ({run.scores.size} level scores)",
+            )
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no level scores recorded", ha="center", va="center", transform=ax.transAxes)
+    strategy = runs[0].config.get("strategy", "score") if runs else "score"
+    ax.set_xlabel(f"level score ({strategy}) at the end of training")
+    ax.set_ylabel("training levels")
+    ax.set_title("Level-score distribution")
+    ax.grid(alpha=0.3)
 
 
 def load_curriculum(path: str | os.PathLike[str]) -> dict[str, npt.NDArray[Any]]:
@@ -544,6 +579,23 @@ def plot_curriculum(
 
     h = history if isinstance(history, dict) else load_curriculum(history)
     path = Path(path)
+    levels, steps, weights, visits, scores, diff = _curriculum_arrays(h, difficulty)
+    order = np.lexsort((levels, diff)) if diff is not None else np.argsort(levels, kind="stable")
+    bins = _row_bins(order.astype(np.int64), max_rows)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), dpi=100, gridspec_kw={"width_ratios": [1, 1, 0.9]})
+    _plot_heatmaps(fig, axes[:2], levels, steps, weights, visits, bins, diff, difficulty_label)
+    _plot_final_scores(fig, axes[2], scores[-1], visits.sum(axis=0), diff, difficulty_label)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _curriculum_arrays(h: dict[str, Any], difficulty: Any) -> tuple[Any, ...]:
+    """The history's arrays (levels, timesteps, weights, visits, scores) and ``difficulty``, checked."""
     levels = np.asarray(h["levels"])
     steps = np.asarray(h["timesteps"], dtype=np.float64)
     weights = np.asarray(h["weights"], dtype=np.float64)
@@ -559,14 +611,25 @@ def plot_curriculum(
     diff = None if difficulty is None else np.asarray(difficulty, dtype=np.float64)
     if diff is not None and diff.shape != levels.shape:
         raise ValueError(f"difficulty must hold one number per level ({levels.size}), got shape {diff.shape}")
-    order = np.lexsort((levels, diff)) if diff is not None else np.argsort(levels, kind="stable")
-    bins = _row_bins(order.astype(np.int64), max_rows)
+    return levels, steps, weights, visits, scores, diff
+
+
+def _plot_heatmaps(
+    fig: Any,
+    axes: Any,
+    levels: Any,
+    steps: Any,
+    weights: Any,
+    visits: Any,
+    bins: list[npt.NDArray[np.int64]],
+    diff: Any,
+    difficulty_label: str,
+) -> None:
+    """:func:`plot_curriculum`'s heatmaps: sampling share and replay probability, levels × snapshots."""
     totals = visits.sum(axis=1, keepdims=True)
     share = np.divide(visits, totals, out=np.zeros_like(visits), where=totals > 0)
     share_rows = np.stack([share[:, b].sum(axis=1) for b in bins])  # (rows, snapshots)
     weight_rows = np.stack([weights[:, b].sum(axis=1) for b in bins])
-
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), dpi=100, gridspec_kw={"width_ratios": [1, 1, 0.9]})
     half = float(np.median(np.diff(steps))) / 2.0 if steps.size > 1 else max(float(steps[0]), 1.0) / 2.0
     extent = (float(steps[0]) - half, float(steps[-1]) + half, len(bins), 0)  # a column per snapshot
     row_label = "levels" + (f" (sorted by {difficulty_label})" if diff is not None else "")
@@ -587,26 +650,23 @@ def plot_curriculum(
             sorted_diff = diff[[b[0] for b in bins]]
             for r in np.flatnonzero(np.diff(sorted_diff)).tolist():
                 ax.axhline(r + 1, color="white", lw=0.8, alpha=0.8)
-    total_visits = visits.sum(axis=0)
-    final = scores[-1]
+
+
+def _plot_final_scores(
+    fig: Any, ax: Any, final: Any, total_visits: Any, diff: Any, difficulty_label: str
+) -> None:
+    """:func:`plot_curriculum`'s right panel: each level's last score against its difficulty (or visits)."""
     x = diff if diff is not None else total_visits
     jitter = np.zeros(x.size)
     if diff is not None and np.unique(diff).size <= 20:  # spread the points of each difficulty apart
         spacing = float(np.ptp(diff)) / max(np.unique(diff).size - 1, 1) or 1.0
         jitter = np.random.default_rng(0).uniform(-0.15, 0.15, size=x.size) * spacing
-    points = axes[2].scatter(x + jitter, final, c=total_visits, cmap="viridis", s=14, alpha=0.8)
-    fig.colorbar(points, ax=axes[2], fraction=0.046, pad=0.02, label="episodes played")
+    points = ax.scatter(x + jitter, final, c=total_visits, cmap="viridis", s=14, alpha=0.8)
+    fig.colorbar(points, ax=ax, fraction=0.046, pad=0.02, label="episodes played")
     if diff is not None:
         for value in np.unique(diff):
-            axes[2].plot(value, final[diff == value].mean(), marker="_", ms=22, mew=2.5, color="crimson")
-    axes[2].set_xlabel(difficulty_label if diff is not None else "episodes played on the level")
-    axes[2].set_ylabel("level score at the last snapshot")
-    axes[2].set_title("level scores" + (" (bar: mean)" if diff is not None else ""), fontsize=10)
-    axes[2].grid(alpha=0.3)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+            ax.plot(value, final[diff == value].mean(), marker="_", ms=22, mew=2.5, color="crimson")
+    ax.set_xlabel(difficulty_label if diff is not None else "episodes played on the level")
+    ax.set_ylabel("level score at the last snapshot")
+    ax.set_title("level scores" + (" (bar: mean)" if diff is not None else ""), fontsize=10)
+    ax.grid(alpha=0.3)

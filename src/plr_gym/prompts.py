@@ -52,8 +52,6 @@ Example:
 
 from __future__ import annotations
 
-import json
-import numbers
 import os
 from collections.abc import Callable
 from typing import Any
@@ -61,7 +59,27 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from plr_gym.checkpoint import load_npz, save_npz
+from plr_gym._prompt_checks import (
+    check_choice,
+    check_ids,
+    check_labels,
+    check_range,
+    check_seed,
+    check_threshold,
+    groups_of,
+    outcomes,
+)
+from plr_gym._prompt_state import (
+    _STATE_VERSION,
+    _is_int,
+    check_config,
+    check_header,
+    checked_arrays,
+    checked_counters,
+    checked_seed,
+    load_state,
+    save_state,
+)
 from plr_gym.sampler import LevelSampler, _check_positive, _check_real, _check_unit, _state_rng
 
 __all__ = ["AGEINGS", "ESTIMATES", "METHODS", "P_HISTOGRAM_BINS", "SPREADS", "PromptCurriculum"]
@@ -83,17 +101,6 @@ _FLOOR = 0.1
 #: Learnability scores of a prompt's reward spread: its variance (``p·(1 − p)`` for 0/1 rewards) or its std.
 SPREADS: tuple[str, ...] = ("variance", "std")
 
-_STATE_VERSION = 3
-_ARRAYS = (
-    "posterior_a",
-    "posterior_b",
-    "draws",
-    "groups",
-    "reward_mean",
-    "reward_variance",
-    "success_rate",
-    "measured_at",
-)
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
@@ -103,43 +110,41 @@ _THOMPSON_STAT_DRAWS = 16
 P_HISTOGRAM_BINS: tuple[str, ...] = ("p=0", "0<p<.25", ".25<=p<=.75", ".75<p<1", "p=1")
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _check_range(reward_range: Any) -> tuple[float, float] | None:
-    if reward_range is None:
-        return None
-    if (
-        isinstance(reward_range, (str, bytes))
-        or not hasattr(reward_range, "__len__")
-        or len(reward_range) != 2
-    ):
-        raise TypeError(f"reward_range must be a pair (low, high) of numbers or None, got {reward_range!r}")
-    lo, hi = (_check_real("reward_range", v) for v in reward_range)
-    if not lo < hi:
-        raise ValueError(f"reward_range must be a pair (low, high) with low < high, got {reward_range!r}")
-    return (lo, hi)
-
-
-def _check_threshold(threshold: Any, reward_range: tuple[float, float] | None) -> float:
-    if threshold is None:  # the middle of the range: 0.5 for 0/1 rewards, 0 for -1/+1 rewards
-        return 0.5 if reward_range is None else (reward_range[0] + reward_range[1]) / 2.0
-    out = _check_real("success_threshold", threshold)
-    if reward_range is not None and not reward_range[0] < out <= reward_range[1]:
-        raise ValueError(
-            f"success_threshold must lie in reward_range's ({reward_range[0]}, {reward_range[1]}], "
-            f"got {threshold!r}"
-        )
-    return out
-
-
 def _reward_spread(episode: Any) -> float:
     """The strategy of a :class:`PromptCurriculum`'s sampler: its scores are the reward spreads that
     :meth:`PromptCurriculum.observe` computes from whole groups, not scores of single episodes."""
     raise TypeError(
         "a PromptCurriculum's sampler is fed by PromptCurriculum.observe, not by an episode scorer"
     )
+
+
+def _group_stats(values: FloatArray, success: BoolArray, inv: IntArray, k: int) -> tuple[Any, ...]:
+    """Per group (``inv``: each entry's group of ``k``): its size ``n``, successes ``s``, mean reward, reward
+    variance (0 when its rewards are all equal) and whether its rewards differ."""
+    n = np.bincount(inv, minlength=k)
+    s = np.bincount(inv, weights=success.astype(np.float64), minlength=k)
+    group_mean = np.bincount(inv, weights=values, minlength=k) / n
+    dev = values - group_mean[inv]
+    low = np.full(k, np.inf)
+    high = np.full(k, -np.inf)
+    np.minimum.at(low, inv, values)
+    np.maximum.at(high, inv, values)
+    mixed = high > low
+    with np.errstate(over="ignore", invalid="ignore"):
+        group_var = np.where(mixed, np.bincount(inv, weights=dev * dev, minlength=k) / n, 0.0)
+    return n, s, group_mean, group_var, mixed
+
+
+def _rounds(prompt_of: IntArray) -> IntArray:
+    """Each group's round: a prompt with several groups in a batch takes them one after the other, in
+    order (its first group in round 0, its second in round 1, ...)."""
+    k = prompt_of.size
+    order = np.argsort(prompt_of, kind="stable")
+    rank = np.empty(k, dtype=np.int64)
+    first = np.r_[True, prompt_of[order][1:] != prompt_of[order][:-1]]
+    starts = np.maximum.accumulate(np.where(first, np.arange(k), 0))
+    rank[order] = np.arange(k) - starts
+    return rank
 
 
 class PromptCurriculum:
@@ -258,32 +263,64 @@ class PromptCurriculum:
     ) -> None:
         if not _is_int(num_prompts) or int(num_prompts) < 1:
             raise ValueError(f"num_prompts must be a positive int, got {num_prompts!r}")
-        if not isinstance(method, str) or method not in METHODS:
-            raise ValueError(f"method={method!r} is not supported; choose one of {', '.join(METHODS)}")
+        check_choice("method", method, METHODS)
         self.num_prompts = int(num_prompts)
         self.method = method
+        self._set_draw_options(uniform_mass, replay_prob, staleness_coef, success_rate_alpha, spread)
+        self._set_reward_options(reward_range, success_threshold, success_fn, filter_groups)
+        self._set_posterior_options(target, prior, posterior_decay)
+        self._set_ageing_options(estimate, evidence_half_life, prompt_labels, ageing)
+        if uniform_mass is None and self.evidence_half_life is not None:
+            self.uniform_mass = 0.0  # ageing re-measures the prompts read as never solved: no floor
+        self._refuse_other_methods_options()
+        self.seed = check_seed(seed)
+        # the sampler stores the spread that observe() computes (alpha = 1: each update replaces the score)
+        self.sampler = LevelSampler(
+            levels=range(self.num_prompts),
+            strategy=_reward_spread,
+            score_transform="power",
+            temperature=1.0,
+            staleness_coef=self.staleness_coef,
+            replay_schedule="fixed",
+            replay_prob=self.replay_prob,
+            min_seen_ratio=0.0,
+            uniform_mass=self.uniform_mass,
+            alpha=1.0,
+            seed=self.seed,
+        )
+        self._start_estimates()
+
+    # ------------------------------------------------------------------ construction steps
+    def _set_draw_options(
+        self, uniform_mass: Any, replay_prob: Any, staleness_coef: Any, success_rate_alpha: Any, spread: Any
+    ) -> None:
         self.uniform_mass = _FLOOR if uniform_mass is None else _check_unit("uniform_mass", uniform_mass)
         self.replay_prob = _check_unit("replay_prob", replay_prob)
         self.staleness_coef = _check_unit("staleness_coef", staleness_coef)
         if self.staleness_coef == 1.0:
             raise ValueError("staleness_coef must be < 1 (at 1 the success rates would play no part)")
         self.success_rate_alpha = _check_unit("success_rate_alpha", success_rate_alpha, open_low=True)
-        if not isinstance(spread, str) or spread not in SPREADS:
-            raise ValueError(f"spread={spread!r} is not supported; choose one of {', '.join(SPREADS)}")
+        check_choice("spread", spread, SPREADS)
         self.spread = spread
+
+    def _set_reward_options(
+        self, reward_range: Any, success_threshold: Any, success_fn: Any, filter_groups: Any
+    ) -> None:
         if success_fn is not None and not callable(success_fn):
             raise TypeError(f"success_fn must be a callable or None, got {type(success_fn).__name__}")
         self.success_fn = success_fn
-        self.reward_range = _check_range(reward_range)
+        self.reward_range = check_range(reward_range)
         if success_fn is not None and (reward_range is not None or success_threshold is not None):
             raise ValueError(
                 "success_fn judges each reward itself: reward_range and success_threshold would be ignored "
                 "with it; pass one or the other"
             )
-        self.success_threshold = _check_threshold(success_threshold, self.reward_range)
+        self.success_threshold = check_threshold(success_threshold, self.reward_range)
         if not isinstance(filter_groups, (bool, np.bool_)):
             raise TypeError(f"filter_groups must be a bool, got {type(filter_groups).__name__}")
         self.filter_groups = bool(filter_groups)
+
+    def _set_posterior_options(self, target: Any, prior: Any, posterior_decay: Any) -> None:
         self.target = _check_real("target", target)
         if not 0.0 < self.target < 1.0:
             raise ValueError(f"target must lie in (0, 1), got {target!r}")
@@ -294,8 +331,12 @@ class PromptCurriculum:
             raise ValueError(f"prior must be a pair (a0, b0) of positive numbers, got {prior!r}")
         self.prior = (a0, b0)
         self.posterior_decay = _check_unit("posterior_decay", posterior_decay, open_low=True)
-        if not isinstance(estimate, str) or estimate not in ESTIMATES:
-            raise ValueError(f"estimate={estimate!r} is not supported; choose one of {', '.join(ESTIMATES)}")
+
+    def _set_ageing_options(
+        self, estimate: Any, evidence_half_life: Any, prompt_labels: Any, ageing: Any
+    ) -> None:
+        method = self.method
+        check_choice("estimate", estimate, ESTIMATES)
         if estimate != "running" and method != "learnability":
             raise ValueError(
                 f"estimate={estimate!r} applies to method='learnability' only "
@@ -316,16 +357,19 @@ class PromptCurriculum:
         self.evidence_half_life = (
             None if evidence_half_life is None else _check_positive("evidence_half_life", evidence_half_life)
         )
-        self.prompt_labels = self._check_labels(prompt_labels)
-        if not isinstance(ageing, str) or ageing not in AGEINGS:
-            raise ValueError(f"ageing={ageing!r} is not supported; choose one of {', '.join(AGEINGS)}")
+        self.prompt_labels = check_labels(
+            prompt_labels, self.num_prompts, self.estimate, self.evidence_half_life
+        )
+        check_choice("ageing", ageing, AGEINGS)
         if method == "learnability" and ageing != _DEFAULT_AGEING and self.evidence_half_life is None:
             raise ValueError(
                 f"ageing={ageing!r} chooses which estimates age: it needs evidence_half_life (it is None)"
             )
         self.ageing = ageing
-        if uniform_mass is None and self.evidence_half_life is not None:
-            self.uniform_mass = 0.0  # ageing re-measures the prompts read as never solved: no floor
+
+    def _refuse_other_methods_options(self) -> None:
+        """An option of the other method, set away from its default, is refused, not ignored."""
+        method = self.method
         unused = (
             [("target", self.target, 0.5)]
             if method == "learnability"
@@ -340,26 +384,11 @@ class PromptCurriculum:
                 raise ValueError(
                     f"{name}={value!r} applies to method={other!r} only (method={method!r} would ignore it)"
                 )
-        if seed is not None and not _is_int(seed):
-            raise TypeError(f"seed must be an int or None, got {type(seed).__name__} {seed!r}")
-        if seed is not None and int(seed) < 0:
-            raise ValueError(f"seed must be non-negative, got {seed!r}")
-        self.seed = None if seed is None else int(seed)
-        # the sampler stores the spread that observe() computes (alpha = 1: each update replaces the score)
-        self.sampler = LevelSampler(
-            levels=range(self.num_prompts),
-            strategy=_reward_spread,
-            score_transform="power",
-            temperature=1.0,
-            staleness_coef=self.staleness_coef,
-            replay_schedule="fixed",
-            replay_prob=self.replay_prob,
-            min_seen_ratio=0.0,
-            uniform_mass=self.uniform_mass,
-            alpha=1.0,
-            seed=self.seed,
-        )
+
+    def _start_estimates(self) -> None:
+        """Every prompt unmeasured: the running estimates, the posteriors at the prior, the counters at 0."""
         n = self.num_prompts
+        a0, b0 = self.prior
         self._groups = np.zeros(n, dtype=np.int64)  # groups observed per prompt
         self._mean = np.zeros(n)  # running mean reward (reward units)
         self._var = np.zeros(n)  # running reward variance (reward units squared)
@@ -375,31 +404,6 @@ class PromptCurriculum:
         self._num_completions = 0
         self._clock = 0  # observe() calls that held at least one group
         self._measured_at = np.zeros(n, dtype=np.int64)  # the clock when each prompt's last group came
-
-    def _check_labels(self, prompt_labels: Any) -> IntArray | None:
-        if prompt_labels is None:
-            return None
-        if self.estimate == "posterior":
-            raise ValueError("prompt_labels apply to estimate='running' (the posterior decays to its prior)")
-        if self.evidence_half_life is None:
-            raise ValueError(
-                "prompt_labels set the prior that stale estimates decay towards: they need evidence_half_life"
-            )
-        try:
-            labels = np.asarray(prompt_labels)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"prompt_labels must be a 1-D array of int labels: {exc}") from exc
-        if labels.shape != (self.num_prompts,):
-            raise ValueError(
-                f"prompt_labels must hold one label per prompt, shape ({self.num_prompts},), "
-                f"got {labels.shape}"
-            )
-        if labels.dtype == np.bool_ or not np.issubdtype(labels.dtype, np.integer):
-            raise TypeError(
-                f"prompt_labels must be ints (a topic or difficulty label), got dtype {labels.dtype}"
-            )
-        _, inv = np.unique(labels, return_inverse=True)
-        return np.asarray(inv.reshape(-1), dtype=np.int64)  # labels renumbered 0 .. L - 1
 
     def _decayed(
         self,
@@ -571,44 +575,17 @@ class PromptCurriculum:
             ``filter_groups=True``, which marks False the completions of groups whose rewards are all
             equal (zero GRPO advantage).
         """
-        ids = self._check_ids(prompt_ids)
-        values, success = self._outcomes(rewards, ids.shape)
-        inv, prompt_of = self._groups_of(ids, groups)
+        ids = check_ids(prompt_ids, self.num_prompts)
+        values, success = outcomes(
+            rewards, ids.shape, self.success_fn, self.reward_range, self.success_threshold
+        )
+        inv, prompt_of = groups_of(ids, groups)
         if ids.size == 0:
             return np.zeros(0, dtype=bool)
         k = prompt_of.size  # number of groups, in order of their first entry
-        n = np.bincount(inv, minlength=k)
-        s = np.bincount(inv, weights=success.astype(np.float64), minlength=k)
-        group_mean = np.bincount(inv, weights=values, minlength=k) / n
-        dev = values - group_mean[inv]
-        low = np.full(k, np.inf)
-        high = np.full(k, -np.inf)
-        np.minimum.at(low, inv, values)
-        np.maximum.at(high, inv, values)
-        mixed = high > low
-        # a prompt with several groups in the batch takes them one after the other, in order (rounds)
-        order = np.argsort(prompt_of, kind="stable")
-        rank = np.empty(k, dtype=np.int64)
-        first = np.r_[True, prompt_of[order][1:] != prompt_of[order][:-1]]
-        starts = np.maximum.accumulate(np.where(first, np.arange(k), 0))
-        rank[order] = np.arange(k) - starts
+        n, s, group_mean, group_var, mixed = _group_stats(values, success, inv, k)
         touched = np.unique(prompt_of)
-        count, mean, var = self._groups.copy(), self._mean.copy(), self._var.copy()
-        rate, a, b = self._rate.copy(), self._a.copy(), self._b.copy()
-        d, (a0, b0) = self.posterior_decay, self.prior
-        with np.errstate(over="ignore", invalid="ignore"):
-            group_var = np.where(mixed, np.bincount(inv, weights=dev * dev, minlength=k) / n, 0.0)
-            for r in range(int(rank.max()) + 1):
-                g = np.flatnonzero(rank == r)
-                u = prompt_of[g]
-                count[u] += 1
-                step = np.maximum(1.0 / count[u], self.success_rate_alpha)
-                delta = group_mean[g] - mean[u]
-                var[u] = (1.0 - step) * var[u] + step * group_var[g] + step * (1.0 - step) * delta * delta
-                mean[u] = mean[u] + step * delta
-                rate[u] = rate[u] + step * (s[g] / n[g] - rate[u])
-                a[u] = d * a[u] + (1.0 - d) * a0 + s[g]
-                b[u] = d * b[u] + (1.0 - d) * b0 + (n[g] - s[g])
+        count, mean, var, rate, a, b = self._updated_estimates(prompt_of, n, s, group_mean, group_var)
         if not (np.isfinite(mean[touched]).all() and np.isfinite(var[touched]).all()):
             raise ValueError("rewards are too large: their mean or variance overflows float64")
         clock = self._clock + 1
@@ -628,38 +605,28 @@ class PromptCurriculum:
             return np.ones(ids.size, dtype=bool)
         return np.asarray(mixed[inv], dtype=bool)
 
-    def _groups_of(self, ids: IntArray, groups: Any) -> tuple[IntArray, IntArray]:
-        """Each entry's group (numbered by first entry) and each group's prompt id."""
-        if groups is None:
-            labels: Any = ids
-        else:
-            try:
-                labels = np.asarray(groups)
-            except (TypeError, ValueError) as exc:
-                raise TypeError(f"groups must be a 1-D array of group labels: {exc}") from exc
-            if labels.shape != ids.shape:
-                raise ValueError(
-                    f"groups must have one label per prompt id, shape {ids.shape}, got {labels.shape}"
-                )
-        if ids.size == 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        try:
-            _, first, inv = np.unique(labels, return_index=True, return_inverse=True)
-        except TypeError as exc:
-            raise TypeError(f"groups must be labels that compare with each other: {exc}") from exc
-        inv = inv.reshape(-1)
-        by_first = np.argsort(first, kind="stable")  # renumber groups by their first entry
-        renumber = np.empty_like(by_first)
-        renumber[by_first] = np.arange(by_first.size)
-        inv = renumber[inv].astype(np.int64)
-        prompt_of = ids[np.sort(first)]
-        if not np.array_equal(prompt_of[inv], ids):
-            bad = int(np.flatnonzero(prompt_of[inv] != ids)[0])
-            raise ValueError(
-                f"groups: a group holds one prompt's completions, but entry {bad} (prompt {int(ids[bad])}) "
-                f"shares its group with prompt {int(prompt_of[inv[bad]])}"
-            )
-        return inv, prompt_of.astype(np.int64)
+    def _updated_estimates(
+        self, prompt_of: IntArray, n: Any, s: Any, group_mean: FloatArray, group_var: FloatArray
+    ) -> tuple[Any, ...]:
+        """Copies of the per-prompt estimates (groups, mean, variance, success rate, posterior ``a``, ``b``)
+        updated with each group, a prompt's groups one after the other in the order of their first entry."""
+        rank = _rounds(prompt_of)
+        count, mean, var = self._groups.copy(), self._mean.copy(), self._var.copy()
+        rate, a, b = self._rate.copy(), self._a.copy(), self._b.copy()
+        d, (a0, b0) = self.posterior_decay, self.prior
+        with np.errstate(over="ignore", invalid="ignore"):
+            for r in range(int(rank.max()) + 1):
+                g = np.flatnonzero(rank == r)
+                u = prompt_of[g]
+                count[u] += 1
+                step = np.maximum(1.0 / count[u], self.success_rate_alpha)
+                delta = group_mean[g] - mean[u]
+                var[u] = (1.0 - step) * var[u] + step * group_var[g] + step * (1.0 - step) * delta * delta
+                mean[u] = mean[u] + step * delta
+                rate[u] = rate[u] + step * (s[g] / n[g] - rate[u])
+                a[u] = d * a[u] + (1.0 - d) * a0 + s[g]
+                b[u] = d * b[u] + (1.0 - d) * b0 + (n[g] - s[g])
+        return count, mean, var, rate, a, b
 
     def _score_of(self, var: FloatArray) -> FloatArray:
         """The learnability score of running variances: on ``reward_range``'s unit scale if one is set."""
@@ -667,54 +634,6 @@ class PromptCurriculum:
         if self.spread == "std":
             return np.asarray(np.sqrt(var) / scale)
         return np.asarray(var / (scale * scale))
-
-    def _check_ids(self, prompt_ids: Any) -> IntArray:
-        try:
-            ids = np.asarray(prompt_ids)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"prompt_ids must be a 1-D array of int prompt ids: {exc}") from exc
-        if ids.ndim != 1:
-            raise ValueError(f"prompt_ids must be 1-D (one id per completion), got shape {ids.shape}")
-        if ids.size and (ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer)):
-            raise TypeError(f"prompt_ids must be ints, got dtype {ids.dtype}")
-        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= self.num_prompts):
-            bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
-            raise ValueError(f"prompt_ids must lie in [0, {self.num_prompts}), got {bad}")
-        return ids.astype(np.int64)
-
-    def _outcomes(self, rewards: Any, shape: tuple[int, ...]) -> tuple[FloatArray, BoolArray]:
-        """The rewards as floats (the outcomes of ``success_fn``, as 0/1, if given) and the successes."""
-        try:
-            r = np.asarray(rewards)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"rewards must be a 1-D array of bools or numbers: {exc}") from exc
-        if r.shape != shape:
-            raise ValueError(f"rewards must have one entry per prompt id, shape {shape}, got {r.shape}")
-        if r.size == 0:
-            return np.zeros(0), np.zeros(0, dtype=bool)
-        if r.dtype == np.bool_:
-            return r.astype(np.float64), r.copy()
-        if not (np.issubdtype(r.dtype, np.floating) or np.issubdtype(r.dtype, np.integer)):
-            raise TypeError(f"rewards must be bools or real numbers, got dtype {r.dtype}")
-        rf = r.astype(np.float64)
-        if not np.isfinite(rf).all():
-            raise ValueError(f"rewards must be finite, got {rf[~np.isfinite(rf)][0]!r}")
-        if self.success_fn is not None:
-            out = np.asarray(self.success_fn(rf.copy()))
-            if out.shape != shape or out.dtype != np.bool_:
-                raise TypeError(
-                    f"success_fn must return a bool array of shape {shape}, got {out.dtype} {out.shape}"
-                )
-            return out.astype(np.float64), out
-        if self.reward_range is not None:
-            lo, hi = self.reward_range
-            outside = (rf < lo) | (rf > hi)
-            if outside.any():
-                raise ValueError(
-                    f"rewards must lie in reward_range=[{lo}, {hi}], got {float(rf[outside][0])!r}; widen "
-                    "reward_range (or leave it None: any finite reward)"
-                )
-        return rf, np.asarray(rf >= self.success_threshold)
 
     # ------------------------------------------------------------------ monitoring
     def sample_weights(self) -> FloatArray:
@@ -818,56 +737,12 @@ class PromptCurriculum:
     def load_state_dict(self, state: Any) -> None:
         """Restore a :meth:`state_dict`; every member is checked first, a refused state (``ValueError``)
         leaves the curriculum unchanged."""
-        if isinstance(state, dict) and state.get("version") in (1, 2):
-            raise ValueError(
-                f"this PromptCurriculum state has version {state['version']}, written by an older plr_gym; "
-                f"this version reads version {_STATE_VERSION} (it adds the clock of evidence_half_life): "
-                "restart the curriculum, or resume with the plr_gym that wrote it"
-            )
-        if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
-            raise ValueError(
-                f"not a PromptCurriculum state (version {_STATE_VERSION}): {type(state).__name__}"
-            )
-        missing = [k for k in self.state_dict() if k not in state]
-        if missing:
-            raise ValueError(f"PromptCurriculum state lacks {', '.join(missing)}")
-        mine, theirs = self._config(), state["config"]
-        if not isinstance(theirs, dict):
-            raise ValueError("state 'config' must be a dict")
-        diff = sorted(k for k in mine if k != "seed" and mine[k] != theirs.get(k))
-        if diff:
-            details = ", ".join(f"{k}: state has {theirs.get(k)!r}, curriculum has {mine[k]!r}" for k in diff)
-            raise ValueError(f"state was saved with a different configuration ({details})")
-        n = self.num_prompts
-        arrays: dict[str, Any] = {}
-        for key in _ARRAYS:
-            dtype = np.int64 if key in ("draws", "groups", "measured_at") else np.float64
-            arr = np.asarray(state[key])
-            if arr.shape != (n,) or not (np.issubdtype(arr.dtype, np.number) and arr.dtype != np.bool_):
-                raise ValueError(f"state '{key}' must be {n} numbers, got {arr.dtype} {arr.shape}")
-            if not np.isfinite(arr).all():
-                raise ValueError(f"state '{key}' must be finite")
-            arrays[key] = arr.astype(dtype)
-        if (arrays["posterior_a"] <= 0).any() or (arrays["posterior_b"] <= 0).any():
-            raise ValueError("state 'posterior_a'/'posterior_b' must be finite and positive")
-        for key in ("draws", "groups", "reward_variance", "measured_at"):
-            if (arrays[key] < 0).any():
-                raise ValueError(f"state '{key}' must be non-negative")
-        if ((arrays["success_rate"] < 0) | (arrays["success_rate"] > 1)).any():
-            raise ValueError("state 'success_rate' must lie in [0, 1]")
-        counters = {}
-        for key in ("num_batches", "num_groups", "num_filtered", "num_completions", "clock"):
-            if not _is_int(state[key]) or int(state[key]) < 0:
-                raise ValueError(f"state '{key}' must be a non-negative int, got {state[key]!r}")
-            counters[key] = int(state[key])
-        if counters["num_filtered"] > counters["num_groups"]:
-            raise ValueError("state 'num_filtered' exceeds 'num_groups'")
-        if (arrays["measured_at"] > counters["clock"]).any():
-            raise ValueError("state 'measured_at' exceeds 'clock'")
+        check_header(state, self.state_dict())
+        theirs = check_config(self._config(), state["config"])
+        arrays = checked_arrays(state, self.num_prompts)
+        counters = checked_counters(state, arrays)
         rng = _state_rng(state["rng"])
-        seed = theirs.get("seed")
-        if seed is not None and (not _is_int(seed) or int(seed) < 0):
-            raise ValueError(f"state config 'seed' must be a non-negative int or None, got {seed!r}")
+        seed = checked_seed(theirs.get("seed"))
         sampler_state = state["sampler"]
         measured = arrays["groups"] > 0
         scores = np.asarray(sampler_state.get("scores") if isinstance(sampler_state, dict) else None)
@@ -879,10 +754,10 @@ class PromptCurriculum:
             arrays["measured_at"],
             counters["clock"],
         )
-        if scores.shape != (n,) or not np.array_equal(scores[measured], expected[measured]):
+        if scores.shape != (self.num_prompts,) or not np.array_equal(scores[measured], expected[measured]):
             raise ValueError("state 'sampler' scores do not match 'reward_variance': the state is corrupt")
         self.sampler.load_state_dict(sampler_state)  # checks everything before it assigns anything
-        self.seed = None if seed is None else int(seed)
+        self.seed = seed
         self._a = arrays["posterior_a"]
         self._b = arrays["posterior_b"]
         self._draws = arrays["draws"]
@@ -904,34 +779,11 @@ class PromptCurriculum:
         :param extra: JSON-compatible values stored next to the state (a trainer's own bookkeeping), read
             back by :meth:`load_from`.
         """
-        state = self.state_dict()
-        sampler = state.pop("sampler")
-        arrays = {k: state.pop(k) for k in _ARRAYS}
-        sampler_arrays = {
-            f"sampler.{k}": sampler.pop(k) for k in list(sampler) if isinstance(sampler[k], np.ndarray)
-        }
-        meta = {"state": state, "sampler": sampler, "extra": extra}
-        try:
-            text = json.dumps(meta)
-        except TypeError as exc:
-            raise TypeError(f"extra must be JSON-compatible: {exc}") from exc
-        save_npz(path, {"meta": np.array(text), **arrays, **sampler_arrays})
+        save_state(path, self.state_dict(), extra)
 
     def load_from(self, path: str | os.PathLike[str]) -> dict[str, Any] | None:
         """Restore the state written by :meth:`save`; returns the ``extra`` saved with it."""
-        npz = load_npz(path)
-        try:
-            meta = json.loads(str(npz["meta"]))
-            state = dict(meta["state"])
-            sampler = dict(meta["sampler"])
-            for k in _ARRAYS:
-                state[k] = npz[k]
-            for k in npz:
-                if k.startswith("sampler."):
-                    sampler[k[len("sampler.") :]] = npz[k]
-            state["sampler"] = sampler
-        except (KeyError, ValueError, TypeError) as exc:
-            raise ValueError(f"{os.fspath(path)} is not a PromptCurriculum checkpoint: {exc}") from exc
+        state, meta = load_state(path)
         self.load_state_dict(state)
         extra = meta.get("extra")
         return None if extra is None else dict(extra)

@@ -303,6 +303,55 @@ def _curriculum_fields_changed(args: Any) -> list[str]:
     ]
 
 
+def _trainer_curriculum(curriculum: Any, config: Any, num_prompts: int) -> Any:
+    """The mixin's curriculum: the one passed (refused with the config's curriculum_* options set), else
+    one built from the config."""
+    if curriculum is None and isinstance(config, CurriculumGRPOConfig):
+        try:
+            return PromptCurriculum(num_prompts, seed=config.seed, **config.curriculum_options())
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"CurriculumGRPOConfig's curriculum_* options: {exc}") from exc
+    if curriculum is None:
+        return PromptCurriculum(num_prompts, seed=config.seed)
+    if _curriculum_fields_changed(config):
+        changed = [n for n in _curriculum_fields_changed(config) if n != "curriculum_reward"]
+        if changed:
+            raise ValueError(
+                f"the config sets {', '.join(changed)} but a curriculum was passed, which would ignore "
+                "them: set them on the PromptCurriculum, or pass curriculum=None"
+            )
+    return curriculum
+
+
+def _merged_reward(curriculum_reward: Any, config_reward: Any) -> Any:
+    """The mixin's ``curriculum_reward`` and the config's, which must agree where both are set."""
+    if config_reward is None:
+        return curriculum_reward
+    # TrlParser gives strings: "0" names the first reward function, as the int 0 does
+    if isinstance(config_reward, str) and config_reward.isdigit():
+        config_reward = int(config_reward)
+    if curriculum_reward is not None and curriculum_reward != config_reward:
+        raise ValueError(
+            f"curriculum_reward={curriculum_reward!r} differs from the config's {config_reward!r}"
+        )
+    return config_reward
+
+
+def _reward_index(curriculum_reward: Any, names: list[str]) -> int | None:
+    """``curriculum_reward`` as the position of a reward function in ``names`` (``None``: their sum)."""
+    if curriculum_reward is None:
+        return None
+    if isinstance(curriculum_reward, str):
+        if curriculum_reward not in names:
+            raise ValueError(f"curriculum_reward={curriculum_reward!r} is not one of {names}")
+        return names.index(curriculum_reward)
+    if isinstance(curriculum_reward, bool) or not isinstance(curriculum_reward, int):
+        raise TypeError(f"curriculum_reward must be an int, a str or None, got {curriculum_reward!r}")
+    if not 0 <= curriculum_reward < len(names):
+        raise ValueError(f"curriculum_reward={curriculum_reward} is not in [0, {len(names)})")
+    return curriculum_reward
+
+
 class PromptCurriculumMixin:
     """Adds a :class:`~plr_gym.prompts.PromptCurriculum` to a TRL ``GRPOTrainer`` (put it first in the bases).
 
@@ -340,46 +389,15 @@ class PromptCurriculumMixin:
                 f"{type(dataset).__name__}"
             )
         config = trainer.args
-        if curriculum is None and isinstance(config, CurriculumGRPOConfig):
-            try:
-                curriculum = PromptCurriculum(len(dataset), seed=config.seed, **config.curriculum_options())
-            except (TypeError, ValueError) as exc:
-                raise type(exc)(f"CurriculumGRPOConfig's curriculum_* options: {exc}") from exc
-        elif curriculum is None:
-            curriculum = PromptCurriculum(len(dataset), seed=config.seed)
-        elif _curriculum_fields_changed(config):
-            changed = [n for n in _curriculum_fields_changed(config) if n != "curriculum_reward"]
-            if changed:
-                raise ValueError(
-                    f"the config sets {', '.join(changed)} but a curriculum was passed, which would ignore "
-                    "them: set them on the PromptCurriculum, or pass curriculum=None"
-                )
-        config_reward = getattr(config, "curriculum_reward", None)
-        if config_reward is not None:
-            # TrlParser gives strings: "0" names the first reward function, as the int 0 does
-            if isinstance(config_reward, str) and config_reward.isdigit():
-                config_reward = int(config_reward)
-            if curriculum_reward is not None and curriculum_reward != config_reward:
-                raise ValueError(
-                    f"curriculum_reward={curriculum_reward!r} differs from the config's {config_reward!r}"
-                )
-            curriculum_reward = config_reward
+        curriculum = _trainer_curriculum(curriculum, config, len(dataset))
+        curriculum_reward = _merged_reward(curriculum_reward, getattr(config, "curriculum_reward", None))
         if not isinstance(curriculum, PromptCurriculum):
             raise TypeError(f"curriculum must be a PromptCurriculum, got {type(curriculum).__name__}")
         if curriculum.num_prompts != len(dataset):
             raise ValueError(
                 f"curriculum.num_prompts={curriculum.num_prompts} but train_dataset has {len(dataset)} rows"
             )
-        names = list(trainer.reward_func_names)
-        if curriculum_reward is not None:
-            if isinstance(curriculum_reward, str):
-                if curriculum_reward not in names:
-                    raise ValueError(f"curriculum_reward={curriculum_reward!r} is not one of {names}")
-                curriculum_reward = names.index(curriculum_reward)
-            elif isinstance(curriculum_reward, bool) or not isinstance(curriculum_reward, int):
-                raise TypeError(f"curriculum_reward must be an int, a str or None, got {curriculum_reward!r}")
-            elif not 0 <= curriculum_reward < len(names):
-                raise ValueError(f"curriculum_reward={curriculum_reward} is not in [0, {len(names)})")
+        curriculum_reward = _reward_index(curriculum_reward, list(trainer.reward_func_names))
         self.curriculum = curriculum
         if isinstance(curriculum_lookahead, bool) or not isinstance(curriculum_lookahead, int):
             raise TypeError(f"curriculum_lookahead must be an int >= 0, got {curriculum_lookahead!r}")

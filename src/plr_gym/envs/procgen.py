@@ -264,6 +264,57 @@ _CALIBRATIONS: dict[tuple[Any, ...], _Calibration] = {}
 _PROBE_LEVELS = (1, MAX_LEVEL)
 
 
+def _check_game(game: str, distribution_mode: str) -> None:
+    """Refuse a game or a distribution mode Procgen does not have, or a mode the game does not support."""
+    if game not in GAMES:
+        raise ValueError(f"game must be one of {', '.join(GAMES)}; got {game!r}")
+    if distribution_mode == "exploration":
+        raise ValueError(
+            "distribution_mode='exploration' is a single fixed Procgen level; use "
+            "distribution_mode='hard' and reset(seed=procgen.env.EXPLORATION_LEVEL_SEEDS[game])"
+        )
+    if distribution_mode not in DISTRIBUTION_MODES:
+        raise ValueError(
+            f"distribution_mode must be one of {', '.join(DISTRIBUTION_MODES)}; got {distribution_mode!r}"
+        )
+    if game not in DISTRIBUTION_MODES[distribution_mode]:
+        supported = [mode for mode, games in DISTRIBUTION_MODES.items() if game in games]
+        raise ValueError(
+            f"{game} does not support distribution_mode={distribution_mode!r}; "
+            f"it supports {', '.join(supported)}"
+        )
+
+
+def _refuse_level_changing_options(use_generated_assets: Any, use_sequential_levels: Any) -> None:
+    """Refuse Procgen's options under which a level cannot be saved and restored, or an episode is not one
+    level."""
+    if _check_bool(use_generated_assets, "use_generated_assets"):
+        raise ValueError(
+            "use_generated_assets=True is not supported: Procgen cannot save or restore the state of a "
+            "game with generated assets, which per-level resets need"
+        )
+    if _check_bool(use_sequential_levels, "use_sequential_levels"):
+        raise ValueError(
+            "use_sequential_levels=True is not supported: Procgen then moves to another level without "
+            "ending the episode, so an episode would no longer be one level"
+        )
+
+
+def _check_level_range(num_levels: Any, start_level: Any) -> tuple[int, int]:
+    """``(num_levels, start_level)`` checked: Procgen's level range is ``[start_level, start_level +
+    num_levels)``, every level for ``num_levels=0``."""
+    num_levels = _check_count(num_levels, "num_levels", "(0: every level)")
+    start_level = _check_level(start_level, "start_level")
+    if num_levels == 0 and start_level != 0:
+        raise ValueError(
+            "start_level must be 0 when num_levels=0 (every level), as in Procgen; "
+            f"got start_level={start_level}"
+        )
+    if start_level + num_levels > MAX_LEVEL + 1:
+        raise ValueError(f"start_level + num_levels must be <= 2**31, got {start_level} + {num_levels}")
+    return num_levels, start_level
+
+
 class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
     """One Procgen game as a Gymnasium env in which ``reset(seed=s)`` plays Procgen level ``s``.
 
@@ -368,42 +419,9 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
         use_generated_assets: bool = False,
         use_sequential_levels: bool = False,
     ) -> None:
-        if game not in GAMES:
-            raise ValueError(f"game must be one of {', '.join(GAMES)}; got {game!r}")
-        if distribution_mode == "exploration":
-            raise ValueError(
-                "distribution_mode='exploration' is a single fixed Procgen level; use "
-                "distribution_mode='hard' and reset(seed=procgen.env.EXPLORATION_LEVEL_SEEDS[game])"
-            )
-        if distribution_mode not in DISTRIBUTION_MODES:
-            raise ValueError(
-                f"distribution_mode must be one of {', '.join(DISTRIBUTION_MODES)}; got {distribution_mode!r}"
-            )
-        if game not in DISTRIBUTION_MODES[distribution_mode]:
-            supported = [mode for mode, games in DISTRIBUTION_MODES.items() if game in games]
-            raise ValueError(
-                f"{game} does not support distribution_mode={distribution_mode!r}; "
-                f"it supports {', '.join(supported)}"
-            )
-        if _check_bool(use_generated_assets, "use_generated_assets"):
-            raise ValueError(
-                "use_generated_assets=True is not supported: Procgen cannot save or restore the state of a "
-                "game with generated assets, which per-level resets need"
-            )
-        if _check_bool(use_sequential_levels, "use_sequential_levels"):
-            raise ValueError(
-                "use_sequential_levels=True is not supported: Procgen then moves to another level without "
-                "ending the episode, so an episode would no longer be one level"
-            )
-        num_levels = _check_count(num_levels, "num_levels", "(0: every level)")
-        start_level = _check_level(start_level, "start_level")
-        if num_levels == 0 and start_level != 0:
-            raise ValueError(
-                "start_level must be 0 when num_levels=0 (every level), as in Procgen; "
-                f"got start_level={start_level}"
-            )
-        if start_level + num_levels > MAX_LEVEL + 1:
-            raise ValueError(f"start_level + num_levels must be <= 2**31, got {start_level} + {num_levels}")
+        _check_game(game, distribution_mode)
+        _refuse_level_changing_options(use_generated_assets, use_sequential_levels)
+        num_levels, start_level = _check_level_range(num_levels, start_level)
         level_cache_size = _check_count(level_cache_size, "level_cache_size", "(0: no cache)")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")

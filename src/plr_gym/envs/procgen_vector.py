@@ -122,6 +122,10 @@ class ProcgenBatch:
         except BaseException:
             self.levels.close()
             raise
+        self._start_bookkeeping()
+
+    def _start_bookkeeping(self) -> None:
+        """Each env's level, queued level, episode start and latest frame; no episode started yet."""
         n = self.num_envs
         self.current = np.zeros(n, dtype=np.int64)  # level of each env's current episode
         self.queued: list[int | None] = [None] * n  # next_level of each env (LevelWrapper semantics)

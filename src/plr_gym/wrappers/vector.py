@@ -28,6 +28,15 @@ __all__ = ["PrioritizedLevelReplay"]
 _MAX_LOGGED_STEPS = 1 << 16
 
 
+def _log_policy(logits: Any) -> npt.NDArray[np.float64] | None:
+    """Log-probabilities of ``(..., n_actions)`` logits (``None`` for ``None``)."""
+    if logits is None:
+        return None
+    lg = np.asarray(logits, dtype=np.float64)
+    lg = lg - lg.max(axis=-1, keepdims=True)
+    return np.asarray(lg - np.log(np.exp(lg).sum(axis=-1, keepdims=True)))
+
+
 # Gymnasium < 1.3's VectorWrapper takes no type parameters (RLlib pins gymnasium 1.2); later ones take five.
 class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-arg, unused-ignore]
     """Play the levels a :class:`~plr_gym.LevelSampler` chooses, in ``SyncVectorEnv``/``AsyncVectorEnv``.
@@ -265,61 +274,71 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
                 f"{type(self).__name__}: call reset() before step() (first use, or a previous call raised)"
             )
         self._needs_reset = True
-        mode = self.autoreset_mode
-        if mode == AutoresetMode.NEXT_STEP:
-            starting = np.flatnonzero(self._autoreset)
-            if starting.size:
-                new = self._draw(starting)
-                self._set_next_levels(starting, new)
-            obs, rewards, terminated, truncated, info = self.env.step(actions)
-            if starting.size:
-                self._set_current(starting, new)
-                self._check_reported(info, starting)
-            ended = np.logical_or(terminated, truncated)
-            self._autoreset = ended
-            levels = self._current.copy()
-            valid = np.ones(self.num_envs, dtype=bool)
-            valid[starting] = False  # reset steps: no transition of any episode
-            self._log_dropped += int(len(self._log) == self._log.maxlen)
-            self._log.append(
-                (
-                    levels,
-                    self._start.copy(),
-                    valid,
-                    ended,
-                    np.logical_and(truncated, ~terminated),
-                    self._step_outcomes(info, ended),
-                )
-            )
-            self._start[starting] = True
-            self._start[valid] = False
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP:
+            obs, rewards, terminated, truncated, info, levels, ended = self._step_next_step(actions)
         else:
-            obs, rewards, terminated, truncated, info = self.env.step(actions)
-            levels = self._current.copy()
-            ended = np.logical_or(terminated, truncated)
-            self._log_dropped += int(len(self._log) == self._log.maxlen)
-            self._log.append(
-                (
-                    levels,
-                    self._start.copy(),
-                    self._all_rows,
-                    ended,
-                    self._no_rows,  # no truncation row: the final observation is not on a next row
-                    self._step_outcomes(info, ended),
-                )
-            )
-            self._start[:] = ended if mode == AutoresetMode.SAME_STEP else False
-            if mode == AutoresetMode.SAME_STEP:
-                done = ended.nonzero()[0]
-                if done.size:
-                    self._set_current(done, [self._next[i] for i in done.tolist()])
-                    self._check_reported(info, done)
-                    self._set_next_levels(done, self._draw(done))
+            obs, rewards, terminated, truncated, info, levels, ended = self._step_same_step(actions)
         self._score_watch.step(int(ended.sum()), self.source)
         info["level"] = levels
         info["_level"] = self._all_rows.copy()
         self._needs_reset = False
         return obs, rewards, terminated, truncated, info
+
+    def _step_next_step(self, actions: Any) -> tuple[Any, ...]:
+        """:meth:`step` in ``NEXT_STEP`` mode: envs that ended last step reset now (a row of no episode)."""
+        starting = np.flatnonzero(self._autoreset)
+        if starting.size:
+            new = self._draw(starting)
+            self._set_next_levels(starting, new)
+        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        if starting.size:
+            self._set_current(starting, new)
+            self._check_reported(info, starting)
+        ended = np.logical_or(terminated, truncated)
+        self._autoreset = ended
+        levels = self._current.copy()
+        valid = np.ones(self.num_envs, dtype=bool)
+        valid[starting] = False  # reset steps: no transition of any episode
+        self._log_dropped += int(len(self._log) == self._log.maxlen)
+        self._log.append(
+            (
+                levels,
+                self._start.copy(),
+                valid,
+                ended,
+                np.logical_and(truncated, ~terminated),
+                self._step_outcomes(info, ended),
+            )
+        )
+        self._start[starting] = True
+        self._start[valid] = False
+        return obs, rewards, terminated, truncated, info, levels, ended
+
+    def _step_same_step(self, actions: Any) -> tuple[Any, ...]:
+        """:meth:`step` in ``SAME_STEP`` and ``DISABLED`` modes: every row is a transition."""
+        mode = self.autoreset_mode
+        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        levels = self._current.copy()
+        ended = np.logical_or(terminated, truncated)
+        self._log_dropped += int(len(self._log) == self._log.maxlen)
+        self._log.append(
+            (
+                levels,
+                self._start.copy(),
+                self._all_rows,
+                ended,
+                self._no_rows,  # no truncation row: the final observation is not on a next row
+                self._step_outcomes(info, ended),
+            )
+        )
+        self._start[:] = ended if mode == AutoresetMode.SAME_STEP else False
+        if mode == AutoresetMode.SAME_STEP:
+            done = ended.nonzero()[0]
+            if done.size:
+                self._set_current(done, [self._next[i] for i in done.tolist()])
+                self._check_reported(info, done)
+                self._set_next_levels(done, self._draw(done))
+        return obs, rewards, terminated, truncated, info, levels, ended
 
     def _step_outcomes(self, info: dict[str, Any], ended: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
         """Outcomes of the episodes ended at this step (learnability), else an all-NaN row at no cost."""
@@ -380,6 +399,22 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
             self._log.clear()
             self._log_dropped = 0
             return []
+        rew = self._checked_rewards(rewards)
+        gamma = _check_gamma(gamma)
+        reported = self._score_logged_steps(
+            rew, gamma, values, advantages, last_values, logits, entropies, successes
+        )
+        self._log.clear()  # only once the report was accepted: a refused one can be retried
+        self.source.end_rollout()
+        kept = self.source.retained_levels()
+        if (
+            kept is not None and self.scorer is not None
+        ):  # levels the source forgot: forget their best returns
+            self.scorer.prune_max_returns(kept)
+        return reported
+
+    def _checked_rewards(self, rewards: Any) -> npt.NDArray[Any]:
+        """``rewards`` as an array, refused unless it has one row per logged step (all of them kept)."""
         if self._log_dropped:
             taken, self._log_dropped = self._log_dropped + len(self._log), 0
             self._log.clear()
@@ -400,7 +435,21 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
                 "report_rollout: pass one row per step taken (rows of different rollouts would join "
                 "unrelated episodes)"
             )
-        gamma = _check_gamma(gamma)
+        return rew
+
+    def _score_logged_steps(
+        self,
+        rew: Any,
+        gamma: float,
+        values: Any,
+        advantages: Any,
+        last_values: Any,
+        logits: Any,
+        entropies: Any,
+        successes: Any,
+    ) -> list[tuple[Any, float]]:
+        """The logged steps and the rollout's arrays to the scorer, which scores with ``gamma`` from now on
+        (a refused call leaves its discount as it was)."""
         if self.scorer is None:
             self.scorer = EpisodeScorer(self.source, n_envs=self.num_envs, strategy=self.source.strategy)
         steps = list(self._log)
@@ -409,14 +458,10 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
         )
         if successes is not None:
             outcomes = np.asarray(successes, dtype=np.float64)
-        log_policy = None
-        if logits is not None:
-            lg = np.asarray(logits, dtype=np.float64)
-            lg = lg - lg.max(axis=-1, keepdims=True)
-            log_policy = lg - np.log(np.exp(lg).sum(axis=-1, keepdims=True))
+        log_policy = _log_policy(logits)
         old_gamma, self.scorer.gamma = self.scorer.gamma, gamma
         try:
-            reported = self._process(
+            return self._process(
                 levels,
                 starts,
                 ended,
@@ -433,12 +478,6 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
         except BaseException:
             self.scorer.gamma = old_gamma
             raise
-        self._log.clear()  # only once the report was accepted: a refused one can be retried
-        self.source.end_rollout()
-        kept = self.source.retained_levels()
-        if kept is not None:  # levels the source forgot: forget their best returns too
-            self.scorer.prune_max_returns(kept)
-        return reported
 
     def _process(
         self,
