@@ -229,3 +229,19 @@ def test_m4_a_torn_last_row_is_ignored_with_a_warning_by_every_reader(tmp_path: 
     with pytest.warns(RuntimeWarning, match="torn"):  # the next append drops the torn tail first
         append_rows(log, [{**rows[0], "timesteps": 384}], EVAL_CSV_FIELDS)
     assert [r["timesteps"] for r in read_rows(log)] == ["128", "256", "384"]
+
+
+# ---------------------------------------------------------------------------------- D12: nested spaces
+def test_d12_a_nested_dict_observation_space_is_a_clear_type_error() -> None:
+    from gymnasium import spaces
+
+    from plr_gym import PrioritizedReplayBuffer
+    from plr_gym.replay import PrioritizedDictReplayBuffer
+
+    nested = spaces.Dict({"a": spaces.Dict({"b": spaces.Box(0, 1, (2,))}), "c": spaces.Box(0, 1, (3,))})
+    with pytest.raises(TypeError, match=r"^observation_space: .* flat Dict of Box, .*got a Dict under 'a'"):
+        PrioritizedDictReplayBuffer(8, nested, spaces.Discrete(2), device="cpu")
+    with pytest.raises(TypeError, match=r"^observation_space must be a Box, .* got Tuple"):
+        PrioritizedReplayBuffer(8, spaces.Tuple((spaces.Discrete(2),)), spaces.Discrete(2), device="cpu")
+    flat = spaces.Dict({"b": spaces.Box(0, 1, (2,)), "c": spaces.MultiBinary(3)})
+    assert PrioritizedDictReplayBuffer(8, flat, spaces.Discrete(2), device="cpu").buffer_size == 8

@@ -38,6 +38,7 @@ def run(attempt: Attempt, tmp: Path) -> None:
     verl_census(attempt)
     remote_census(attempt)
     legacy_id_census(attempt)
+    replay_space_census(attempt)
 
 
 # ---------------------------------------------------------------------------------- the sampler
@@ -274,3 +275,26 @@ def legacy_id_census(attempt: Attempt) -> None:
         "game",
         on_purpose=ON_PURPOSE["game"],
     )
+
+
+# ---------------------------------------------------------------------------------- replay spaces
+def replay_space_census(attempt: Attempt) -> None:
+    from gymnasium import spaces
+
+    from plr_gym import PrioritizedReplayBuffer
+    from plr_gym.replay import PrioritizedDictReplayBuffer
+
+    box = spaces.Box(0, 1, (2,))
+    for name, cls, space in [
+        ("Dict with a nested Dict", PrioritizedDictReplayBuffer, spaces.Dict({"a": spaces.Dict({"b": box})})),
+        ("Dict with a Tuple", PrioritizedDictReplayBuffer, spaces.Dict({"t": spaces.Tuple((box,))})),
+        ("Dict with a Text", PrioritizedDictReplayBuffer, spaces.Dict({"t": spaces.Text(4)})),
+        ("Tuple", PrioritizedReplayBuffer, spaces.Tuple((box,))),
+        ("Sequence", PrioritizedReplayBuffer, spaces.Sequence(box)),
+    ]:
+        attempt(
+            "PrioritizedReplayBuffer (observation spaces)",
+            f"{cls.__name__}({name})",
+            lambda c=cls, sp=space: c(8, sp, spaces.Discrete(2), device="cpu"),
+            "observation_space",
+        )
