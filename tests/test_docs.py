@@ -303,7 +303,7 @@ def test_prose_about_the_defaults_gives_the_codes_beta_and_rho() -> None:
 
 def test_the_pages_hold_the_tables_written_from_the_option_declarations() -> None:
     """docs/paper.md's recipe tables and docs/cli.md's options table are the generators' output, as it is."""
-    from plr_gym.cli.options import options_table
+    from plr_gym.options import options_table
     from plr_gym.presets import RECIPES, recipe_table
 
     paper = (ROOT / "docs" / "paper.md").read_text()

@@ -90,12 +90,19 @@ FLOORS: tuple[dict[str, tuple[str, ...]], ...] = (
     },
     # 5: the SB3 run set-up shared by the CLI, the demo and benchmarks; plots
     {
-        "training": ("plr_gym.training",),
+        "training": (
+            "plr_gym.training",
+            "plr_gym.level_envs",
+            "plr_gym.hyperparameters",
+            "plr_gym.torch_threads",
+            "plr_gym.result_files",
+        ),
         "plotting": ("plr_gym.plotting",),
     },
-    # 6: the paper's recipes (they build training's hyperparameters) and RLlib (uses training's env ids)
+    # 6: the options of plr-gym train declared once and the paper's recipes read from them (they build
+    #    training's hyperparameters); RLlib (uses training's env ids). The CLI (floor 7) parses with them.
     {
-        "presets": ("plr_gym.presets",),
+        "presets": ("plr_gym.presets", "plr_gym.options"),
         "rllib": ("plr_gym.rllib",),
     },
     # 7: applications

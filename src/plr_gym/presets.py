@@ -3,7 +3,7 @@
 A *recipe* (:data:`RECIPES`) is a list of :class:`Setting` s, each a ``plr-gym train`` option (its
 argparse ``dest``), the value the paper uses, and where that value comes from (the paper, the reference
 code ``facebookresearch/level-replay``, or Cobbe et al. 2020). The values are declared with the options
-themselves (:data:`plr_gym.cli.options.TRAIN_OPTIONS`: each option's ``presets``), so a new option that a
+themselves (:data:`plr_gym.options.TRAIN_OPTIONS`: each option's ``presets``), so a new option that a
 recipe sets is one entry there; this module gathers them. :func:`resolve` fills a parsed command
 line: an option given on the command line keeps its value, else the recipe's, else the library's default
 (:func:`library_defaults`); it returns where each value came from, which ``config.json`` records.
@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from plr_gym.cli.options import PRESETS, TRAIN_OPTIONS
+from plr_gym.options import PRESETS, TRAIN_OPTIONS
 from plr_gym.sampler import sampler_defaults
 
 __all__ = [
@@ -68,7 +68,7 @@ class Setting:
 
 
 #: The recipes of ``plr-gym train --preset``: name -> settings, in the options' order. Each value and its
-#: source is declared with its option (:data:`plr_gym.cli.options.TRAIN_OPTIONS`, ``presets=``); the
+#: source is declared with its option (:data:`plr_gym.options.TRAIN_OPTIONS`, ``presets=``); the
 #: sampler's side comes from :data:`plr_gym.sampler.PAPER_PRESETS` and level-replay's five behaviours from
 #: :data:`plr_gym.reference.REFERENCE_CHOICES`.
 RECIPES: dict[str, tuple[Setting, ...]] = {
@@ -106,7 +106,7 @@ def library_defaults() -> dict[str, Any]:
     ``plr-gym train``'s own (100,000 steps, 8 envs, 100 training levels, NatureCNN, no reward
     normalisation, one process for all envs), and the library's side of each
     :data:`plr_gym.reference.REFERENCE_CHOICES` (SB3's update and time limits, stitched episodes): each
-    option's ``library_default`` in :data:`plr_gym.cli.options.TRAIN_OPTIONS`, in the options' order.
+    option's ``library_default`` in :data:`plr_gym.options.TRAIN_OPTIONS`, in the options' order.
 
     Example:
         >>> d = library_defaults()

@@ -5,7 +5,7 @@ commit :data:`LEVEL_REPLAY_COMMIT`). Five *behaviours* of that code are not numb
 (or the paper's text) does them differently. Each is an option of ``plr-gym train`` with both behaviours
 available; :data:`REFERENCE_CHOICES` lists them with the library's default, level-replay's choice and the
 file and lines that show it, and the recipes that select level-replay's. This registry is their one home:
-the CLI's options (``plr_gym.cli.options``), and with them the recipes of ``plr_gym.presets``, are derived
+the CLI's options (``plr_gym.options``), and with them the recipes of ``plr_gym.presets``, are derived
 from it, and the documentation's tables are written from it (:func:`choices_table`).
 
 - ``partial_episodes``: ``stitch`` (an episode crossing a rollout's end is scored once, when it ends)

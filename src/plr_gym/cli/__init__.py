@@ -27,7 +27,7 @@ or ``--deterministic`` (evaluate) asks for greedy actions: see
 :data:`plr_gym.evaluation.DEFAULT_DETERMINISTIC`. ``--device auto`` (the default) trains on CUDA when
 torch sees a GPU.
 
-The package, by command: :mod:`plr_gym.cli.options` (every option, declared once, and the parsers of
+The package, by command: :mod:`plr_gym.options` (every option, declared once, and the parsers of
 their values), :mod:`plr_gym.cli.train`, :mod:`plr_gym.cli.evaluate`, :mod:`plr_gym.cli.compare`,
 :mod:`plr_gym.cli.common` (errors, env and device) and :mod:`plr_gym.cli.main` (the parser, built from the
 options, and :func:`main`). Every name is importable from ``plr_gym.cli``.
@@ -57,7 +57,6 @@ from plr_gym.cli.common import (
 from plr_gym.cli.compare import _train_all, compare_command, compare_runs
 from plr_gym.cli.evaluate import evaluate_model
 from plr_gym.cli.main import build_parser, main
-from plr_gym.cli.options import DEVICES, MAX_LEVELS, MAX_SEED, MAX_STEPS, SAMPLERS, parse_levels
 from plr_gym.cli.train import (
     RESUME_MAY_CHANGE,
     RUN_FILES,
@@ -68,6 +67,7 @@ from plr_gym.cli.train import (
     sampler_kwargs,
     train,
 )
+from plr_gym.options import DEVICES, MAX_LEVELS, MAX_SEED, MAX_STEPS, SAMPLERS, parse_levels
 from plr_gym.training import ALGORITHMS
 
 __all__ = [

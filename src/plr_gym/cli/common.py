@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from plr_gym import training
-from plr_gym.cli.options import DEVICES
+from plr_gym.options import DEVICES
 from plr_gym.training import SetupError
 
 __all__ = [

@@ -15,8 +15,8 @@ from typing import Any
 
 from plr_gym import training
 from plr_gym.cli.common import CLIError, Interrupted, _has_modules
-from plr_gym.cli.options import SAMPLERS
 from plr_gym.cli.train import train
+from plr_gym.options import SAMPLERS
 
 __all__ = ["compare_command", "compare_runs"]
 

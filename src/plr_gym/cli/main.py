@@ -1,5 +1,5 @@
 """The ``plr-gym`` parser and entry point: one sub-command per command module, its options from
-:mod:`plr_gym.cli.options`."""
+:mod:`plr_gym.options`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any, NamedTuple
 from plr_gym.cli.common import CLIError, Interrupted
 from plr_gym.cli.compare import compare_command
 from plr_gym.cli.evaluate import evaluate_model
-from plr_gym.cli.options import COMPARE_OPTIONS, EVALUATE_OPTIONS, TRAIN_OPTIONS, Option, add_options
 from plr_gym.cli.train import train
+from plr_gym.options import COMPARE_OPTIONS, EVALUATE_OPTIONS, TRAIN_OPTIONS, Option, add_options
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]
 

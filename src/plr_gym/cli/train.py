@@ -35,7 +35,7 @@ from plr_gym.cli.common import (
     env_family,
     resolve_device,
 )
-from plr_gym.cli.options import MAX_LEVELS, TRAIN_OPTIONS, parse_levels
+from plr_gym.options import MAX_LEVELS, TRAIN_OPTIONS, parse_levels
 from plr_gym.run import DEFAULT_KEEP, DEFAULT_SAVE_FREQ
 from plr_gym.scoring import OUTCOME_STRATEGIES
 from plr_gym.training import SetupError
