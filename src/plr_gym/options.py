@@ -624,7 +624,7 @@ _SHARED: tuple[Option, ...] = (
     Option(
         "save_freq",
         "save a checkpoint every STEPS env steps, at the next rollout boundary (default %(default)s); "
-        "SIGTERM, SIGINT and SIGUSR1 save at the current step",
+        "SIGTERM, SIGINT, SIGHUP and SIGUSR1 save at the current step",
         _OUTPUT, type=_step_count, default=DEFAULT_SAVE_FREQ, metavar="STEPS", resumable=True
     ),
     Option(

@@ -55,10 +55,10 @@ def _train_all(jobs: list[argparse.Namespace], n_jobs: int) -> list[Path]:
     one after the other, or with ``n_jobs > 1`` up to that many at once, each in its own process
     (:func:`_train_job`), its output lines prefixed with its directory's name, without progress bars.
 
-    In parallel, ``SIGINT`` (Ctrl-C), ``SIGTERM`` and ``SIGUSR1`` stop the runs under way as they stop
-    ``plr-gym train`` (a checkpoint at the current step; the parent passes the signal on, ``SIGTERM`` for
-    ``SIGINT``, which a terminal sends to every process anyway), start no other run, and raise
-    :class:`Interrupted`. A run that fails stops the others the same way, and its error is raised.
+    In parallel, ``SIGINT`` (Ctrl-C), ``SIGTERM``, ``SIGHUP`` and ``SIGUSR1`` stop the runs under way as
+    they stop ``plr-gym train`` (a checkpoint at the current step; the parent passes the signal on,
+    ``SIGTERM`` for ``SIGINT``, which a terminal sends to every process anyway), start no other run, and
+    raise :class:`Interrupted`. A run that fails stops the others the same way, and its error is raised.
     """
     if n_jobs <= 1 or len(jobs) <= 1:
         return [train(ns) for ns in jobs]
