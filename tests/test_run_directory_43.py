@@ -246,3 +246,56 @@ def test_n3_a_full_disk_while_writing_parameters_pt_exits_2_naming_the_file(
     assert "Traceback" not in line and "RuntimeError" not in line
     kept = RunDirectory(out).current()
     assert kept is not None and kept.timestep == 0 and "the checkpoint at step 0 is kept" in line
+
+
+# ---------------------------------------------------------------------------------- M3, M4
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        (
+            "--save-minutes",
+            "1e307",
+            r"argument --save-minutes: expected minutes in (0, 10,000,000], got '1e307'",
+        ),
+        ("--save-minutes", "0", "argument --save-minutes: expected minutes in (0, 10,000,000]"),
+        ("--temperature", "1e-320", "argument --temperature: expected a number >= 2.225e-308"),
+        (
+            "--staleness-temperature",
+            "5e-324",
+            "argument --staleness-temperature: expected a number >= 2.225e-308",
+        ),
+    ],
+)
+def test_m3_an_option_that_would_overflow_is_refused_at_parse_time_and_nothing_is_written(
+    option: str, value: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    code, _, err = run_cli(["train", ENV, "--out", str(out), *SHORT, option, value], capsys)
+    assert code == 2 and message in err and "Traceback" not in err, err
+    assert not out.exists()  # no config.json: a retry needs no --overwrite
+
+
+def test_m4_compare_and_resume_read_a_run_whose_eval_csv_ends_in_half_a_row(
+    three_checkpoints: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(three_checkpoints, run, symlinks=True)
+    log = run / "eval.csv"
+    whole = log.read_bytes()
+    log.write_bytes(whole + b"384,test,4,0.1")  # an older plr-gym's append cut by a full disk
+    code, _, err = run_cli(["compare", str(run), "--out", str(tmp_path / "cmp")], capsys)
+    assert code == 0, err
+    assert [line for line in err.splitlines() if line.startswith("note: ")] == [
+        f"note: {log}: its last row is torn (an append cut short, e.g. by a full disk): ignored"
+    ], err
+    assert (tmp_path / "cmp" / "comparison.md").is_file()
+    # a resume puts the log back as of its checkpoint (the torn row goes) and appends whole rows
+    (run / "evaluation.json").unlink()
+    command = ["train", ENV, "--out", str(run), *TINY, "--timesteps", "384", "--save-freq", "128", "--resume"]
+    code, _, err = run_cli(command, capsys)
+    assert code == 0, err
+    rows = log.read_text().splitlines()
+    assert rows[-1].startswith("384,") and all(not r.startswith("384,test,4,0.1\r") for r in rows)
+    assert log.read_bytes().endswith(b"\n") and len([r for r in rows if r.startswith("384,")]) == 1

@@ -18,7 +18,11 @@ from typing import Any
 
 from plr_gym.checkpoint import atomic_open
 
-__all__ = ["append_rows", "read_rows"]
+__all__ = ["TornRowWarning", "append_rows", "read_rows"]
+
+
+class TornRowWarning(RuntimeWarning):
+    """A CSV file ends in half a row (or holds a malformed one): the row is ignored."""
 
 
 def append_rows(
@@ -58,7 +62,7 @@ def _whole_lines(data: bytes, path: Path) -> bytes:
     cut = data.rfind(b"\n") + 1
     warnings.warn(
         f"{path}: its last row is torn (an append cut short, e.g. by a full disk): ignored",
-        RuntimeWarning,
+        TornRowWarning,
         stacklevel=3,
     )
     return data[:cut]

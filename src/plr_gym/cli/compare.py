@@ -9,11 +9,13 @@ import io
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from plr_gym import training
+from plr_gym._eval_csv import TornRowWarning
 from plr_gym.cli.common import CLIError, Interrupted, _has_modules
 from plr_gym.cli.train import train
 from plr_gym.options import SAMPLERS
@@ -203,9 +205,16 @@ def compare_command(args: argparse.Namespace) -> list[Path]:
                 "train one with plr-gym train"
             )
     try:
-        table = compare_runs(run_dirs, out)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", TornRowWarning)
+            table = compare_runs(run_dirs, out)
     except (OSError, ValueError, KeyError) as exc:  # a malformed run directory, or an unusable --out
         raise CLIError(f"cannot compare {', '.join(map(str, run_dirs))} into {out}: {exc!r}") from None
+    for w in caught:  # a torn last row of an eval.csv (an older plr-gym on a full disk): one line each
+        if issubclass(w.category, TornRowWarning):
+            print(f"note: {w.message}", file=sys.stderr, flush=True)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     print(table)
     written = [out / name for name in ("comparison.md", "comparison.csv", "comparison.png")]
     print("\nwrote " + ", ".join(str(p) for p in written if p.exists()))

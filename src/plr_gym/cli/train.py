@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import dataclasses
 import errno
 import sys
@@ -388,9 +387,10 @@ def _needs_final_evaluation(out: Path, steps: int, args: argparse.Namespace) -> 
 
 def _logged_steps(log: Path) -> set[int]:
     """The steps of the rows of ``eval.csv`` (empty if there is none)."""
+    from plr_gym._eval_csv import read_rows
+
     try:
-        with log.open(newline="") as f:
-            return {int(row["timesteps"]) for row in csv.DictReader(f)}
+        return {int(row["timesteps"]) for row in read_rows(log)}  # a torn last row dropped, with a warning
     except (OSError, KeyError, ValueError, TypeError):
         return set()
 
