@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,10 @@ ON_PURPOSE = {
     "the game; plr-gym train --env-kwarg refuses a keyword its --env fixes",
     "retry_timeout": "math.inf: retry for ever while the actor restarts (RemoteLevelSource's docstring)",
     "push_every": "a very large push_every pushes only at end_rollout and flush (its docstring)",
+    "torn": "a run killed inside its first checkpoint starts again from step 0 on --resume "
+    "(RunDirectory.begin); the torn generation is kept aside as .plr-torn-N, named in a RunDirectoryWarning",
+    "corrupt": "without .plr-current a resume passes over a newer generation that is corrupt (it cannot be "
+    "used) to the newest that verifies, naming it in a RunDirectoryWarning (a 'note:' line of plr-gym train)",
 }
 TINY = 1e-320  # a subnormal: 1/x overflows to inf
 
@@ -39,6 +44,8 @@ def run(attempt: Attempt, tmp: Path) -> None:
     remote_census(attempt)
     legacy_id_census(attempt)
     replay_space_census(attempt)
+    cli_census(attempt)
+    run_directory_census(attempt, tmp)
 
 
 # ---------------------------------------------------------------------------------- the sampler
@@ -298,3 +305,178 @@ def replay_space_census(attempt: Attempt) -> None:
             lambda c=cls, sp=space: c(8, sp, spaces.Discrete(2), device="cpu"),
             "observation_space",
         )
+
+
+# ---------------------------------------------------------------------------------- the command line
+def _parse(argv: list[str]) -> None:
+    """``plr-gym`` argv through the parser only (nothing is run or written); argparse's exit 2 as a
+    ValueError with its error line."""
+    import contextlib
+    import io
+
+    from plr_gym.cli.main import build_parser
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            build_parser().parse_args(argv)
+    except SystemExit as exc:
+        if exc.code == 2:
+            raise ValueError(err.getvalue().strip().splitlines()[-1]) from None
+        raise
+
+
+def cli_census(attempt: Attempt) -> None:
+    base = ["train", "MiniGrid-Empty-5x5-v0", "--out", "/nonexistent/run"]
+    for option, values in {
+        "--save-minutes": ["1e307", "inf", "nan", "0", "-1"],
+        "--temperature": ["1e-320", "0", "nan"],
+        "--staleness-temperature": ["5e-324"],
+        "--temperature-end": ["1e-320"],
+        "--keep-checkpoints": ["0", "1.5"],
+        "--save-freq": ["0", str(2**63)],
+        "--seed": ["-1", str(2**40)],
+        "--eval-levels": ["18446744073709551615", "5:5"],
+    }.items():
+        for value in values:
+            attempt(
+                "plr-gym train (parser)",
+                f"{option} {value}",
+                lambda o=option, v=value: _parse([*base, o, v]),
+                option,
+            )
+
+
+# ---------------------------------------------------------------------------------- the run directory
+def _generation(run: Path, n: int, manifest: str | None) -> Path:
+    gen = run / f".plr-gen-{n:08d}"
+    gen.mkdir(parents=True)
+    (gen / "model.zip").write_bytes(b"x")
+    if manifest is not None:
+        (gen / "checkpoint.json").write_text(manifest)
+    return gen
+
+
+def _real_run(tmp: Path) -> Path:
+    """A run directory with checkpoints at steps 0 and 64, without its .plr-current link."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+    from plr_gym import RunCheckpointCallback, RunDirectory
+    from plr_gym.checkpoint import CURRENT_LINK
+    from test_run_directory import build
+
+    out = tmp / "census_run"
+    with RunDirectory(out, keep=3) as run:
+        run.write_config({"seed": 0})
+        model, plr = build()
+        model.learn(64, callback=[plr, RunCheckpointCallback(run, save_freq=64, plr_callback=plr)])
+    os.unlink(out / CURRENT_LINK)
+    return out
+
+
+def run_directory_census(attempt: Attempt, tmp: Path) -> None:
+    import shutil
+    import warnings
+
+    from plr_gym import RunCheckpointCallback, RunDirectory
+    from plr_gym.checkpoint import commit_generation
+
+    for name, kw in [("keep=0", {"keep": 0}), ("keep=1.5", {"keep": 1.5}), ("keep=True", {"keep": True})]:
+        attempt("RunDirectory", name, lambda k=kw: RunDirectory(tmp / "census_kw", **k), "keep")
+    attempt("RunDirectory", "logs=['../x']", lambda: RunDirectory(tmp / "census_kw", logs=["../x"]), "logs")
+    for value in (math.inf, math.nan, 0.0, -1.0, True):
+        attempt(
+            "RunCheckpointCallback",
+            f"save_seconds={value!r}",
+            lambda v=value: RunCheckpointCallback(RunDirectory(tmp / "census_kw"), 64, save_seconds=v),
+            "save_seconds",
+        )
+    attempt(
+        "pruning (commit_generation)",
+        "keep=0",
+        lambda: commit_generation(tmp / "census_kw", tmp / "census_kw" / ".plr-gen-1", [], keep=0),
+        "keep",
+    )
+    # torn and corrupt generations without .plr-current
+    torn = tmp / "census_torn"
+    torn.mkdir()
+    (torn / "config.json").write_text("{}")
+    _generation(torn, 1, None)
+
+    def resume_torn() -> None:
+        with RunDirectory(torn) as run, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                ckpt = run.begin({}, resume=True)
+            except ValueError as exc:  # a refusal here is the bug (M1): not a clear error
+                raise AssertionError(f"refused a run that never completed a checkpoint: {exc}") from None
+            if ckpt is not None or not (torn / ".plr-torn-00000001").is_dir():
+                raise AssertionError("a torn first checkpoint must restart at step 0, kept aside")
+
+    attempt(
+        "RunDirectory (resume)",
+        "only a torn first generation",
+        resume_torn,
+        "",
+        on_purpose=ON_PURPOSE["torn"],
+    )
+    damaged = tmp / "census_damaged"
+    _generation(damaged, 1, None)
+    _generation(damaged, 2, "{")  # a manifest that is not JSON: a completed checkpoint, damaged
+    (damaged / "config.json").write_text("{}")
+
+    def resume_damaged() -> None:
+        with RunDirectory(damaged) as run:
+            run.begin({}, resume=True)
+
+    attempt("RunDirectory (resume)", "a torn and a damaged generation", resume_damaged, "checkpoint.json")
+    real = _real_run(tmp)
+    newest = sorted(real.glob(".plr-gen-*"))[-1]
+    unreadable = tmp / "census_unreadable"
+    shutil.copytree(real, unreadable, symlinks=True)
+    import plr_gym.run.manifest as manifest_module
+
+    real_sha = manifest_module.sha256
+
+    def sha256(path: Path) -> str:  # an intact file this trainer may not read (another user's)
+        if path.name == "parameters.pt" and path.parent.name == newest.name:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_sha(path)
+
+    def resume_unreadable() -> None:
+        manifest_module.sha256 = sha256
+        try:
+            with RunDirectory(unreadable) as run:
+                run.begin({"seed": 0}, resume=True)
+        finally:
+            manifest_module.sha256 = real_sha
+
+    attempt(
+        "RunDirectory (resume)", "newest generation unreadable, no link", resume_unreadable, "parameters.pt"
+    )
+    corrupt = tmp / "census_corrupt"
+    shutil.copytree(real, corrupt, symlinks=True)
+    with (corrupt / newest.name / "rng.npz").open("r+b") as f:
+        f.write(b"torn")
+
+    def resume_corrupt() -> None:
+        with RunDirectory(corrupt) as run, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ckpt = run.begin({"seed": 0}, resume=True)
+            if (
+                ckpt is None
+                or ckpt.timestep != 0
+                or not any("not a checkpoint" in str(w.message) for w in caught)
+            ):
+                raise AssertionError("the fallback must be named")
+            if newest.name not in {p.name for p in run._generations.protected}:
+                raise AssertionError("the newer generation must be kept from pruning")
+
+    attempt(
+        "RunDirectory (resume)",
+        "newest generation corrupt, no link",
+        resume_corrupt,
+        "",
+        on_purpose=ON_PURPOSE["corrupt"],
+    )
