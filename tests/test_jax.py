@@ -502,15 +502,18 @@ def test_jaxued_adapter_keeps_jaxueds_dict_and_calls_inside_jit_and_equals_the_b
 
 
 def test_jaxued_adapter_options_reproduce_jaxued_0_0_1(x64: None) -> None:
-    """Uniform top-k by default, JaxUED 0.0.1's softmax with topk_softmax=True; plr_gym's clock by default,
-    JaxUED's (ticks on rejected and duplicate inserts) with clock="jaxued"; no replay from an empty buffer."""
+    """Uniform top-k by default, JaxUED 0.0.1's softmax with topk_softmax=True; JaxUED's clock (ticks on
+    rejected and duplicate inserts) by default, plr_gym's with clock="plr_gym"; no replay from an empty
+    buffer."""
     from plr_gym.jax.jaxued import LevelSampler as JaxUEDLevelSampler
 
+    assert JaxUEDLevelSampler(3).buffer.clock == "jaxued"  # the drop-in keeps JaxUED's curriculum
     levels, scores = jnp.array([1, 2, 1, 3, 4]), jnp.array([2.0, 1.0, 3.0, 0.5, 0.1])
     for options, weights, count in (
-        ({}, [0.5, 0.5, 0.0], 3),
+        ({}, [0.5, 0.5, 0.0], 5),
+        ({"clock": "plr_gym"}, [0.5, 0.5, 0.0], 3),
         (
-            {"topk_softmax": True, "clock": "jaxued"},
+            {"topk_softmax": True},
             [np.e**3 / (np.e**3 + np.e), np.e / (np.e**3 + np.e), 0.0],
             5,
         ),

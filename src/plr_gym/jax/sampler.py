@@ -91,6 +91,60 @@ def _min_seen_count(num_levels: int, ratio: float) -> int:
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+# The fields of a SamplerState: its shape ("n": (num_levels,); "": a scalar) and dtype kind (numpy's
+# ``dtype.kind``: i integer, f float). Checked, at trace time, wherever a state meets a sampler.
+_STATE_FIELDS: dict[str, tuple[str, str]] = {
+    "scores": ("n", "f"),
+    "last_sampled": ("n", "i"),
+    "order": ("n", "i"),
+    "position": ("n", "i"),
+    "num_seen": ("", "i"),
+    "num_samples": ("", "i"),
+    "next_index": ("", "i"),
+    "num_replay": ("", "i"),
+    "num_explore": ("", "i"),
+    "success_rate": ("n", "f"),
+    "outcomes": ("n", "i"),
+    "progress": ("", "f"),
+    "num_rejected": ("", "i"),
+}
+
+
+def _shape_dtype(value: Any) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """Shape and dtype of an array, a tracer or a Python/numpy value (static at trace time)."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return tuple(value.shape), np.dtype(value.dtype)
+    arr = np.asarray(value)
+    return arr.shape, arr.dtype
+
+
+def _int_ids(method: str, name: str, value: Any, accepted: str) -> Array:
+    """``value`` as a 1-D integer array, refused (TypeError/ValueError) at trace time otherwise."""
+    shape, dtype = _shape_dtype(value)
+    if dtype.kind not in "iu":
+        raise TypeError(
+            f"{method}: {name} must be integer level positions ({accepted}), got dtype {dtype}: a float id "
+            f"would be truncated to another level; convert with jnp.asarray({name}, int) if the values are "
+            f"whole numbers"
+        )
+    if len(shape) != 1:
+        raise ValueError(f"{method}: {name} must be 1-D ({accepted}), got shape {shape}")
+    return jnp.asarray(value)
+
+
+def _same_length(
+    method: str, name: str, value: Any, length: int, kinds: str, what: str, per: str = "entry of levels"
+) -> Array:
+    """``value`` checked to be a ``(length,)`` array of dtype kind in ``kinds`` (trace time)."""
+    shape, dtype = _shape_dtype(value)
+    if dtype.kind not in kinds:
+        raise TypeError(f"{method}: {name} must be {what}, got dtype {dtype}")
+    if shape != (length,):
+        raise ValueError(
+            f"{method}: {name} must have shape ({length},), one per {per}, got shape {shape}"
+        )
+    return jnp.asarray(value)
+
 
 def _jit(static: tuple[int, ...] = (0,)) -> Callable[[_F], _F]:
     """``jax.jit`` with the configuration (``self``) and the arguments at ``static`` static."""
@@ -200,6 +254,26 @@ class LevelSampler:
         return _min_seen_count(self.num_levels, self.min_seen_ratio)
 
     # ------------------------------------------------------------------ state
+    def check_state(self, state: Any, method: str = "state") -> SamplerState:
+        """``state`` if it is a :class:`SamplerState` of this sampler (its arrays of length
+        ``num_levels``, integer or float as :meth:`init` makes them); else ``TypeError``/``ValueError``.
+        Shapes and dtypes only: free at trace time, inside ``jit`` too (every method calls it)."""
+        if not isinstance(state, SamplerState):
+            raise TypeError(f"{method}: state must be a SamplerState (from init()), got {type(state).__name__}")
+        n = self.num_levels
+        for name, (size, kind) in _STATE_FIELDS.items():
+            shape, dtype = _shape_dtype(getattr(state, name))
+            want = (n,) if size == "n" else ()
+            if shape != want:
+                raise ValueError(
+                    f"{method}: state.{name} has shape {shape}, this sampler (num_levels={n}) expects {want}: "
+                    f"a SamplerState of another sampler (or a batched state outside vmap)"
+                )
+            if dtype.kind not in ("iu" if kind == "i" else "f"):
+                what = "an integer" if kind == "i" else "a float"
+                raise TypeError(f"{method}: state.{name} must have {what} dtype, got {dtype}")
+        return state
+
     def init(self) -> SamplerState:
         """A fresh state: nothing seen, nothing drawn."""
         n = self.num_levels
@@ -232,6 +306,10 @@ class LevelSampler:
         """``state`` with ``progress``, the share of training done in ``[0, 1]`` (``β`` follows it with
         ``temperature_end``). A value outside ``[0, 1]`` is invalid (see ``on_invalid``: skipped and
         counted, or a ``checkify`` error)."""
+        self.check_state(state, "set_progress")
+        shape, dtype = _shape_dtype(progress)
+        if shape != () or dtype.kind not in "iuf":
+            raise TypeError(f"set_progress: progress must be a real scalar in [0, 1], got {dtype} {shape}")
         p = jnp.asarray(progress, float_dtype())
         ok = (p >= 0.0) & (p <= 1.0)
         self._check(ok, "set_progress: progress {p} is outside [0, 1]", p=p)
@@ -267,6 +345,7 @@ class LevelSampler:
         Zero on unseen levels; all zeros before any level is seen; uniform for ``random``, one-hot on the
         next level for ``sequential``.
         """
+        self.check_state(state, "weights")
         n, fdt = self.num_levels, float_dtype()
         if self.strategy == "random":
             return jnp.full(n, 1.0 / n, fdt)
@@ -277,6 +356,7 @@ class LevelSampler:
     @_jit()
     def replay_probability(self, state: SamplerState) -> Array:
         """Probability that the next draw replays a seen level (0 for ``random``/``sequential``)."""
+        self.check_state(state, "replay_probability")
         fdt = float_dtype()
         if not self.uses_scores:
             return jnp.zeros((), fdt)
@@ -339,12 +419,19 @@ class LevelSampler:
             draw replayed a seen level (``False`` for exploring an unseen one, and for ``random`` and
             ``sequential``).
         """
+        self.check_state(state, "sample")
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+            raise TypeError(f"sample: n must be an int >= 0 (the number of draws), got {type(n).__name__} {n!r}")
+        if n < 0:
+            raise ValueError(f"sample: n must be >= 0 (the number of draws), got {n}")
+        n = int(n)
+        if mask is not None:
+            mask = _same_length("sample", "mask", mask, n, "b", "booleans (True: draw for this slot)", "draw")
         ps = self._score_weights(state) if self.uses_scores else jnp.zeros(self.num_levels, float_dtype())
         keys = jax.random.split(key, n)
         if mask is None:
             state, (levels, replayed) = jax.lax.scan(lambda s, k: self._draw(s, k, ps), state, keys)
             return state, levels, replayed
-        mask = jnp.asarray(mask, bool).reshape(n)
         slots = jnp.argsort(~mask, stable=True)  # the True slots first, in order
 
         def body(j: Array, carry: tuple[SamplerState, Array, Array]) -> tuple[SamplerState, Array, Array]:
@@ -362,7 +449,8 @@ class LevelSampler:
         """``state`` after drawing ``levels`` (in order) by any means: what :meth:`sample` does after each
         draw. A draw of a seen level counts as a replay. Levels outside the range are rejected (see
         ``on_invalid``)."""
-        levels = jnp.asarray(levels)
+        self.check_state(state, "mark_sampled")
+        levels = _int_ids("mark_sampled", "levels", levels, "an (M,) integer array")
 
         def step(s: SamplerState, level: Array) -> tuple[SamplerState, None]:
             ok = (level >= 0) & (level < self.num_levels)
@@ -393,9 +481,14 @@ class LevelSampler:
         :param scores: ``(M,)`` scores.
         :param mask: ``(M,)`` booleans, which entries to apply (default: all).
         """
-        levels = jnp.asarray(levels)
-        scores = jnp.asarray(scores).astype(float_dtype())
-        mask = jnp.ones(levels.shape, bool) if mask is None else jnp.asarray(mask, bool)
+        self.check_state(state, "update")
+        levels = _int_ids("update", "levels", levels, "an (M,) integer array")
+        m = levels.shape[0]
+        scores = _same_length("update", "scores", scores, m, "iuf", "real numbers").astype(float_dtype())
+        if mask is None:
+            mask = jnp.ones(m, bool)
+        else:
+            mask = _same_length("update", "mask", mask, m, "b", "booleans (True: apply this entry)")
         # the masked entries first, in order; then a loop over just those (a rollout's (T·N) arrays hold
         # a few completed episodes: the loop's length is theirs, not T·N)
         order = jnp.argsort(~mask, stable=True)
@@ -513,6 +606,7 @@ class LevelSampler:
     def to_numpy(self, state: SamplerState, levels: Any = None, seed: int | None = None) -> NumpyLevelSampler:
         """A :class:`plr_gym.LevelSampler` holding ``state`` (level ids ``levels``, default the positions;
         its generator seeded with ``seed``). ``num_rejected`` has no numpy counterpart and is dropped."""
+        self.check_state(state, "to_numpy")
         n = self.num_levels
         host = jax.device_get(state)
         level_ids = np.arange(n) if levels is None else np.asarray(levels)
