@@ -25,16 +25,25 @@ def int_dtype() -> Any:
 
 
 def transform_weights(
-    name: str, values: Array, mask: Array, temperature: Any, eps: float = 0.05, topk: int = 1
+    name: str,
+    values: Array,
+    mask: Array,
+    temperature: Any,
+    eps: float = 0.05,
+    topk: int = 1,
+    order_keys: Array | None = None,
 ) -> Array:
     """Normalised weights of transform ``name`` over the entries of ``values`` where ``mask`` holds (0
     elsewhere), as :meth:`plr_gym.transforms.ScoreTransform.weights` computes over ``values[mask]``: ties
     break towards the earlier position, and weights with no mass become uniform over the masked entries.
-    All zeros when nothing is masked.
+    All zeros when nothing is masked. ``order_keys`` (default ``values``): what the order-based transforms
+    (``rank``, ``topk``, ``eps_greedy``, ``max``) compare, a key increasing with ``values``.
     """
     n = values.shape[0]
     fdt = float_dtype()
     values = values.astype(fdt)
+    if order_keys is not None and name in ("rank", "topk", "eps_greedy", "max"):
+        values = order_keys.astype(fdt)
     count = mask.sum()
     if name in ("rank", "topk"):
         key = jnp.where(mask, -values, jnp.inf)
