@@ -277,8 +277,13 @@ def test_float32_same_operations_as_numpy_at_10_and_200_levels(name: str) -> Non
             )
             _assert_same_state(jsampler, state, ref, 1e-6)
         assert int(state.num_rejected) == 0
-        back = jsampler.load(_save(jsampler, state))  # the checkpoint round trip is exact in float32
-        assert jax.tree.all(jax.tree.map(jnp.array_equal, back, state)), n
+        # the checkpoint round trip is exact in float32: the state, and so the weights (the cached score
+        # CDF is recomputed, to float32 rounding: XLA may fuse its sum differently inside a jit)
+        back = jsampler.load(_save(jsampler, state))
+        cache = {"score_cdf": state.score_cdf}
+        assert jax.tree.all(jax.tree.map(jnp.array_equal, back._replace(**cache), state)), n
+        np.testing.assert_allclose(np.asarray(back.score_cdf), np.asarray(state.score_cdf), rtol=1e-6)
+        assert np.array_equal(np.asarray(jsampler.weights(back)), np.asarray(jsampler.weights(state)))
 
 
 def _save(jsampler: LevelSampler, state: Any) -> Path:
