@@ -88,7 +88,9 @@ def run_counted(script: str, argv: list[str]) -> None:
         def insert_batch(self, sampler: Any, levels: Any, scores: Any, level_extras: Any = None) -> Any:
             sampler, idx = super().insert_batch(sampler, levels, scores, level_extras)
             finite = jax.numpy.isfinite(scores)
-            jax.debug.callback(lambda i, f: add(offered=np.ones_like(i), finite=f, inserted=i >= 0), idx, finite)
+            jax.debug.callback(
+                lambda i, f: add(offered=np.ones_like(i), finite=f, inserted=i >= 0), idx, finite
+            )
             return sampler, idx
 
         def sample_replay_levels(self, sampler: Any, rng: Any, num: int) -> Any:

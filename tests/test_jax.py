@@ -6,6 +6,11 @@ Few shapes on purpose: every configuration and shape compiles once (seconds on C
 
 from __future__ import annotations
 
+import functools
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -192,7 +197,9 @@ def _chi_square(counts: np.ndarray, probs: np.ndarray) -> float:
     return float(stats.chisquare(counts[keep], expected).pvalue)
 
 
-@pytest.mark.parametrize("name", ["defaults", "paper_rank_fixed_min_seen", "softmax_stale_softmax", "max_stale_eps_greedy"])
+@pytest.mark.parametrize(
+    "name", ["defaults", "paper_rank_fixed_min_seen", "softmax_stale_softmax", "max_stale_eps_greedy"]
+)
 def test_jax_draws_follow_the_weights(x64: None, name: str) -> None:
     """χ² of 40,000 single draws from one fixed state: a replay follows weights(), an exploration is
     uniform over the unseen levels, with probability replay_probability()."""
@@ -254,11 +261,7 @@ def test_float32_same_operations_as_numpy_at_10_and_200_levels(name: str) -> Non
         ref = NumpyLevelSampler(range(n), seed=3, **config)
         jsampler, state = LevelSampler.from_numpy(ref)
         assert state.scores.dtype == jnp.float32
-        step = jax.jit(
-            lambda s, d, lv, sc, m: (lambda t: (t, jsampler.weights(t)))(
-                jsampler.update(jsampler.mark_sampled(s, d), lv, sc, m)
-            )
-        )
+        step = jax.jit(functools.partial(_mark_update_weights, jsampler))
         progress = 0.0
         for k in range(12):
             draws = ref.sample(6)
@@ -284,6 +287,13 @@ def test_float32_same_operations_as_numpy_at_10_and_200_levels(name: str) -> Non
         assert jax.tree.all(jax.tree.map(jnp.array_equal, back._replace(**cache), state)), n
         np.testing.assert_allclose(np.asarray(back.score_cdf), np.asarray(state.score_cdf), rtol=1e-6)
         assert np.array_equal(np.asarray(jsampler.weights(back)), np.asarray(jsampler.weights(state)))
+
+
+def _mark_update_weights(
+    jsampler: LevelSampler, state: Any, draws: Any, levels: Any, scores: Any, mask: Any
+) -> tuple[Any, Any]:
+    state = jsampler.update(jsampler.mark_sampled(state, draws), levels, scores, mask)
+    return state, jsampler.weights(state)
 
 
 def _save(jsampler: LevelSampler, state: Any) -> Path:
@@ -700,3 +710,25 @@ def test_jaxued_adapter_options_reproduce_jaxued_0_0_1(x64: None) -> None:
     assert not bool(ls.sample_replay_decision(empty, jax.random.key(0)))
     after, (idx, _) = ls.sample_replay_level(empty, jax.random.key(0))
     assert int(idx) == -1 and int(after["episode_count"]) == 0
+
+
+# JaxUED's maze_plr.py on the drop-in (benchmarks/jaxued_maze_plr.py): needs JaxUED's example environment
+# (jaxued, gymnax, flax, optax, distrax, orbax, wandb) and the script, whose path this variable gives.
+MAZE_PLR = os.environ.get("PLR_GYM_JAXUED_MAZE_PLR", "")
+
+
+@pytest.mark.skipif(not MAZE_PLR, reason="set PLR_GYM_JAXUED_MAZE_PLR to JaxUED's examples/maze_plr.py")
+@pytest.mark.parametrize("accel", [False, True], ids=["robust_plr", "accel"])
+def test_jaxued_maze_plr_scores_inserts_replays_and_mutates_on_the_drop_in(accel: bool) -> None:
+    """maze_plr.py, its import changed to the drop-in, at --num_steps 256 (episodes end within the 250-step
+    limit): levels are inserted, replayed and re-scored, and ACCEL mutates (minutes: compiles)."""
+    pytest.importorskip("jaxued")
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "jaxued_maze_plr.py"
+    command = [sys.executable, str(script), MAZE_PLR, "--num-updates", "4", *(["--accel"] if accel else [])]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("COUNTS "))
+    counts = json.loads(line.removeprefix("COUNTS "))
+    assert counts["inserted"] > 0 and counts["replayed"] > 0 and counts["updated"] > 0, counts
+    if accel:
+        assert counts["mutated"] > 0, counts

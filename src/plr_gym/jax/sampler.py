@@ -163,9 +163,7 @@ def _same_length(
     if dtype.kind not in kinds:
         raise TypeError(f"{method}: {name} must be {what}, got dtype {dtype}")
     if shape != (length,):
-        raise ValueError(
-            f"{method}: {name} must have shape ({length},), one per {per}, got shape {shape}"
-        )
+        raise ValueError(f"{method}: {name} must have shape ({length},), one per {per}, got shape {shape}")
     return jnp.asarray(value)
 
 
@@ -282,15 +280,16 @@ class LevelSampler:
         ``num_levels``, integer or float as :meth:`init` makes them); else ``TypeError``/``ValueError``.
         Shapes and dtypes only: free at trace time, inside ``jit`` too (every method calls it)."""
         if not isinstance(state, SamplerState):
-            raise TypeError(f"{method}: state must be a SamplerState (from init()), got {type(state).__name__}")
+            got = type(state).__name__
+            raise TypeError(f"{method}: state must be a SamplerState (from init()), got {got}")
         n = self.num_levels
         for name, (size, kind) in _STATE_FIELDS.items():
             shape, dtype = _shape_dtype(getattr(state, name))
             want = (n,) if size == "n" else ()
             if shape != want:
                 raise ValueError(
-                    f"{method}: state.{name} has shape {shape}, this sampler (num_levels={n}) expects {want}: "
-                    f"a SamplerState of another sampler (or a batched state outside vmap)"
+                    f"{method}: state.{name} has shape {shape}, this sampler (num_levels={n}) expects "
+                    f"{want}: a SamplerState of another sampler (or a batched state outside vmap)"
                 )
             if dtype.kind not in ("iu" if kind == "i" else "f"):
                 what = "an integer" if kind == "i" else "a float"
@@ -518,7 +517,8 @@ class LevelSampler:
         """
         self.check_state(state, "sample")
         if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
-            raise TypeError(f"sample: n must be an int >= 0 (the number of draws), got {type(n).__name__} {n!r}")
+            got = f"{type(n).__name__} {n!r}"
+            raise TypeError(f"sample: n must be an int >= 0 (the number of draws), got {got}")
         if n < 0:
             raise ValueError(f"sample: n must be >= 0 (the number of draws), got {n}")
         n = int(n)
