@@ -3,9 +3,8 @@ wrappers on Procgen."""
 
 from __future__ import annotations
 
-import warnings
-
 import pickle
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -182,7 +181,7 @@ def test_procgen_large_seed_is_a_reproducible_rng_seed_and_no_level() -> None:
         with pytest.raises(ValueError, match=r"cannot play level 2147483648"):
             wrapped.reset()
         # a plain reset seed beyond the levels (SB3's own seeding) seeds the RNG: the level is the one played
-        obs, info = wrapped.reset(seed=2**31)
+        _obs, info = wrapped.reset(seed=2**31)
         assert 100 <= info["level"] < 150 and wrapped.level == info["level"]
         assert wrapped.reset(seed=2**31)[1]["level"] == info["level"]  # reproducible
         with pytest.raises(ValueError, match=r"options\[.level.\] must be an int level id in \[0, 2\*\*31"):
