@@ -33,7 +33,8 @@ NEEDS = {
 }
 # A single-file training loop in the CleanRL / PureJaxRL style: PPO, the network and Adam in one file is
 # the point of it (tests/test_jax_example.py runs it and checks that it learns).
-LONG_SCRIPTS = {"jax_ppo_plr.py": 300}
+LONG_SCRIPTS = {"jax_ppo_plr.py": 300, "own_env.py": 150}
+# own_env.py: three envs (one per way of making reset(seed=s) play level s), then train, evaluate, compare
 # (steps, evaluation levels) per example: enough for a few rollouts (PLR scores a few episodes).
 BUDGET = {
     "ppo_procgen": ("256", "2"),
@@ -98,6 +99,7 @@ def test_script_runs(script: Path, tmp_path: Path) -> None:
         "custom_loop_vector": "levels seen",
         "perdqn_cartpole": "CartPole-v1 return",
         "frame_stack_dqn": "sampled observations (32, 12, 40, 40)",
+        "own_env": "OwnEnv/SeededLakes-v0: 8 distinct levels of 8 checked",
     }.get(script.stem, "")
     assert expected in proc.stdout
 
