@@ -103,3 +103,14 @@ def test_verl_dynamic_sampling_quick() -> None:
         assert header in out, out
     rows = {line.split("|")[1].strip(): line for line in out.splitlines() if line.startswith("| ")}
     assert {"uniform", "dapo (verl 0.9)", "learnability", "learnability + dapo (verl 0.9)"} <= set(rows), out
+
+
+def test_procgen_fork_comparison_quick(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The fork-vs-stock comparison's machinery: the stock build recorded twice compares equal everywhere
+    (procgen-mirror's gym3 API: the Python 3.11 stack; the Makefile deselects it on 3.13)."""
+    out = run_quick("reference/procgen_fork.py", "--out", str(tmp_path))
+    rows = [line for line in out.splitlines() if line.startswith("| coinrun") or line.startswith("| maze")]
+    assert len(rows) == 2, out
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[1:6] == ["3"] * 5, row  # 3 levels: same first frame, frames, rewards, episode ends

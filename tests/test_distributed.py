@@ -131,7 +131,7 @@ def test_levels_are_drawn_in_blocks_sized_to_the_reset_rate(
     own), every score is absorbed once, and the levels served are still exactly the hosted sampler's
     draws in order. prefetch_seconds=0 is the old behaviour: prefetch per env, one call per reset here."""
     now = [0.0]
-    monkeypatch.setattr(distributed, "_clock", lambda: now[0])
+    monkeypatch.setattr(distributed.options, "_clock", lambda: now[0])
     client = RemoteLevelSource(
         host_level_source(sampler(n=60)), prefetch=2, prefetch_seconds=4.0, min_refill=0
     )
@@ -176,7 +176,7 @@ def test_min_refill_sizes_the_blocks_of_envs_that_reset_rarely(
     0.5 times a second keeps at most 3 x 20 s of resets (30 levels). The levels served are still the
     hosted sampler's draws, in order, and the scores ride on the refills."""
     now = [0.0]
-    monkeypatch.setattr(distributed, "_clock", lambda: now[0])
+    monkeypatch.setattr(distributed.options, "_clock", lambda: now[0])
 
     def run(rate: float, min_refill: int, resets: int) -> tuple[RemoteLevelSource, list[int], list[int]]:
         client = RemoteLevelSource(
