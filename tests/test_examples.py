@@ -253,3 +253,21 @@ def sampler_claims(nb: Any) -> dict[str, set[Any]]:
     claims["strategy"] = {s for s in STRATEGIES if f"`{s}`" in text}
     claims["score_transform"] = set(re.findall(rf"({'|'.join(SCORE_TRANSFORMS)}) transform", text))
     return {k: v for k, v in claims.items() if v}
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_names_the_extra_that_brings_jupyter(notebook: Path) -> None:
+    """Issue #42: Jupyter is in an extra (``notebooks``), which each notebook's first cell names; the 3.13
+    stack (where the notebooks run in ``make test``) installs it."""
+    import tomllib
+
+    first = "".join(json.loads(notebook.read_text())["cells"][0]["source"])
+    assert (
+        re.search(r'install `"\.\[\w+,cli,notebooks\]"`', first)
+        and f"jupyter lab examples/{notebook.name}" in first
+    )
+    root = EXAMPLES.parent
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(req.startswith("jupyter>=") for req in extras["notebooks"])
+    (line,) = [ln for ln in (root / "Makefile").read_text().splitlines() if ln.startswith("EXTRAS313 :=")]
+    assert "notebooks" in line.split(":=")[1].strip().split(",")

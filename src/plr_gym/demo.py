@@ -14,9 +14,10 @@ writes ``runs/demo/comparison.png``: held-out return over training (band: range 
 distribution of level scores.
 
 It is ``plr-gym compare --run --seeds 0 1 2 --jobs 2`` with fixed settings (two runs at a time, one
-process and one torch thread each), and takes about 7 minutes on 2 idle CPU cores. ``--quick`` (or the
-environment variable ``PLR_GYM_DEMO_QUICK=1``) runs a tiny version in one process in under a minute, to
-check the pipeline; its numbers mean nothing.
+process and one torch thread each): 6.7 minutes measured on 2 CPU cores at load 0.7-1.9 (its own two
+runs; ``benchmarks/results/demo/2026-11-26.md``), 32 minutes at load 11-22 on a busy shared machine.
+``--quick`` (or the environment variable ``PLR_GYM_DEMO_QUICK=1``) runs a tiny version in one process in
+under a minute, to check the pipeline; its numbers mean nothing.
 
 The last lines are each PLR seed's replay share and a verdict from the paired difference of held-out
 returns (PLR minus uniform on each held-out level, averaged over seeds) and its 95% bootstrap CI over seeds
@@ -213,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m plr_gym.demo",
         description="PPO with PLR vs uniform level sampling on the learning study's mixed task "
-        "(plr_gym/MiniGrid-DoorKeyMixed-v0; about 7 minutes on 2 idle CPU cores).",
+        "(plr_gym/MiniGrid-DoorKeyMixed-v0; 6.7 minutes measured on 2 CPU cores at load 0.7-1.9, 32 "
+        "minutes at load 11-22).",
     )
     parser.add_argument(
         "--quick",
