@@ -20,7 +20,12 @@ from gymnasium import spaces
 
 
 class Corridor(gym.Env[np.ndarray, int]):
-    def __init__(self, max_length: int = 7, ignore_seed: bool = False) -> None:
+    metadata = {"render_modes": ["rgb_array"]}  # noqa: RUF012  (SB3's make_vec_env asks for rgb_array)
+
+    def __init__(
+        self, max_length: int = 7, ignore_seed: bool = False, render_mode: str | None = None
+    ) -> None:
+        self.render_mode = render_mode
         self.max_length = int(max_length)
         self.ignore_seed = ignore_seed
         self.observation_space = spaces.Box(0.0, 3.0, (self.max_length,), np.float32)

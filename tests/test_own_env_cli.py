@@ -68,8 +68,8 @@ def test_train_resume_evaluate_compare_an_env_of_ones_own(
     assert sorted(json.loads((tmp_path / "eval.json").read_text())["returns"]) == ["200", "201", "202"]
     # compare --run: two seeds per sampler, held-out curves, the table's verdict (or why there is none), plots
     cmp = tmp_path / "cmp"
-    code, stdout, err = run_cli(["compare", "--run", "--env", ENV, *own, "--seeds", "0", "1", "--out", str(cmp),
-                                 *TINY], capsys)  # fmt: skip
+    argv = ["compare", "--run", "--env", ENV, *own, "--seeds", "0", "1", "--out", str(cmp), *TINY]
+    code, stdout, err = run_cli(argv, capsys)
     assert code == 0, err
     assert "| plr (value_l1), 2 seeds |" in stdout and "| uniform, 2 seeds |" in stdout
     assert "Verdict: " in stdout or "No verdict for plr (value_l1), 2 seeds: PLR replayed" in stdout
@@ -85,7 +85,9 @@ def test_a_reset_that_ignores_its_seed_is_refused_before_training(
     assert code == 2 and "check_level_env" in err
     assert "same seed gave different first observations" in err and "super().reset(seed=seed)" in err
     assert not out.exists()  # refused before the run directory is touched
-    code, _, err = run_cli(["train", ENV, "--gym-packages", "no_such_module_42", "--out", str(out), *TINY], capsys)
+    code, _, err = run_cli(
+        ["train", ENV, "--gym-packages", "no_such_module_42", "--out", str(out), *TINY], capsys
+    )
     assert code == 2 and "--gym-packages no_such_module_42: cannot import it" in err
     code, _, err = run_cli(["train", ENV, "--gym-packages", "own_level_env", "--env-kwargs", "max_length",
                             "--out", str(out), *TINY], capsys)  # fmt: skip
@@ -93,12 +95,13 @@ def test_a_reset_that_ignores_its_seed_is_refused_before_training(
 
 
 def test_the_console_command_imports_the_users_module(tmp_path: Path) -> None:
-    """A fresh process, as a user runs it: the module is found in the current directory."""
+    """A fresh process, as a user runs the console script: the module is found in the current directory
+    (``-P``: Python does not put the current directory on ``sys.path`` itself, as for ``plr-gym``)."""
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     out = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "plr_gym.cli", "train", ENV, "--gym-packages", "own_level_env", "--env-kwargs",
-         "max_length=5", "--out", str(out), *TINY],
+        [sys.executable, "-P", "-m", "plr_gym.cli", "train", ENV, "--gym-packages", "own_level_env",
+         "--env-kwargs", "max_length=5", "--out", str(out), *TINY],
         cwd=TESTS, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
