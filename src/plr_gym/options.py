@@ -655,7 +655,7 @@ _SHARED: tuple[Option, ...] = (
 TRAIN_OPTIONS: tuple[Option, ...] = (
     Option(
         "env_id",
-        "Gymnasium id: MiniGrid-*, plr_gym/procgen-<game>-v0 or any registered id (your own: --gym-packages)",
+        "Gymnasium id: MiniGrid-*, plr_gym/procgen-<game>-v0, yours (--gym-packages)",
         flag="env_id",
     ),
     *_SHARED,
@@ -726,7 +726,7 @@ def options_table(options: Iterable[Option] = TRAIN_OPTIONS) -> str:
 
     Example:
         >>> print(options_table().splitlines()[2])
-        | `env_id` | | | | Gymnasium id: MiniGrid-* or plr_gym/procgen-&lt;game>-v0 |
+        | `env_id` | | | | Gymnasium id: MiniGrid-*, plr_gym/procgen-&lt;game>-v0, yours (--gym-packages) |
     """
     rows = [
         _row(["option", "default", *(f"`--preset {name}`" for name in PRESETS), "what it does"]),
