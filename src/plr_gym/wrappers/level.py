@@ -300,8 +300,8 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
                 f"{self.env}: two resets with seed={level} gave different first observations. The env seems "
                 "to ignore the seed passed to reset(), so a level cannot be replayed and Prioritized Level "
                 "Replay will not work. Make reset(seed=s) select level s (call super().reset(seed=seed) and "
-                "draw the layout from self.np_random; docs/own_env.md shows three ways, and plr_gym.check_level_env "
-                "checks an env). This warning is shown once per env.",
+                "draw the layout from self.np_random; docs/own_env.md shows three ways, and "
+                "plr_gym.check_level_env checks an env). This warning is shown once per env.",
                 NondeterministicLevelWarning,
                 stacklevel=2,
             )
