@@ -227,7 +227,7 @@ def _plain_int(value: Any) -> bool:
 
 def _state_count(state: dict[str, Any], key: str) -> int:
     """``state[key]``, an int >= 0 (a float, a bool or a negative number refused, never truncated)."""
-    value = state.get(key)
+    value: Any = state.get(key)
     if not _plain_int(value) or value < 0:
         raise ValueError(
             f"a malformed PromptCurriculumDataset state: {key!r} must be an int >= 0, got {value!r}"
