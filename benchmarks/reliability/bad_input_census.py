@@ -37,12 +37,13 @@ import numpy as np
 warnings.filterwarnings("ignore")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "tests"))
+sys.path.insert(0, str(HERE.parent / "common"))  # census_newer: issue 43's newer surfaces
 
-import census_newer  # noqa: E402
 import gymnasium as gym  # noqa: E402
 from gymnasium import spaces  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 
+import census_newer  # noqa: E402
 import reliability_objects as ro  # noqa: E402
 from plr_gym import (  # noqa: E402
     PERDQN,
