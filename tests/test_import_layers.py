@@ -51,6 +51,7 @@ FLOORS: tuple[dict[str, tuple[str, ...]], ...] = (
             "plr_gym._structures",
             "plr_gym._legacy_gym",
             "plr_gym.checkpoint",
+            "plr_gym._eval_csv",
         )
     },
     # 1: the numpy core of PLR: transforms, scores, the level sources (no torch, no SB3)
