@@ -17,7 +17,7 @@ the source with :mod:`ast`, nothing is imported:
   types), lazy imports are in, and so is the ``__init__`` of every package an import passes through
   (except the root's, which Python always runs first).
 
-Two circles inside one room, closed by a lazy import, are known (:data:`KNOWN_CIRCLES`, with what would
+Circles inside one room, closed by a lazy import, that are known (:data:`KNOWN_CIRCLES`, with what would
 remove each); any other circle fails, and so does a known one that is gone (take it off the list).
 
 A module matches the room whose prefix is the longest that equals its name or is followed by a dot
@@ -121,10 +121,6 @@ KNOWN_CIRCLES: dict[frozenset[str], str] = {
     frozenset({"plr_gym.verl", "plr_gym._verl_replay"}): (
         "_verl_replay imports verl's keys and dataset at its top; verl imports _verl_replay lazily "
         "(_check_v1_config). Fix: the keys and the dataset check in a module both import"
-    ),
-    frozenset({"plr_gym.distributed.client", "plr_gym.distributed.options", "plr_gym.distributed.wire"}): (
-        "options._check_source imports client.RemoteLevelSource lazily to refuse one; client and wire import "
-        "options. Fix: the check in client.py (or a marker attribute options can test)"
     ),
 }
 

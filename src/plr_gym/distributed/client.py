@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -86,6 +86,10 @@ class RemoteLevelSource(_QueueRules):
         ValueError: RemoteLevelSource.update_batch: scores must be finite, got nan at position 1
         >>> ray.shutdown()
     """
+
+    #: a client, not a source to host: ``host_level_source`` refuses it (read by ``options._check_source``,
+    #: which cannot import this module: this one imports it)
+    is_remote_client: ClassVar[bool] = True
 
     def __init__(
         self,

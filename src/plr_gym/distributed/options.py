@@ -31,9 +31,7 @@ _clock = time.monotonic
 
 # ------------------------------------------------------------------------------------------------ checks
 def _check_source(source: Any, owner: str) -> None:
-    from plr_gym.distributed.client import RemoteLevelSource  # the client module imports this one
-
-    if isinstance(source, RemoteLevelSource):
+    if getattr(type(source), "is_remote_client", False) is True:  # a RemoteLevelSource
         raise TypeError(f"{owner}: source is already a RemoteLevelSource; host the LevelSampler itself")
     if isinstance(source, type) or not isinstance(source, LevelSource):
         raise TypeError(
