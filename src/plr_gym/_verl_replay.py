@@ -307,8 +307,18 @@ _REPLAY_BUFFER_DOC = """verl 0.9's V1 replay buffer that reports every generated
             trainer.v1.sampler.custom_sampler.name=PromptCurriculumReplayBuffer \\
             +data.plr.method=learnability +data.plr.reward_range=[-1,1]
 
+    With ``trainer.v1.sync.parameter_sync_step=k`` a step's batch (one draw) is taken in ``k`` samples; the
+    step's draws close after the last. With a colocated reward model (``reward.reward_model.enable=true``
+    without ``enable_resource_pool``) verl writes ``rm_scores`` only after the sample: the trained groups
+    are reported right after the trainer's ``_compute_reward_colocate``, which the buffer wraps.
+
     Only ``trainer.v1.trainer_mode=sync`` (the default); the arguments are those verl's trainer passes to a
-    custom sampler. verl gives a custom sampler neither its config nor its training set: the buffer finds
+    custom sampler. Refused when verl builds the buffer (in its trainer's ``__init__``, before the dataset,
+    the workers and the model): ``data.custom_cls`` not :class:`PromptCurriculumDataset`, a
+    ``data.plr.reward_key`` other than ``rm_scores``, ``parameter_sync_step > 1`` with
+    ``algorithm.filter_groups`` (verl's own sync buffer hangs there), and what the dataset refuses.
+
+    verl gives a custom sampler neither its config nor its training set: the buffer finds
     the trainer through ``refill_fn``, the trainer's own ``_add_prompts_to_generate`` (verl 0.9.0 and 0.9.1;
     anything else is refused with a ``TypeError``), and gives verl's ``ReplayBuffer`` the filtering
     arguments verl's ``_build_replay_buffer`` gives its built-in one.
