@@ -1,8 +1,8 @@
 """plr_gym.verl against real verl on CPU: the dataset class (verl 0.7 and 0.9) and the sampler (verl <= 0.7).
 
-Skipped where verl is not installed. CI runs it with verl 0.7.1 (Python 3.11, numpy 1.26: the .venv stack):
-pip install torch==2.13.0 "verl==0.7.1" "pyarrow>=17,<20". The dataset tests also run against verl 0.9.1
-(numpy 2; docs/prompts.md has the environment), where the sampler tests skip (verl 0.8 removed the interface).
+Skipped where verl is not installed. CI runs it with verl 0.7.1 (Python 3.11, numpy 1.26: the .venv stack,
+where the V1 tests skip) and with verl 0.9.1 and TransferQueue (Python 3.12, numpy 2: the .venv312 stack,
+`make test-312`, pip install -e ".[verl-v1]"), where the sampler tests skip (verl 0.8 removed the interface).
 """
 
 from __future__ import annotations
