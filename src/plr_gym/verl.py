@@ -214,6 +214,13 @@ def _check_v1_config(root: Any) -> None:
     cls = load_extern_object(path, name)
     if not (isinstance(cls, type) and issubclass(cls, _replay_buffer_class())):
         raise ValueError(f"trainer.v1.sampler.custom_sampler is {path}:{name}: {fix}")
+    reward_key = _select(root, "data.plr.reward_key", "rm_scores")
+    if reward_key != "rm_scores":
+        raise ValueError(
+            f"data.plr.reward_key={reward_key!r}: verl's V1 trainer keeps each completion's reward in "
+            "TransferQueue as 'rm_scores' (summed over tokens: the reward filter_groups judges), the only "
+            "reward field its trajectories carry; drop data.plr.reward_key (or set it to rm_scores)"
+        )
     if _select(root, "skip.rollout_tq.enable", False):
         raise ValueError(
             "skip.rollout_tq.enable=True replays cached rollouts that the curriculum did not draw: "
