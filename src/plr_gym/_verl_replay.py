@@ -10,9 +10,9 @@ agent loop), which the dataset and the sampler do not need. Its steps live here 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, ClassVar
 
-from plr_gym.verl import DRAW_KEY, PROMPT_POSITION_KEY, PromptCurriculumDataset
+from plr_gym._verl_dataset import DRAW_KEY, PROMPT_POSITION_KEY, PromptCurriculumDataset
 
 
 def _check_replay_buffer_arguments(
@@ -42,7 +42,7 @@ def _check_trainer_config(trainer: Any) -> None:
     the workers and the model), a config under which the curriculum would fail or see nothing."""
     from verl.utils.import_utils import load_extern_object
 
-    from plr_gym.verl import _check_v1_config, _select
+    from plr_gym._verl_dataset import _check_v1_config, _select
 
     config = trainer.config
     path, name = _select(config, "data.custom_cls.path"), _select(config, "data.custom_cls.name")
@@ -68,7 +68,7 @@ def _check_trainer_config(trainer: Any) -> None:
 def _colocated_reward_model(config: Any) -> bool:
     """Whether verl computes the rewards with a colocated reward model, after the replay buffer's sample
     (``reward.reward_model.enable`` without its own resource pool), rather than in the rollout."""
-    from plr_gym.verl import _select
+    from plr_gym._verl_dataset import _select
 
     return bool(_select(config, "reward.reward_model.enable", False)) and not bool(
         _select(config, "reward.reward_model.enable_resource_pool", False)
@@ -127,6 +127,8 @@ class _CurriculumReplaySteps(_V1ReplayBuffer):  # type: ignore[misc,valid-type,u
     so that this module imports without verl's V1 trainer; :func:`_replay_buffer_class` joins the two."""
 
     _trainer_class: type  # verl's V1 PPOTrainer, set by _replay_buffer_class
+    #: what ``plr_gym._verl_dataset._check_v1_config`` looks for in ``trainer.v1.sampler.custom_sampler``
+    is_plr_curriculum_replay_buffer: ClassVar[bool] = True
 
     def __init__(
         self,
