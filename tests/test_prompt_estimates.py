@@ -284,3 +284,53 @@ def test_reward_noise_is_checked_and_old_states_still_load() -> None:
     noisy = PromptCurriculum(10, seed=2, reward_noise=0.1)
     with pytest.raises(ValueError, match=r"reward_noise: state has 0.0, curriculum has 0.1"):
         noisy.load_state_dict(old)
+
+
+def test_replay_prob_auto_follows_the_dataset_size() -> None:
+    """``replay_prob="auto"`` (the default): 0.6 + 0.2·clip(log10(N / 2000), 0, 1)."""
+    from plr_gym.prompts import _auto_replay_prob
+
+    for n, expected in [(1, 0.6), (2000, 0.6), (round(2000 * 10**0.5), 0.7), (20000, 0.8), (10**6, 0.8)]:
+        assert _auto_replay_prob(n) == pytest.approx(expected, abs=1e-4)
+        cur = PromptCurriculum(n, seed=0)
+        assert cur.replay_prob == pytest.approx(expected, abs=1e-4)
+        assert cur.sampler.replay_prob == cur.replay_prob
+    assert PromptCurriculum(20000, replay_prob=0.6).replay_prob == 0.6
+    assert PromptCurriculum(20000, method="thompson").replay_prob == 0.6  # not used by thompson
+    with pytest.raises(TypeError):
+        PromptCurriculum(10, replay_prob="fast")
+
+
+def test_a_state_saved_before_auto_resumes_with_its_replay_prob(tmp_path) -> None:
+    """A state written before round 4 (no ``reward_noise`` in its config) with ``replay_prob=0.6`` loads
+    into a default curriculum of any size and draws as it would have; a newer state is checked as usual."""
+    n = 5000  # "auto": 0.6797
+    old = PromptCurriculum(n, seed=4, replay_prob=0.6)
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        ids = old.next_prompts(16)
+        old.observe(np.repeat(ids, 4), rng.random(64) < 0.5)
+    state = copy.deepcopy(old.state_dict())
+    del state["config"]["reward_noise"]
+    cur = PromptCurriculum(n, seed=4)
+    assert cur.replay_prob > 0.6
+    cur.load_state_dict(copy.deepcopy(state))
+    assert cur.replay_prob == 0.6 and cur.sampler.replay_prob == 0.6
+    for _ in range(5):
+        ids = old.next_prompts(16)
+        assert np.array_equal(cur.next_prompts(16), ids)
+        r = rng.random(64) < 0.5
+        old.observe(np.repeat(ids, 4), r)
+        cur.observe(np.repeat(ids, 4), r)
+    cur.save(tmp_path / "cur.npz")  # and it saves and resumes as a round-4 state with 0.6
+    again = PromptCurriculum(n, seed=4, replay_prob=0.6)
+    again.load_from(tmp_path / "cur.npz")
+    assert np.array_equal(again.next_prompts(16), cur.next_prompts(16))
+    fresh = PromptCurriculum(n, seed=4)
+    before = repr(fresh.state_dict())
+    with pytest.raises(ValueError, match=r"replay_prob: state has 0.6, curriculum has 0.679"):
+        fresh.load_state_dict(old.state_dict())  # a round-4 state: the options must match
+    other = {**state, "config": {**state["config"], "replay_prob": 0.5}}
+    with pytest.raises(ValueError, match=r"replay_prob: state has 0.5"):
+        fresh.load_state_dict(other)
+    assert repr(fresh.state_dict()) == before
