@@ -20,9 +20,10 @@ Two selection rules, each from its paper:
     plus an optional staleness term; that sampling rule is plr_gym's, the score is the paper's. By default
     the estimates of prompts solved less than half the time age (``evidence_half_life=50``,
     ``ageing="unsolved"``): a prompt read as never solved is measured again as the policy moves, which
-    replaces the uniform floor; unseen prompts get 40% of the draws while some remain
-    (``replay_prob=0.6``). These are the settings chosen by the study "Estimates that keep up" in
-    docs/prompts.md.
+    replaces the uniform floor; unseen prompts get 40% of the draws while some remain, 20% on datasets of
+    20,000 prompts or more (``replay_prob="auto"``). These are the settings chosen by the study "Estimates
+    that keep up" in docs/prompts.md. Rewards that an LLM judge or a flaky verifier flips now and then:
+    ``reward_noise`` (not by default; docs/prompts.md, "Noisy rewards and large datasets").
 ``method="thompson"``
     Model Predictive Prompt Selection (MoPPS; Qu et al. 2025, arXiv 2507.04632): a ``Beta(a, b)`` posterior
     on each prompt's success rate, updated with the successes and failures of every group; each batch
