@@ -120,8 +120,9 @@ def save_state(path: str | os.PathLike[str], state: dict[str, Any], extra: dict[
     save_npz(path, {"meta": np.array(text), **arrays, **sampler_arrays})
 
 
-def load_state(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Any]:
-    """The state and the ``extra`` that :func:`save_state` wrote to ``path`` (the state not yet checked)."""
+def load_state(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The state and the ``extra`` that :func:`save_state` wrote to ``path`` (the state not yet checked;
+    ``extra`` checked here, so that a bad one is refused before anything is assigned)."""
     npz = load_npz(path)
     try:
         meta = json.loads(str(npz["meta"]))
@@ -133,6 +134,12 @@ def load_state(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Any]:
             if k.startswith("sampler."):
                 sampler[k[len("sampler.") :]] = npz[k]
         state["sampler"] = sampler
-    except (KeyError, ValueError, TypeError) as exc:
+        extra = meta.get("extra")
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
         raise ValueError(f"{os.fspath(path)} is not a PromptCurriculum checkpoint: {exc}") from exc
-    return state, meta
+    if extra is not None and not isinstance(extra, dict):
+        raise ValueError(
+            f"{os.fspath(path)} is not a PromptCurriculum checkpoint: its 'extra' must be a JSON object "
+            f"or null, got {type(extra).__name__}"
+        )
+    return state, extra

@@ -82,6 +82,7 @@ from plr_gym._prompt_state import (
     save_state,
 )
 from plr_gym._prompt_stats import _DEFAULT_REPLAY_PROB, _auto_replay_prob, _group_stats, _rounds
+from plr_gym._sizes import allocating
 from plr_gym.sampler import LevelSampler, _check_positive, _check_real, _check_unit, _state_rng
 
 __all__ = ["AGEINGS", "ESTIMATES", "METHODS", "P_HISTOGRAM_BINS", "SPREADS", "PromptCurriculum"]
@@ -259,6 +260,10 @@ class PromptCurriculum:
             self.uniform_mass = 0.0  # ageing re-measures the prompts read as never solved: no floor
         self._refuse_other_methods_options()
         self.seed = check_seed(seed)
+        with allocating(
+            "num_prompts", self.num_prompts
+        ):  # refused as this class's argument, not the sampler's
+            np.empty((16, self.num_prompts))  # about the arrays the curriculum and its sampler hold
         self.sampler = self._new_sampler(self.replay_prob)
         self._start_estimates()
 
@@ -811,8 +816,14 @@ class PromptCurriculum:
         save_state(path, self.state_dict(), extra)
 
     def load_from(self, path: str | os.PathLike[str]) -> dict[str, Any] | None:
-        """Restore the state written by :meth:`save`; returns the ``extra`` saved with it."""
-        state, meta = load_state(path)
-        self.load_state_dict(state)
-        extra = meta.get("extra")
-        return None if extra is None else dict(extra)
+        """Restore the state written by :meth:`save`; returns the ``extra`` saved with it.
+
+        :raises ValueError: naming ``path`` if the file is not a readable PromptCurriculum checkpoint (its
+            ``extra`` included), or if its state is refused; either leaves the curriculum unchanged.
+        """
+        state, extra = load_state(path)
+        try:
+            self.load_state_dict(state)
+        except ValueError as exc:
+            raise ValueError(f"{os.fspath(path)}: {exc}") from exc
+        return extra

@@ -221,6 +221,20 @@ def _check_v1_config(root: Any) -> None:
         )
 
 
+def _plain_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _state_count(state: dict[str, Any], key: str) -> int:
+    """``state[key]``, an int >= 0 (a float, a bool or a negative number refused, never truncated)."""
+    value: Any = state.get(key)
+    if not _plain_int(value) or value < 0:
+        raise ValueError(
+            f"a malformed PromptCurriculumDataset state: {key!r} must be an int >= 0, got {value!r}"
+        )
+    return int(value)
+
+
 class _DrawLedger:
     """The V1 path's bookkeeping between the rows a curriculum draws and the groups that come back.
 
@@ -311,18 +325,57 @@ class _DrawLedger:
         }
 
     def load_state_dict(self, state: Any) -> None:
-        """Restore :meth:`state_dict` (the curriculum separately). Rows drawn and not observed are dropped."""
-        try:
-            next_serial = int(state["next_serial"])
-            lost = int(state["groups_without_outcome"])
-            outcomes = {
-                int(s): (int(p), np.asarray(r, dtype=np.float64).reshape(-1)) for s, p, r in state["outcomes"]
-            }
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"a malformed PromptCurriculumDataset state: {exc}") from exc
+        """Restore :meth:`state_dict` (the curriculum separately). Rows drawn and not observed are dropped.
+        Every member is checked first: a refused state (``ValueError``) changes nothing."""
+        self.apply(self.checked(state))
+
+    def checked(self, state: Any) -> tuple[int, int, dict[int, tuple[int, Any]]]:
+        """``state``'s ``(next_serial, groups_without_outcome, outcomes)``, checked against each other and
+        the curriculum's number of prompts; nothing assigned."""
+        if not isinstance(state, dict):
+            raise ValueError(
+                f"a malformed PromptCurriculumDataset state: 'v1' must be a dict, got {state!r:.60}"
+            )
+        next_serial = _state_count(state, "next_serial")
+        lost = _state_count(state, "groups_without_outcome")
+        entries = state.get("outcomes")
+        if not isinstance(entries, list):
+            raise ValueError("a malformed PromptCurriculumDataset state: 'outcomes' must be a list")
+        outcomes: dict[int, tuple[int, Any]] = {}
+        n = self.curriculum.num_prompts
+        for entry in entries:
+            if not isinstance(entry, (list, tuple)) or len(entry) != 3:
+                raise ValueError(f"a malformed PromptCurriculumDataset state: an outcome {entry!r:.60}")
+            serial, position, rewards = entry
+            if not _plain_int(serial) or not 0 <= serial < next_serial or serial in outcomes:
+                raise ValueError(
+                    f"a malformed PromptCurriculumDataset state: outcome draw {serial!r} must be a distinct "
+                    f"int in [0, next_serial={next_serial})"
+                )
+            if not _plain_int(position) or not 0 <= position < n:
+                raise ValueError(
+                    f"a malformed PromptCurriculumDataset state: outcome prompt {position!r} must be an int "
+                    f"in [0, {n})"
+                )
+            try:
+                values = np.asarray(rewards, dtype=np.float64).reshape(-1)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"a malformed PromptCurriculumDataset state: outcome rewards: {exc}"
+                ) from None
+            if values.size == 0 or not np.isfinite(values).all():
+                raise ValueError(
+                    "a malformed PromptCurriculumDataset state: outcome rewards must be finite numbers, "
+                    "one per completion"
+                )
+            outcomes[serial] = (position, values)
+        return next_serial, lost, outcomes
+
+    def apply(self, checked: tuple[int, int, dict[int, tuple[int, Any]]]) -> None:
+        """Assign what :meth:`checked` returned."""
         self.ready.clear()
         self.outstanding.clear()
-        self.next_serial, self.groups_without_outcome, self.outcomes = next_serial, lost, outcomes
+        self.next_serial, self.groups_without_outcome, self.outcomes = checked
 
 
 class PromptCurriculumDataset(RLHFDataset):  # type: ignore[misc,unused-ignore]
@@ -486,15 +539,10 @@ class PromptCurriculumDataset(RLHFDataset):  # type: ignore[misc,unused-ignore]
                 "this PromptCurriculumDataset state was saved under "
                 f"{'the V1' if v1 is not None else 'the legacy'} trainer and is loaded under the other"
             )
-        if self.ledger is not None:
-            before = self.ledger.state_dict()
-            self.ledger.load_state_dict(v1)
-        try:
-            self.curriculum.load_state_dict(state["curriculum"])
-        except Exception:
-            if self.ledger is not None:
-                self.ledger.load_state_dict(before)
-            raise
+        ledger = None if self.ledger is None else self.ledger.checked(v1)  # every member before any change
+        self.curriculum.load_state_dict(state.get("curriculum"))  # checks everything, then assigns
+        if self.ledger is not None and ledger is not None:
+            self.ledger.apply(ledger)
         self._out.clear()
         self._ready.clear()
 
@@ -609,7 +657,7 @@ class PromptCurriculumSampler(_SamplerBase):  # type: ignore[misc,valid-type,unu
             or not 0 <= position <= self.num_batches
         ):
             raise ValueError(f"state 'position' must be an int in [0, {self.num_batches}], got {position!r}")
-        self.curriculum.load_state_dict(state["curriculum"])
+        self.curriculum.load_state_dict(state.get("curriculum"))
         self._position = position
         self._out.clear()
 
