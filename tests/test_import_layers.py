@@ -71,7 +71,12 @@ FLOORS: tuple[dict[str, tuple[str, ...]], ...] = (
         "wrappers": ("plr_gym.wrappers", "plr_gym.vector"),
         "replay": ("plr_gym.replay",),
         "jax": ("plr_gym.jax",),
-        "prompts": ("plr_gym.prompts", "plr_gym._prompt_state", "plr_gym._prompt_checks"),
+        "prompts": (
+            "plr_gym.prompts",
+            "plr_gym._prompt_state",
+            "plr_gym._prompt_checks",
+            "plr_gym._prompt_stats",
+        ),
         "distributed": ("plr_gym.distributed",),
         "policies": ("plr_gym.policies",),
     },

@@ -52,9 +52,13 @@ def check_config(mine: dict[str, Any], theirs: Any) -> dict[str, Any]:
     """The state's config (``theirs``), refused unless it matches the curriculum's (``mine``) but its seed."""
     if not isinstance(theirs, dict):
         raise ValueError("state 'config' must be a dict")
-    diff = sorted(k for k in mine if k != "seed" and mine[k] != theirs.get(k))
+    # options added after a state version: a state written before them was written with their default
+    later = {"reward_noise": 0.0}
+    diff = sorted(k for k in mine if k != "seed" and mine[k] != theirs.get(k, later.get(k)))
     if diff:
-        details = ", ".join(f"{k}: state has {theirs.get(k)!r}, curriculum has {mine[k]!r}" for k in diff)
+        details = ", ".join(
+            f"{k}: state has {theirs.get(k, later.get(k))!r}, curriculum has {mine[k]!r}" for k in diff
+        )
         raise ValueError(f"state was saved with a different configuration ({details})")
     return theirs
 
