@@ -41,7 +41,8 @@ class ProcgenVecEnv(VecEnv):
     returned (see :class:`~plr_gym.envs.ProcgenVectorEnv`, "Final observations"): do not edit them in place.
     ``env_method("set_level_provider", function, indices=[i])`` sets ``LevelWrapper.level_provider``: the
     engine calls it for env ``i``'s next level when an episode of env ``i`` ends, inside the step, so
-    ``PrioritizedLevelReplay(..., level_draw="episode_end")`` works on it (:attr:`level_providers_in_process`).
+    ``PrioritizedLevelReplay(..., level_draw="episode_end")`` works on it
+    (:attr:`level_providers_in_process`).
 
     :param game: one of :data:`~plr_gym.envs.GAMES`.
     :param n_envs: number of games stepped together.

@@ -215,8 +215,8 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
     def next_levels(self) -> npt.NDArray[np.int64]:
         """``SAME_STEP`` mode: the level queued for each env's next episode; shape ``(num_envs,)``, a copy.
 
-        With ``level_draw="episode_end"``: the level drawn last for each env (``NEXT_STEP``: for the reset step
-        of an env whose episode just ended)."""
+        With ``level_draw="episode_end"``: the level drawn last for each env (``NEXT_STEP``: for the reset
+        step of an env whose episode just ended)."""
         return self._next.copy()
 
     def _set_next_levels(self, indices: npt.NDArray[np.int64], levels: Sequence[Any]) -> None:
