@@ -84,8 +84,8 @@ def repository_url() -> str:
 
 
 def run_benchmark(script: str, *args: str, timeout: float = 600) -> str:
-    """``python benchmarks/<script> *args`` from the checkout's root, with the Python running the tests (each
-    CI stack has its own venv); asserts exit code 0, showing both streams otherwise; returns stdout."""
+    """``python benchmarks/<area>/<script> *args`` from the checkout's root, with the Python running the tests
+    (each CI stack has its own venv); asserts exit code 0, showing both streams otherwise; returns stdout."""
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / script), *args],
         cwd=ROOT,

@@ -325,8 +325,8 @@ def test_compare_run_with_jobs_stops_every_run_on_sigterm(tmp_path: Path) -> Non
 
 
 def test_demo_runs_the_studys_mixed_task_with_its_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The full demo's ``plr-gym`` options reproduce ``benchmarks/learning.py``'s ``TASKS["mixed"]`` run
-    (``run_one``): task, levels, PPO settings, evaluation protocol and the PLR sampler."""
+    """The full demo's ``plr-gym`` options reproduce ``benchmarks/learning/learning.py``'s ``TASKS["mixed"]``
+    run (``run_one``): task, levels, PPO settings, evaluation protocol and the PLR sampler."""
     import dataclasses
 
     from plr_gym import demo, training
@@ -334,8 +334,10 @@ def test_demo_runs_the_studys_mixed_task_with_its_settings(monkeypatch: pytest.M
     from plr_gym.sampler import sampler_defaults
 
     root = Path(__file__).resolve().parents[1]
-    monkeypatch.syspath_prepend(str(root / "benchmarks"))  # learning.py imports _provenance
-    spec = importlib.util.spec_from_file_location("learning_for_demo", root / "benchmarks" / "learning.py")
+    monkeypatch.syspath_prepend(str(root / "benchmarks" / "common"))  # learning.py imports _provenance
+    spec = importlib.util.spec_from_file_location(
+        "learning_for_demo", root / "benchmarks" / "learning" / "learning.py"
+    )
     assert spec is not None and spec.loader is not None
     learning = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "learning_for_demo", learning)

@@ -131,7 +131,7 @@ def test_levels_are_drawn_in_blocks_sized_to_the_reset_rate(
     own), every score is absorbed once, and the levels served are still exactly the hosted sampler's
     draws in order. prefetch_seconds=0 is the old behaviour: prefetch per env, one call per reset here."""
     now = [0.0]
-    monkeypatch.setattr(distributed, "_clock", lambda: now[0])
+    monkeypatch.setattr(distributed.options, "_clock", lambda: now[0])
     client = RemoteLevelSource(
         host_level_source(sampler(n=60)), prefetch=2, prefetch_seconds=4.0, min_refill=0
     )
@@ -176,7 +176,7 @@ def test_min_refill_sizes_the_blocks_of_envs_that_reset_rarely(
     0.5 times a second keeps at most 3 x 20 s of resets (30 levels). The levels served are still the
     hosted sampler's draws, in order, and the scores ride on the refills."""
     now = [0.0]
-    monkeypatch.setattr(distributed, "_clock", lambda: now[0])
+    monkeypatch.setattr(distributed.options, "_clock", lambda: now[0])
 
     def run(rate: float, min_refill: int, resets: int) -> tuple[RemoteLevelSource, list[int], list[int]]:
         client = RemoteLevelSource(
@@ -587,10 +587,10 @@ def test_waits_for_a_named_actor(local_ray: None) -> None:
 
 
 def test_remote_source_benchmark_quick() -> None:
-    """``benchmarks/remote_source.py --quick`` runs both systems and the load test (4 emulated env runners
-    at the defaults, with envs and with the event emulation) and reports the tables, with every score
+    """``benchmarks/distributed/remote_source.py --quick`` runs both systems and the load test (4 emulated env
+    runners at the defaults, with envs and with the event emulation) and reports the tables, with every score
     and level exactly once (no timing asserts)."""
-    out = run_benchmark("remote_source.py", "--quick", timeout=300)
+    out = run_benchmark("distributed/remote_source.py", "--quick", timeout=300)
     for header in ("- command:", "- commit:", "- machine:", "- load average at start:"):
         assert header in out, out
     rows = [line for line in out.splitlines() if line.startswith("| ")]

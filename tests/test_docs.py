@@ -35,6 +35,20 @@ def bash_blocks(markdown: str) -> list[str]:
     return re.findall(r"```bash\n(.*?)```", markdown, flags=re.DOTALL)
 
 
+def _quick_starts() -> list[tuple[str, int, str]]:
+    """Every quick start as (page, index of its Python block, code): the README's one, then the Python
+    blocks of the docs home page's "More quick starts" section."""
+    home = (ROOT / "docs" / "index.md").read_text()
+    before = len(python_blocks(home[: home.index("## More quick starts")]))
+    return [("README.md", i, code) for i, code in enumerate(python_blocks(README))] + [
+        ("docs/index.md", i, code) for i, code in enumerate(python_blocks(home)) if i >= before
+    ]
+
+
+QUICK_STARTS_INDEXED = _quick_starts()
+QUICK_STARTS = [(page, code) for page, _, code in QUICK_STARTS_INDEXED]
+
+
 def test_readme_install_then_setup_commands_then_quick_starts() -> None:
     headings = [line for line in README.splitlines() if line.startswith("## ")]
     assert headings[:3] == [
@@ -96,29 +110,65 @@ def test_readme_install_commands_resolve_from_a_fresh_copy(extra: str, tmp_path:
 
 
 def test_readme_quick_start_is_short() -> None:
-    blocks = python_blocks(README)
-    assert len(blocks) >= 2
-    code_lines = [ln for ln in blocks[0].splitlines() if ln.strip() and not ln.startswith(("import", "from"))]
+    """One quick start in the README (a newcomer reads it in one sitting); more on the docs' home page."""
+    (block,) = python_blocks(README)
+    code_lines = [ln for ln in block.splitlines() if ln.strip() and not ln.startswith(("import", "from"))]
     assert len(code_lines) <= 10
+    assert len(README.splitlines()) <= 160, "the README is read in one sitting: move detail to docs/"
+    more = [code for page, code in QUICK_STARTS if page != "README.md"]
+    assert any("HeldOutEvalCallback" in code for code in more) and any(
+        "LevelSampler(" in code for code in more
+    )
+    assert "docs/index.md#more-quick-starts" in README
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub and mkdocs' toc give a heading (lowercase, punctuation dropped, spaces to '-')."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)
+    return {_slug(h) for h in re.findall(r"^#+ (.*)$", text, flags=re.MULTILINE)}
 
 
 def test_readme_links_resolve() -> None:
-    for target in re.findall(r"\]\(([^)#]+)\)", README):
+    for target, anchor in re.findall(r"\]\(([^)#\s]+)(?:#([^)\s]+))?\)", README):
         if "://" not in target:
             assert (ROOT / target).exists(), target
+            if anchor and target.endswith(".md"):
+                assert anchor in _anchors(ROOT / target), f"{target}#{anchor}"
+    # the pages the README sends its reader to for what moved out of it
+    for page in ("docs/evidence.md", "docs/install.md", "docs/benchmarks.md", "benchmarks/README.md"):
+        assert f"]({page}" in README, page
+
+
+def test_evidence_links_resolve() -> None:
+    """docs/evidence.md: the page behind the README's claims links pages and anchors that exist."""
+    evidence = (ROOT / "docs" / "evidence.md").read_text()
+    for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]+))?\)", evidence):
+        if "://" in target:
+            continue
+        page = ROOT / "docs" / (target or "evidence.md")
+        assert page.exists(), target
+        if anchor and page.suffix == ".md":
+            assert anchor in _anchors(page), f"{target}#{anchor}"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("index", range(len(python_blocks(README))))
-def test_readme_python_blocks_run(index: int, tmp_path: Path) -> None:
-    code = python_blocks(README)[index]
+@pytest.mark.parametrize("page,index", [(page, i) for page, i, _ in QUICK_STARTS_INDEXED])
+def test_readme_python_blocks_run(page: str, index: int, tmp_path: Path) -> None:
+    """The quick starts (the README's and the docs home page's) run as written, with a tiny budget."""
+    code = python_blocks((ROOT / page).read_text())[index]
+    tensorboard = "HeldOutEvalCallback" in code
+    readme = page == "README.md"
     for real, tiny in TINY.items():
         code = code.replace(real, tiny)
-    if index == 1:
+    if tensorboard:
         assert all(real in code for real in TINY_TENSORBOARD), "update TINY_TENSORBOARD"
         for real, tiny in TINY_TENSORBOARD.items():
             code = code.replace(real, tiny)
-    if index == 0:
+    if readme:
         assert all(tiny in code for tiny in TINY.values()), "the quick start's budget changed: update TINY"
     mlp_run = "MlpPolicy" in code and ".learn(" in code
     env = dict(os.environ, PYTHONWARNINGS="ignore")
@@ -131,7 +181,7 @@ def test_readme_python_blocks_run(index: int, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     if mlp_run:  # a small MLP trains with one torch thread, the fast path on a CPU (docs/cli.md)
         assert "TORCH_THREADS 1\n" in proc.stdout
-    if index == 0:  # a readable result: one rounded line
+    if readme:  # a readable result: one rounded line
         assert re.search(
             r"held-out return: mean \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\], "
             r"IQM \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\] "
@@ -139,7 +189,7 @@ def test_readme_python_blocks_run(index: int, tmp_path: Path) -> None:
             proc.stdout,
         ), proc.stdout
         assert "100%" in proc.stderr + proc.stdout  # the progress bar reached the end
-    if index == 1:  # a progress bar from the first step (it printed nothing for minutes), TensorBoard
+    if tensorboard:  # a progress bar from the first step (it printed nothing for minutes), TensorBoard
         assert "100%" in proc.stderr + proc.stdout and "512/512" in proc.stderr + proc.stdout
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -255,8 +305,10 @@ def test_readme_and_cli_docs_quote_the_demos_task_and_claim() -> None:
     from plr_gym import demo
 
     summary = _flat(demo.demo_summary())
-    for page in (ROOT / "README.md", ROOT / "docs" / "cli.md"):
+    for page in (ROOT / "docs" / "evidence.md", ROOT / "docs" / "cli.md"):
         assert summary in _flat(page.read_text()), page.name
+    # the README sends its reader there from the `make demo` line
+    assert "docs/evidence.md#what-make-demo-runs-and-what-it-can-show" in README
     # the summary describes the settings the demo runs
     argv = demo.demo_argv(quick=False, out="runs/demo", seed=0)
     assert argv[argv.index("--env") + 1] in summary and "egocentric" in summary
@@ -268,6 +320,7 @@ def test_readme_and_cli_docs_quote_the_demos_task_and_claim() -> None:
     assert f"{len(argv[argv.index('--seeds') + 1 : argv.index('--no-eval-train-levels')])} seeds" in summary
     # no claim that the study does not support survives in the README
     assert "significantly better" not in README
+    assert "significantly better" not in (ROOT / "docs" / "evidence.md").read_text()
 
 
 def test_benchmarks_page_is_one_section_per_benchmark_with_its_provenance() -> None:
@@ -297,3 +350,23 @@ def test_benchmarks_page_is_one_section_per_benchmark_with_its_provenance() -> N
     ratio = re.search(r"(\d\.\d\d–\d\.\d\d)× stock \(wall\)", headline)[1]  # type: ignore[index]
     notebook = (ROOT / "examples" / "plr_procgen.ipynb").read_text()
     assert f"{ratio}× stock" in notebook and "stock Procgen speed" not in notebook
+
+
+def test_benchmark_folders_index_every_script() -> None:
+    """benchmarks/ is grouped by area: each folder's README.md names each of its scripts with the command
+    that runs it from the repository root, and its links (results, docs sections) resolve."""
+    bench = ROOT / "benchmarks"
+    assert not list(bench.glob("*.py")), "scripts live in an area folder (benchmarks/<area>/)"
+    top = (bench / "README.md").read_text()
+    folders = sorted(p.parent for p in bench.glob("*/*.py") if p.parent.name != "common")
+    for folder in folders:
+        assert f"[`{folder.name}/`]({folder.name}/README.md)" in top, folder.name
+        index = (folder / "README.md").read_text()
+        for script in sorted(folder.glob("*.py")):
+            assert f"`{script.name}`" in index, script
+            assert f"python benchmarks/{folder.name}/{script.name}" in index, script
+        for target, anchor in re.findall(r"\]\(([^)#\s]+)(?:#([^)\s]+))?\)", index):
+            if "://" not in target:
+                assert (folder / target).exists(), (folder.name, target)
+                if anchor and target.endswith(".md"):
+                    assert anchor in _anchors((folder / target).resolve()), (folder.name, target, anchor)

@@ -1,4 +1,5 @@
-"""``benchmarks/learning.py --quick`` trains, evaluates and prints a result table (no performance checks)."""
+"""``benchmarks/learning/learning.py --quick`` trains, evaluates and prints a result table (no performance
+checks)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from conftest import run_benchmark
 
 
 def test_quick_learning_benchmark_prints_a_table(tmp_path: Path) -> None:
-    out = run_benchmark("learning.py", "--quick", "--out", str(tmp_path), timeout=300)
+    out = run_benchmark("learning/learning.py", "--quick", "--out", str(tmp_path), timeout=300)
     for header in ("- command:", "- commit:", "- machine:", "- date:", "- load average:"):
         assert header in out, f"missing {header!r} in:\n{out}"
     rows = [line for line in out.splitlines() if line.startswith("| quick |")]

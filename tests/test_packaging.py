@@ -213,13 +213,18 @@ IMPLICIT = {
 
 
 def quick_starts() -> dict[str, list[str]]:
-    """``{heading: [code block, ...]}`` of the README's ``## Quick start`` sections."""
+    """``{heading: [code block, ...]}`` of the README's ``## Quick start`` sections and of the ``###``
+    sections under the docs home page's ``## More quick starts`` (where the README sends its reader)."""
+    blocks = r"```(?:python|bash)\n(.*?)```"
     sections = re.split(r"^## ", README, flags=re.MULTILINE)
-    return {
-        s.splitlines()[0]: re.findall(r"```(?:python|bash)\n(.*?)```", s, re.DOTALL)
-        for s in sections
-        if s.startswith("Quick start")
+    starts = {
+        s.splitlines()[0]: re.findall(blocks, s, re.DOTALL) for s in sections if s.startswith("Quick start")
     }
+    home = (ROOT / "docs" / "index.md").read_text()
+    more = re.split(r"^## ", home[home.index("## More quick starts") :], flags=re.MULTILINE)[1]
+    for s in re.split(r"^### ", more, flags=re.MULTILINE)[1:]:
+        starts[s.splitlines()[0]] = re.findall(blocks, s, re.DOTALL)
+    return starts
 
 
 def modules_needed(code: str) -> set[str]:

@@ -1,5 +1,5 @@
-"""``benchmarks/paper_campaign.py``: the lease plan, the report's normalised returns, bundles, and a real
-CPU smoke campaign that is stopped and resumed."""
+"""``benchmarks/learning/paper_campaign.py``: the lease plan, the report's normalised returns, bundles, and a
+real CPU smoke campaign that is stopped and resumed."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = importlib.util.spec_from_file_location("paper_campaign", ROOT / "benchmarks" / "paper_campaign.py")
+SPEC = importlib.util.spec_from_file_location(
+    "paper_campaign", ROOT / "benchmarks" / "learning" / "paper_campaign.py"
+)
 assert SPEC is not None and SPEC.loader is not None
 campaign = importlib.util.module_from_spec(SPEC)
 sys.modules["paper_campaign"] = campaign
@@ -52,7 +54,7 @@ def test_plan_names_every_step_of_a_lease() -> None:
         "pip install -q --no-index --no-deps",
         "dpkg -x $f /tmp/gl",
         "LD_LIBRARY_PATH=/tmp/gl/usr/lib/x86_64-linux-gnu",
-        "setsid nohup python3 benchmarks/paper_campaign.py --game bigfish --seeds 0 1",
+        "setsid nohup python3 benchmarks/learning/paper_campaign.py --game bigfish --seeds 0 1",
         "--methods uniform paper",
         "--timesteps 5000000",
         "--status",
@@ -181,7 +183,7 @@ def test_cpu_smoke_campaign_runs_in_parallel_then_resumes(tmp_path: Path) -> Non
         "--poll",
         "1",
     ]
-    run_benchmark("paper_campaign.py", *base, "--timesteps", "256", "--eval-freq", "128")
+    run_benchmark("learning/paper_campaign.py", *base, "--timesteps", "256", "--eval-freq", "128")
     first = json.loads((out / "results.json").read_text())
     assert {r["run"]: r["state"] for r in first["runs"]} == {"paper-seed0": "done", "uniform-seed0": "done"}
     assert first["campaign"]["parallel_runs"] == 2 and first["methods"]["paper"]["normalised"]
@@ -192,7 +194,7 @@ def test_cpu_smoke_campaign_runs_in_parallel_then_resumes(tmp_path: Path) -> Non
         True,
     )
     assert config["sampler"] == "plr" and config["staleness_coef"] == 0.1
-    run_benchmark("paper_campaign.py", *base, "--timesteps", "512", "--eval-freq", "128")
+    run_benchmark("learning/paper_campaign.py", *base, "--timesteps", "512", "--eval-freq", "128")
     second = json.loads((out / "results.json").read_text())
     assert all(r["state"] == "done" and r["final_timesteps"] >= 512 for r in second["runs"])
     log = (out / "runs" / "paper-seed0.log").read_text()

@@ -1,4 +1,5 @@
-"""``benchmarks/per_learning.py --quick`` runs the Blind Cliffwalk and PER beats uniform replay by >= 10x."""
+"""``benchmarks/replay/per_learning.py --quick`` runs the Blind Cliffwalk and PER beats uniform replay by >=
+10x."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "per_learning.py"
+SCRIPT = ROOT / "benchmarks" / "replay" / "per_learning.py"
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 
 

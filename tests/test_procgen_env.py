@@ -351,7 +351,7 @@ def test_bad_actions(coinrun: ProcgenLevelEnv, action: Any, error: type[Exceptio
 def test_switch_benchmark_quick_run() -> None:
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.run(
-        [sys.executable, str(root / "benchmarks" / "procgen_switch.py"), "--quick"],
+        [sys.executable, str(root / "benchmarks" / "procgen" / "procgen_switch.py"), "--quick"],
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,5 +1,5 @@
 """The five behaviours where the PLR paper's code (level-replay) differs from SB3, each against a hand
-computation on tiny inputs (benchmarks/reference_equivalence.py compares a whole update with
+computation on tiny inputs (benchmarks/reference/reference_equivalence.py compares a whole update with
 level-replay's own code, which is not part of this repository)."""
 
 from __future__ import annotations
@@ -389,13 +389,14 @@ def test_minibatches_of_one_need_no_advantage_normalisation() -> None:
 
 
 def test_the_harness_maps_every_policy_parameter_to_one_of_level_replays() -> None:
-    """benchmarks/reference_equivalence.py loads plr_gym's initial weights into level-replay's Policy by
-    name; every parameter of ImpalaCnnPolicy needs exactly one counterpart (level-replay is not here)."""
+    """benchmarks/reference/reference_equivalence.py loads plr_gym's initial weights into level-replay's
+    Policy by name; every parameter of ImpalaCnnPolicy needs exactly one counterpart (level-replay is not
+    here)."""
     import importlib.util
 
     from plr_gym.policies import ImpalaCnnPolicy
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "reference_equivalence.py"
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "reference" / "reference_equivalence.py"
     spec = importlib.util.spec_from_file_location("reference_equivalence", path)
     assert spec is not None and spec.loader is not None
     harness = importlib.util.module_from_spec(spec)

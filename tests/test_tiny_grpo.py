@@ -1,5 +1,5 @@
-"""The pieces the end-to-end study (``benchmarks/tiny_grpo.py``) rests on: the character tokenizer, the exact
-reward, the data split and the metrics (seconds; nothing downloaded)."""
+"""The pieces the end-to-end study (``benchmarks/prompts/tiny_grpo.py``) rests on: the character tokenizer,
+the exact reward, the data split and the metrics (seconds; nothing downloaded)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("tokenizers", reason="needs tokenizers and transformers")
 pytest.importorskip("transformers", reason="needs tokenizers and transformers")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "prompts"))
 import tiny_grpo
 
 

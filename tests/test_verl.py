@@ -692,8 +692,8 @@ def test_v1_trainer_draws_generates_observes_every_group_once_and_resumes(
         if finish_seed is not None:  # groups still running when the batch filled: verl discarded them
             surplus = "training/filter_groups/discarded_surplus_samples"
             assert sum(s["metrics"].get(surplus, 0) for s in steps) > 0
-        # the refill rule benchmarks/verl_dynamic_sampling.py models (every dispatch finished at the next
-        # poll): B prompts, then 2 per dropped group (at most B at once), until B groups are kept
+        # the refill rule benchmarks/prompts/verl_dynamic_sampling.py models (every dispatch finished at the
+        # next poll): B prompts, then 2 per dropped group (at most B at once), until B groups are kept
         for step in range(1, 26 if finish_seed is None else 1):
             calls = [c for s, c in rollouts.calls if s == step]
             kept, credit = 0, 0

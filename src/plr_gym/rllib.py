@@ -683,6 +683,23 @@ def add_plr(
         >>> config.env.__name__, config.learner_class.__name__, plr_source(config).num_levels
         ('PLRRLlibEnv', 'PLRPPOTorchLearner', 10)
     """
+    learner_class = _checked_ppo_config(config, learner_class)
+    info = _check_source(source, "add_plr")
+    _check_learners_share(config, source, info)
+    make_env = _env_maker(config, make_env)
+    source.begin_rollout()  # the first training batch's replay fraction counts from here
+    creator = PLREnvCreator(make_env, source, int(config.num_envs_per_env_runner))
+    config.environment(env=PLRRLlibEnv, env_config={**(config.env_config or {}), CREATOR_KEY: creator})
+    config.learners(
+        learner_class=learner_class,
+        learner_config_dict={**config.learner_config_dict, SOURCE_KEY: source},
+    )
+    return config
+
+
+def _checked_ppo_config(config: AlgorithmConfig, learner_class: type | None) -> type:
+    """:func:`add_plr`'s checks of ``config`` (PPO, new API stack, torch, single-agent) and the learner
+    class to use (``learner_class``, checked, or :class:`PLRPPOTorchLearner`)."""
     from ray.rllib.algorithms.ppo import PPOConfig
 
     if not isinstance(config, PPOConfig):
@@ -694,10 +711,14 @@ def add_plr(
     if config.is_multi_agent:
         raise ValueError("add_plr: config must be single-agent (multi_agent() is not supported)")
     if learner_class is None:
-        learner_class = PLRPPOTorchLearner
-    elif not (isinstance(learner_class, type) and issubclass(learner_class, PLRPPOTorchLearner)):
+        return PLRPPOTorchLearner
+    if not (isinstance(learner_class, type) and issubclass(learner_class, PLRPPOTorchLearner)):
         raise TypeError("add_plr: learner_class must be a subclass of PLRPPOTorchLearner")
-    info = _check_source(source, "add_plr")
+    return learner_class
+
+
+def _check_learners_share(config: AlgorithmConfig, source: Any, info: Strategy) -> None:
+    """Several learners scoring from values join each episode's parts in the source: it must take parts."""
     learner_scored = info.uses_scores and not info.outcome
     if (
         int(config.num_learners or 0) > 1
@@ -709,21 +730,20 @@ def add_plr(
             "the parts of each episode in it: a plr_gym.distributed.RemoteLevelSource, got "
             f"{type(source).__name__} (each learner would score into its own copy)"
         )
-    if make_env is None:
-        if not isinstance(config.env, str):
-            raise ValueError(
-                "add_plr: pass make_env=fn(env_config) -> gym.Env, or set a Gymnasium id with "
-                "config.environment(env='...') first"
-            )
-        make_env = config.env
-    source.begin_rollout()  # the first training batch's replay fraction counts from here
-    creator = PLREnvCreator(make_env, source, int(config.num_envs_per_env_runner))
-    config.environment(env=PLRRLlibEnv, env_config={**(config.env_config or {}), CREATOR_KEY: creator})
-    config.learners(
-        learner_class=learner_class,
-        learner_config_dict={**config.learner_config_dict, SOURCE_KEY: source},
-    )
-    return config
+
+
+def _env_maker(
+    config: AlgorithmConfig, make_env: Callable[[Mapping[str, Any]], gym.Env[Any, Any]] | str | None
+) -> Callable[[Mapping[str, Any]], gym.Env[Any, Any]] | str:
+    """``make_env``, or the Gymnasium id already set with ``config.environment(env=...)``."""
+    if make_env is not None:
+        return make_env
+    if not isinstance(config.env, str):
+        raise ValueError(
+            "add_plr: pass make_env=fn(env_config) -> gym.Env, or set a Gymnasium id with "
+            "config.environment(env='...') first"
+        )
+    return config.env
 
 
 def plr_ppo_config(
@@ -768,16 +788,7 @@ def plr_ppo_config(
     from ray.rllib.algorithms.ppo import PPOConfig
 
     if source is None:
-        from plr_gym.distributed import RemoteLevelSource, host_level_source
-        from plr_gym.source import make_level_source
-
-        sampler = make_level_source("plr_ppo_config", 1, None, sampler_kwargs, None, None, None, 1)
-        source = RemoteLevelSource(
-            host_level_source(sampler),
-            prefetch=prefetch,
-            prefetch_seconds=prefetch_seconds,
-            min_refill=min_refill,
-        )
+        source = _hosted_sampler(sampler_kwargs, prefetch, prefetch_seconds, min_refill)
     elif sampler_kwargs:
         raise ValueError(
             f"plr_ppo_config: pass either source= or LevelSampler arguments (got source= and "
@@ -787,6 +798,22 @@ def plr_ppo_config(
         num_env_runners=num_env_runners, num_envs_per_env_runner=num_envs_per_env_runner
     )
     return add_plr(config, source, make_env)
+
+
+def _hosted_sampler(
+    sampler_kwargs: dict[str, Any], prefetch: int, prefetch_seconds: float, min_refill: int
+) -> Any:
+    """A :class:`~plr_gym.LevelSampler` of ``sampler_kwargs`` hosted in a Ray actor, and a client of it."""
+    from plr_gym.distributed import RemoteLevelSource, host_level_source
+    from plr_gym.source import make_level_source
+
+    sampler = make_level_source("plr_ppo_config", 1, None, sampler_kwargs, None, None, None, 1)
+    return RemoteLevelSource(
+        host_level_source(sampler),
+        prefetch=prefetch,
+        prefetch_seconds=prefetch_seconds,
+        min_refill=min_refill,
+    )
 
 
 def plr_source(config: AlgorithmConfig) -> Any:
