@@ -410,3 +410,54 @@ def test_the_harness_maps_every_policy_parameter_to_one_of_level_replays() -> No
         len(names) == len(set(names)) == 36
     )  # 15 convolutions, fc, critic and the logits' layer: weight + bias
     assert "base.layer2.3.conv1.weight" in names and "dist.linear.bias" in names and "base.fc.weight" in names
+
+
+class _Recorder:
+    """Stands in for ``torch`` in plr_gym.ppo: records the first argument of every ``th.min`` (the
+    surrogate ``advantages * ratio``, ratio 1 with a zero learning rate), delegates everything else."""
+
+    def __init__(self) -> None:
+        self.seen: list[torch.Tensor] = []
+
+    def min(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        self.seen.append(a.detach().clone())
+        return torch.min(a, b)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch, name)
+
+
+@pytest.mark.parametrize(
+    ("mode", "eps", "scale", "batch"), [("rollout", 1e-5, 1e-4, 16), ("minibatch", 1e-8, 1e-7, 64)]
+)
+def test_each_normalisations_epsilon_is_pinned(
+    monkeypatch: pytest.MonkeyPatch, mode: str, eps: float, scale: float, batch: int
+) -> None:
+    """The advantages PPO's surrogate sees are (A - mean) / (std + eps) with level-replay's 1e-5 (rollout:
+    the whole rollout's mean and std, ddof 1, whatever the minibatch) or SB3's 1e-8 (per minibatch; here one
+    minibatch of the whole rollout): advantages with a standard deviation of about 10 * eps make a change
+    of eps (e.g. 1e-5 -> 1e-8) move them by ~10%, far outside the tolerance."""
+    import plr_gym.ppo as ppo_module
+
+    rng = np.random.default_rng(0)
+    known = (scale * rng.standard_normal((32, 2))).astype(np.float32)
+
+    class Known(LevelReplayPPO):
+        def train(self) -> None:
+            self.rollout_buffer.advantages = known.copy()
+            super().train()
+
+    recorder = _Recorder()
+    monkeypatch.setattr(ppo_module, "th", recorder)
+    venv = make_vec_env("CartPole-v1", n_envs=2, seed=3)
+    Known("MlpPolicy", venv, n_steps=32, batch_size=batch, n_epochs=2, seed=3, learning_rate=0.0,
+          advantage_normalization=mode).learn(64)  # fmt: skip
+    assert len(recorder.seen) == 2 * (64 // batch)
+    flat = known.astype(np.float64).ravel()
+    seen = torch.cat(recorder.seen).double().numpy()[:64]  # the first epoch: every step once
+    expected = (flat - flat.mean()) / (flat.std(ddof=1) + eps)
+    np.testing.assert_allclose(np.sort(seen), np.sort(expected), rtol=1e-5, atol=0)
+    for other in (1e-5, 1e-8, 1e-6, 1e-7, 0.0):
+        if other != eps:  # another epsilon moves them by far more than the tolerance
+            wrong = (flat - flat.mean()) / (flat.std(ddof=1) + other)
+            assert np.max(np.abs(np.sort(wrong) - np.sort(seen))) > 1e-3 * np.max(np.abs(expected))
