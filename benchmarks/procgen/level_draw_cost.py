@@ -1,4 +1,4 @@
-"""The cost per step of ``level_draw="episode_end"`` on batched Procgen: episode_end vs episode_start vs no PLR.
+"""The cost per step of ``level_draw="episode_end"`` on batched Procgen, against episode_start and no PLR.
 
 Not a test. Steps plr_gym's ``ProcgenVecEnv`` (the SB3 face, ``--num-envs`` games, Procgen stepping in the
 calling thread so that CPU time covers all of it) with random actions, in three configurations:
@@ -16,7 +16,8 @@ level scored beforehand, so that every draw is a replay draw. Two episode-end ra
 configuration for ``--steps`` steps, in a rotated order) so that a shared machine's load falls on all of
 them alike; the table gives the median over rounds of wall time and of process CPU time per vector step.
 
-    python benchmarks/procgen/level_draw_cost.py --num-envs 64 --rounds 7 --out benchmarks/results/level_draw_cost.md
+    python benchmarks/procgen/level_draw_cost.py --num-envs 64 --steps 300 --rounds 11 \
+        --out benchmarks/results/level_draw_cost.md
 """
 
 from __future__ import annotations
@@ -132,8 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     lines += procgen_header(command)
     lines += [
         "",
-        f"{args.rounds} interleaved rounds x {args.steps} vector steps per configuration; Procgen steps in the "
-        "calling thread (num_threads=0); sampler: paper-procgen (rank, β 0.1, ρ 0.1), 200 levels all scored.",
+        f"{args.rounds} interleaved rounds x {args.steps} vector steps per configuration; Procgen steps in "
+        "the calling thread (num_threads=0); sampler: paper-procgen (rank, β 0.1, ρ 0.1), 200 levels, all "
+        "scored.",
         "",
     ]
     settings = [(0, "the game's own episode ends")]
