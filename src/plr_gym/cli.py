@@ -348,6 +348,8 @@ def sampler_kwargs(args: argparse.Namespace, levels: Sequence[int]) -> dict[str,
     no staleness, ``min_seen_ratio=0`` and the proportionate schedule draw every training level with
     probability ``1/N`` at every draw. ``args`` is resolved (:func:`resolve_train_args`).
     """
+    from plr_gym.reference import power_offset
+
     kwargs: dict[str, Any] = {
         "levels": list(levels),
         "strategy": args.strategy,
@@ -374,6 +376,8 @@ def sampler_kwargs(args: argparse.Namespace, levels: Sequence[int]) -> dict[str,
             eps=args.eps,
             uniform_mass=args.uniform_mass,
             temperature_end=args.temperature_end,
+            unseen_rank=args.unseen_rank,
+            power_offset=power_offset(args.power_offset, args.score_transform, args.staleness_coef),
         )
     if kwargs["strategy"] == "learnability":
         kwargs["success_rate_alpha"] = args.success_rate_alpha
@@ -704,6 +708,7 @@ def _build_training(
             normalize_reward_gamma=args.normalize_reward_gamma,
             time_limit=args.time_limit,
             residual_skip=args.residual_skip,
+            level_draw=args.level_draw,
         )
     except SetupError as exc:
         raise CLIError(str(exc)) from None

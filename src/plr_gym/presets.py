@@ -113,6 +113,11 @@ _REFERENCE: dict[str, Setting] = {
     for c in REFERENCE_CHOICES
 }
 _UPDATE = (_REFERENCE["time_limit"], _REFERENCE["value_loss"], _REFERENCE["advantage_normalization"])
+#: How the sampler draws and weighs levels: when each level is drawn (at the previous episode's end) and the
+#: two transforms' details (the latter change nothing under the recipes' rank transform over scores >= 0 with
+#: replay after every level was seen; they keep ``--strategy gae`` or ``--score-transform power`` with the
+#: preset as level-replay).
+_DRAWS = (_REFERENCE["level_draw"], _REFERENCE["unseen_rank"], _REFERENCE["power_offset"])
 
 #: LevelSampler options of ``plr-gym train`` that :func:`resolve` fills (defaults: ``sampler_defaults()``).
 SAMPLER_OPTIONS = (
@@ -159,6 +164,7 @@ RECIPES: dict[str, tuple[Setting, ...]] = {
         Setting("eval_deterministic", False, "actions sampled from the policy", _CODE_TEST),
         *_PLR_COMMON,
         _REFERENCE["partial_episodes"],
+        *_DRAWS,
         Setting("staleness_coef", PAPER_PRESETS["paper-procgen"]["staleness_coef"], "rho = 0.1", _PAPER),
     ),
     "paper-minigrid": (
@@ -166,6 +172,7 @@ RECIPES: dict[str, tuple[Setting, ...]] = {
         *_UPDATE,
         *_PLR_COMMON,
         _REFERENCE["partial_episodes"],
+        *_DRAWS,
         Setting("staleness_coef", PAPER_PRESETS["paper-minigrid"]["staleness_coef"], "rho = 0.3", _PAPER),
     ),
 }

@@ -40,10 +40,12 @@ Differences from the reference code, all deliberate:
 - ``max`` transform: the reference writes ``-inf`` into the stored scores of unseen levels (``scores[:]``
   is a view in numpy). Here stored scores are never touched by a transform.
 - ``rank`` transform: levels are ranked among *seen* levels only (the reference also ranks unseen levels,
-  with score 0, which only matters when replay starts before every level was seen). Ties are broken by
+  with score 0, which only matters when replay starts before every level was seen and some seen score is
+  negative; ``unseen_rank="zero"`` does as the reference). Ties are broken by
   the order of ``levels`` (earlier first), where the reference's ``argsort`` breaks them arbitrarily.
 - ``power`` transform: ``S^(1/β)`` as in the paper; the reference adds ``1e-3`` to every score when
-  ``staleness_coef == 0``. Negative scores are rejected for ``power`` (their fractional powers are NaN).
+  ``staleness_coef == 0`` (``power_offset=1e-3`` does the same). Negative scores are rejected for ``power``
+  (their fractional powers are NaN).
 - ``eps_greedy`` spreads ``eps`` uniformly over the seen levels (the reference over all levels before
   zeroing the unseen ones and renormalising; identical once every level is seen).
 - The first score of a level is stored as is; later scores are mixed in with ``alpha`` (the reference
@@ -89,6 +91,7 @@ __all__ = [
     "SCORE_TRANSFORMS",
     "STALENESS_TRANSFORMS",
     "STRATEGIES",
+    "UNSEEN_RANKS",
     "LevelSampler",
     "sampler_defaults",
 ]
@@ -104,6 +107,9 @@ SCORE_TRANSFORMS: tuple[str, ...] = transform_names(_TRANSFORM_PARAMS)
 STALENESS_TRANSFORMS: tuple[str, ...] = SCORE_TRANSFORMS
 #: Replay schedules.
 REPLAY_SCHEDULES: tuple[str, ...] = ("proportionate", "fixed")
+#: How ``rank`` ranks a seen level while some levels are unseen: ``"seen"`` (among the seen levels only, the
+#: default) or ``"zero"`` (level-replay: among all levels, the unseen ones at score 0).
+UNSEEN_RANKS: tuple[str, ...] = ("seen", "zero")
 #: The PLR paper's settings (Jiang et al. 2021, appendix): L1 value loss, rank transform, β = 0.1, and the
 #: staleness coefficient ρ = 0.1 on Procgen, 0.3 on MiniGrid. ``LevelSampler.paper_defaults`` uses them.
 PAPER_PRESETS: dict[str, dict[str, Any]] = {
@@ -287,6 +293,12 @@ class LevelSampler:
         episodes so far: the plain mean of the first ``1/success_rate_alpha`` outcomes, then an
         exponentially weighted one). The level's score is ``p·(1 − p)``. Default 0.1.
     :param seed: seed of the sampler's own ``numpy.random.Generator``; same seed, same draws.
+    :param unseen_rank: ``score_transform="rank"`` while some levels are unseen: ``"seen"`` (default) ranks
+        a seen level among the seen levels; ``"zero"`` ranks it among all levels with the unseen ones at
+        score 0, as level-replay does (a seen level with a negative score, e.g. ``strategy="gae"``, then
+        ranks below every unseen one; ties at 0: seen levels first). ``O(N)`` per score draw in that case.
+    :param power_offset: ``score_transform="power"`` only: ``(S_i + power_offset)^(1/β)``. Default 0 (the
+        paper's ``S_i^(1/β)``); level-replay adds ``1e-3`` when ``staleness_coef`` is 0.
     :param temperature_end: anneal ``β`` linearly from ``temperature`` (at the start of training) to this
         value (at its end), following :meth:`set_progress`, which :class:`~plr_gym.PLRCallback` calls at
         every rollout with the share of ``total_timesteps`` done (your own loop calls it yourself).
@@ -344,6 +356,8 @@ class LevelSampler:
         success_rate_alpha: float = 0.1,
         seed: int | None = None,
         temperature_end: float | None = None,
+        unseen_rank: str = "seen",
+        power_offset: float = 0.0,
     ) -> None:
         if callable(strategy):
             self.strategy: Strategy = strategy
@@ -367,8 +381,17 @@ class LevelSampler:
         self.eps = _check_unit("eps", eps)
         self.uniform_mass = _check_unit("uniform_mass", uniform_mass)
         self.success_rate_alpha = _check_unit("success_rate_alpha", success_rate_alpha, open_low=True)
+        self.unseen_rank = _check_choice("unseen_rank", unseen_rank, UNSEEN_RANKS)
+        self.power_offset = _check_real("power_offset", power_offset)
+        if not (math.isfinite(self.power_offset) and self.power_offset >= 0.0):
+            raise ValueError(f"power_offset must be a finite number >= 0, got {power_offset!r}")
+        if self.power_offset and self.score_transform != "power":
+            raise ValueError(
+                f"power_offset={power_offset!r} applies to score_transform='power' only, got "
+                f"score_transform={self.score_transform!r}"
+            )
         # h and g: the transform objects behind P_S and P_C (definition + fast sampling)
-        self._h: ScoreTransform = TRANSFORMS[self.score_transform](temperature=self.temperature, eps=self.eps)
+        self._h: ScoreTransform = self._score_transform_object(self.temperature)
         self._g: ScoreTransform = TRANSFORMS[self.staleness_transform](
             temperature=self.staleness_temperature, eps=self.eps
         )
@@ -406,6 +429,36 @@ class LevelSampler:
         self._success_rate: FloatArray | None = np.zeros(n) if self.learns_outcomes else None
         self._outcomes: IntArray | None = np.zeros(n, dtype=np.int64) if self.learns_outcomes else None
         self._build_structures()
+
+    def _score_transform_object(self, temperature: float) -> ScoreTransform:
+        """``h`` at ``temperature`` (with :attr:`power_offset` for ``power``)."""
+        h = TRANSFORMS[self.score_transform](temperature=temperature, eps=self.eps)
+        if self.power_offset:
+            h.offset = self.power_offset  # type: ignore[attr-defined]  # Power (checked in __init__)
+        return h
+
+    def _ranks_unseen_at_zero(self) -> bool:
+        """``unseen_rank="zero"`` changes the rank weights now: some level unseen, some seen score < 0."""
+        return (
+            self.unseen_rank == "zero"
+            and self.score_transform == "rank"
+            and 0 < self._n_seen < self._levels.size
+            and bool((self._scores[self._perm[: self._n_seen]] < 0.0).any())
+        )
+
+    def _score_weights(self, seen_idx: IntArray) -> FloatArray:
+        """``P_S`` over the seen levels ``seen_idx`` (in level order)."""
+        values = self._scores[seen_idx]
+        if not self._ranks_unseen_at_zero():
+            return self._h.weights(values)
+        # level-replay's ranks: the unseen levels (score 0) rank above every negative seen score
+        order = np.argsort(-values, kind="stable")
+        ranks = np.empty(values.size, dtype=np.float64)
+        ranks[order] = np.arange(1, values.size + 1, dtype=np.float64)
+        ranks += (self._levels.size - self._n_seen) * (values < 0.0)
+        w = ranks ** (-1.0 / self.temperature)
+        out: FloatArray = w / w.sum()
+        return out
 
     @classmethod
     def paper_defaults(
@@ -673,6 +726,11 @@ class LevelSampler:
         return int(seen_idx[transform.draw_position(values(seen_idx), self._rng)])
 
     def _sample_score_index(self) -> int:
+        if self._ranks_unseen_at_zero():  # O(N): the unseen levels' count shifts the negative scores' ranks
+            seen_idx = np.flatnonzero(self.seen)
+            cdf = np.cumsum(self._score_weights(seen_idx))
+            k = int(np.searchsorted(cdf, self._rng.random() * cdf[-1], side="right"))
+            return int(seen_idx[min(k, seen_idx.size - 1)])
         if self._score_keys is not None:
             return self._sample_ordered(self._h, self._score_keys)
         if self._score_tree is not None:
@@ -729,7 +787,7 @@ class LevelSampler:
         if self._n_seen == 0:
             return out
         seen_idx = np.flatnonzero(self.seen)
-        p = self._h.weights(self._scores[seen_idx])
+        p = self._score_weights(seen_idx)
         if self.staleness_coef > 0.0:
             stale = (self._t - self._last[seen_idx]).astype(np.float64)
             pc = self._g.weights(stale)
@@ -987,6 +1045,8 @@ class LevelSampler:
             "uniform_mass": self.uniform_mass,
             "success_rate_alpha": self.success_rate_alpha,
             "seed": self.seed,
+            "unseen_rank": self.unseen_rank,
+            "power_offset": self.power_offset,
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -1061,6 +1121,8 @@ class LevelSampler:
         theirs.setdefault("uniform_mass", 0.0)
         theirs.setdefault("success_rate_alpha", 0.1)
         theirs.setdefault("temperature_end", None)
+        theirs.setdefault("unseen_rank", "seen")
+        theirs.setdefault("power_offset", 0.0)
         diff = sorted(k for k in mine if k != "seed" and mine[k] != theirs.get(k))
         if diff:
             details = ", ".join(f"{k}: state has {theirs.get(k)!r}, sampler has {mine[k]!r}" for k in diff)
@@ -1210,7 +1272,7 @@ class LevelSampler:
             if temperature != self.temperature:
                 old = (self.temperature, self._h, self._softmax_shift)
                 self.temperature = temperature
-                self._h = TRANSFORMS[self.score_transform](temperature=temperature, eps=self.eps)
+                self._h = self._score_transform_object(temperature)
                 try:  # re-anchored: exp((g − shift)/β) must stay finite at the new, lower β
                     self._build_structures(reanchor=True)
                 except BaseException:

@@ -690,6 +690,7 @@ def build_run(
     normalize_reward_gamma: float = 0.99,
     time_limit: str = "bootstrap",
     residual_skip: str = "identity",
+    level_draw: str = "episode_start",
     load_path: str | os.PathLike[str] | None = None,
     torch_threads: int | str | None = "auto",
 ) -> TrainingRun:
@@ -726,6 +727,8 @@ def build_run(
         :class:`~plr_gym.wrappers.time_limit.TimeLimitAsTerminal` over the PLR wrapper; the level scores
         follow, as they are computed from the rollout buffer's rewards and advantages).
     :param residual_skip: the IMPALA-CNN's residual skip (``encoder="impala"``), see :func:`policy_for`.
+    :param level_draw: when each env's next level is drawn, ``PrioritizedLevelReplay(level_draw=...)``:
+        ``"episode_start"`` or ``"episode_end"`` (the PLR paper's code; not with ``subproc``).
     :param load_path: continue a saved model (``algo``'s ``load``) instead of building a new one; the
         hyperparameters are the saved model's (reward-normalisation statistics: see
         :func:`load_reward_normalization`).
@@ -762,7 +765,7 @@ def build_run(
         env_id, n_envs, env_seed, env_kwargs, subproc=subproc, full_obs=full_obs, batched=batched
     )
     try:
-        venv: Any = PrioritizedLevelReplay(base, sampler=sampler)
+        venv: Any = PrioritizedLevelReplay(base, sampler=sampler, level_draw=level_draw)
     except (ValueError, TypeError) as exc:
         base.close()
         raise SetupError(str(exc)) from None

@@ -23,11 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from plr_gym.reference import LEVEL_DRAWS
+
 if TYPE_CHECKING:
     from plr_gym.source import LevelSource
-
-#: The accepted values of ``level_draw``.
-LEVEL_DRAWS: tuple[str, ...] = ("episode_start", "episode_end")
 
 
 def check_level_draw(owner: str, level_draw: object, source: LevelSource) -> str:

@@ -304,7 +304,8 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
         """What a reset leaves queued in each sub-env (the reset envs' entries are then overwritten)."""
         n = self.num_envs
         if self.autoreset_mode == AutoresetMode.SAME_STEP and not self._provides:
-            return self._next.tolist()
+            queued: list[Any] = self._next.tolist()
+            return queued
         if self.autoreset_mode == AutoresetMode.NEXT_STEP and self.level_draw == "episode_end":
             # envs whose episode ended keep the level drawn for their reset step
             return [self._next[i].item() if self._autoreset[i] else None for i in range(n)]
