@@ -30,15 +30,8 @@ from plr_gym._levels import _decode, _encode, as_sequence, level_key
 from plr_gym._sizes import allocating
 from plr_gym._structures import LinearStalenessTree
 from plr_gym.checkpoint import load_npz, save_npz
-from plr_gym.sampler import (
-    _check_positive,
-    _check_real,
-    _check_unit,
-    _is_int,
-    _state_array,
-    _state_int,
-    _state_rng,
-)
+from plr_gym.sampler.options import _check_positive, _check_real, _check_unit, _is_int
+from plr_gym.sampler.state import _state_array, _state_int, _state_rng
 from plr_gym.transforms import TRANSFORMS, OrderedTransform, transform_names
 
 __all__ = ["LevelBuffer", "buffer_transforms"]

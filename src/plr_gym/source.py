@@ -463,7 +463,7 @@ class BufferLevelSource:
             raise
 
     def _checked_plan(self, state: Any) -> tuple[np.random.Generator, list[Any]]:
-        from plr_gym.sampler import _state_rng
+        from plr_gym.sampler.state import _state_rng
 
         if not isinstance(state, dict) or "rng" not in state or not isinstance(state.get("children"), list):
             raise ValueError("not a Robust PLR generator state (needs 'rng' and a 'children' list)")
