@@ -343,3 +343,63 @@ def test_level_wrapper_level_provider() -> None:
         env.level_provider = 5  # type: ignore[assignment]
     env.level_provider = None
     assert env.reset()[1]["level"] is None
+
+
+# ------------------------------------------------------------------ level-replay's draw, at tiny size
+
+
+def test_episode_end_is_level_replays_step_wait() -> None:
+    """level-replay's ``VecPyTorchProcgen.step_wait`` (envs.py L147-160), written out over a plain
+    DummyVecEnv: ``for e in done.nonzero()[0]: seed = level_sampler.sample(); venv.seed(seed, e)`` and the
+    observation of the reseeded env replaced. With an identical sampler on each side, fed the same scores
+    at the same steps, the wrapper with ``level_draw="episode_end"`` gives the same observations, the same
+    levels and the same sampler state at every step; ``"episode_start"`` does not (it plays each level one
+    episode later)."""
+    makes = [_minigrid(3), _minigrid(5), _minigrid(4)]
+    rng = np.random.default_rng(0)
+    actions = rng.integers(0, 3, (40, 3))
+    score_at = {t: rng.random(3) for t in range(40) if t % 6 == 5}  # a rollout's end every 6 steps
+
+    def paper_sampler() -> LevelSampler:
+        return LevelSampler.paper_defaults(levels=range(6), seed=3, min_seen_ratio=0.5)
+
+    def reference() -> list[tuple[np.ndarray, list[int]]]:
+        sampler = paper_sampler()
+        venv = DummyVecEnv(makes)
+        levels = sampler.sample(3).tolist()  # the first levels (level-replay's reset: in order; any will do)
+        venv.set_options([{"level": level} for level in levels])
+        venv.reset()
+        out = []
+        for t, a in enumerate(actions):
+            obs, _, done, infos = venv.step(a)
+            played = [info["level"] for info in infos]
+            for e in done.nonzero()[0]:
+                seed = sampler.sample()  # as the sampler is at the step that ended the episode
+                obs[e] = venv.envs[e].reset(seed=seed)[0]  # venv.seed(seed, e) + observe()
+                levels[e] = seed
+            out.append((obs.copy(), played))
+            if t in score_at:
+                for e in range(3):
+                    sampler.update(levels[e], float(score_at[t][e]))
+        return out
+
+    def ours(level_draw: str) -> list[tuple[np.ndarray, list[int]]]:
+        sampler = paper_sampler()
+        venv = PrioritizedLevelReplay(DummyVecEnv(makes), sampler=sampler, level_draw=level_draw)
+        venv.reset()
+        out = []
+        for t, a in enumerate(actions):
+            obs, _, _, infos = venv.step(a)
+            out.append((obs.copy(), [info["level"] for info in infos]))
+            if t in score_at:
+                for e, level in enumerate(venv.current_levels.tolist()):
+                    sampler.update(level, float(score_at[t][e]))
+        return out
+
+    expected = reference()
+    got = ours("episode_end")
+    for (obs_a, lv_a), (obs_b, lv_b) in zip(expected, got):
+        assert lv_a == lv_b
+        np.testing.assert_array_equal(obs_a, obs_b)
+    lagged = ours("episode_start")
+    assert any(a[1] != b[1] for a, b in zip(expected, lagged))
