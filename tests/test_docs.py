@@ -301,6 +301,22 @@ def test_prose_about_the_defaults_gives_the_codes_beta_and_rho() -> None:
     assert checked >= 2  # the README's and the study's statements of the defaults
 
 
+def test_the_pages_hold_the_tables_written_from_the_option_declarations() -> None:
+    """docs/paper.md's recipe tables and docs/cli.md's options table are the generators' output, as it is."""
+    from plr_gym.options import options_table
+    from plr_gym.presets import RECIPES, recipe_table
+
+    paper = (ROOT / "docs" / "paper.md").read_text()
+    for preset in RECIPES:
+        block = re.search(
+            rf"<!-- recipe-table {preset}: .*? -->\n\n(.*?)\n\n<!-- /recipe-table -->", paper, re.DOTALL
+        )
+        assert block is not None and block[1] == recipe_table(preset), preset
+    cli = (ROOT / "docs" / "cli.md").read_text()
+    block = re.search(r"<!-- options-table: .*? -->\n\n(.*?)\n\n<!-- /options-table -->", cli, re.DOTALL)
+    assert block is not None and block[1] == options_table()
+
+
 def test_readme_and_cli_docs_quote_the_demos_task_and_claim() -> None:
     from plr_gym import demo
 

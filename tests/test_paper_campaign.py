@@ -211,7 +211,7 @@ def test_checkpoints_follow_the_wall_clock_with_save_seconds(tmp_path: Path) -> 
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
 
-    from plr_gym import LevelWrapper, PLRCallback, PrioritizedLevelReplay, RunDirectory
+    from plr_gym import LevelWrapper, PLRCallback, PrioritizedLevelReplay, RunCheckpointCallback, RunDirectory
 
     def learn(save_seconds: float | None, tick: float, out: Path) -> list[int]:
         """Train 4 rollouts of 64 steps; each rollout takes ``tick`` seconds of the fake clock."""
@@ -232,7 +232,7 @@ def test_checkpoints_follow_the_wall_clock_with_save_seconds(tmp_path: Path) -> 
                 return True
 
         with RunDirectory(out) as run:
-            saver = run.callback(10**9, plr_callback=plr, save_seconds=save_seconds)
+            saver = RunCheckpointCallback(run, 10**9, plr_callback=plr, save_seconds=save_seconds)
             saver.clock = lambda: now[0]
             save_now = saver.save_now
 
@@ -250,7 +250,5 @@ def test_checkpoints_follow_the_wall_clock_with_save_seconds(tmp_path: Path) -> 
     assert learn(600.0, 400.0, tmp_path / "second") == [0, 64, 192, 256]
     assert learn(None, 700.0, tmp_path / "steps") == [0, 256]  # steps only (save_freq 10**9): start and end
     with pytest.raises(ValueError, match="save_seconds must be a finite number > 0 or None"):
-        from plr_gym.callbacks import RunCheckpointCallback
-
         with RunDirectory(tmp_path / "bad") as run:
             RunCheckpointCallback(run, save_seconds=0)

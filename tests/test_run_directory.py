@@ -36,7 +36,7 @@ from stable_baselines3 import DQN, PPO
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
-import plr_gym.run as run_module
+import plr_gym.run.manifest as manifest_module
 from conftest import run_cli
 from plr_gym import LevelWrapper, PLRCallback, PrioritizedLevelReplay, RunCheckpointCallback, RunDirectory
 from plr_gym.checkpoint import CURRENT_LINK, checkpoint_files, write_checkpoint_dir
@@ -106,7 +106,7 @@ def _one_thread(one_torch_thread: None) -> None:
 def test_checkpoint_round_trips_model_optimizer_level_source_and_rng(tmp_path: Path) -> None:
     with RunDirectory(tmp_path) as run:
         model, plr = build()
-        model.learn(128, callback=[plr, run.callback(save_freq=64, plr_callback=plr)])
+        model.learn(128, callback=[plr, RunCheckpointCallback(run, save_freq=64, plr_callback=plr)])
         ckpt = run.current()
         assert ckpt is not None and ckpt.timestep == model.num_timesteps == 128
         assert zip_timesteps(tmp_path / "model.zip") == 128
@@ -131,10 +131,19 @@ def test_checkpoint_round_trips_model_optimizer_level_source_and_rng(tmp_path: P
     assert fresh_plr.resume_from == ckpt.path / "plr"  # the scorer's open episodes load at learn()
 
 
+def test_the_run_directory_names_the_callback_that_replaced_its_factory(tmp_path: Path) -> None:
+    """RunDirectory does not build its callback (the callback imports the run directory, never the other
+    way round): the old ``run.callback(...)`` fails with a message naming the replacement."""
+    run = RunDirectory(tmp_path)
+    with pytest.raises(AttributeError, match=r"use plr_gym\.RunCheckpointCallback\(run, save_freq"):
+        run.callback(save_freq=64)
+    assert not hasattr(run, "callback")
+
+
 def test_library_users_restore_both_with_one_call_and_continue(tmp_path: Path) -> None:
     with RunDirectory(tmp_path) as run:
         model, plr = build()
-        model.learn(64, callback=[plr, run.callback(save_freq=1000, plr_callback=plr)])
+        model.learn(64, callback=[plr, RunCheckpointCallback(run, save_freq=1000, plr_callback=plr)])
     with RunDirectory(tmp_path) as run:
         model, plr = build()
         assert run.restore(model, plr_callback=plr) is not None
@@ -152,7 +161,7 @@ def test_restore_never_unpickles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
     with RunDirectory(tmp_path) as run:
         model, plr = build()
-        model.learn(64, callback=[plr, run.callback(save_freq=64, plr_callback=plr)])
+        model.learn(64, callback=[plr, RunCheckpointCallback(run, save_freq=64, plr_callback=plr)])
 
         def refuse(*args: Any, **kwargs: Any) -> Any:
             raise AssertionError("resume unpickled something")
@@ -168,7 +177,7 @@ def test_restore_never_unpickles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_corrupt_or_mismatched_checkpoints_are_refused_and_change_nothing(tmp_path: Path) -> None:
     with RunDirectory(tmp_path) as run:
         model, plr = build()
-        model.learn(64, callback=[plr, run.callback(save_freq=64, plr_callback=plr)])
+        model.learn(64, callback=[plr, RunCheckpointCallback(run, save_freq=64, plr_callback=plr)])
         gen = checkpoint_files(tmp_path)
 
         other, other_plr = build(seed=5, net=(8,))  # another network: refused by shape
@@ -197,7 +206,7 @@ def test_corrupt_or_mismatched_checkpoints_are_refused_and_change_nothing(tmp_pa
 def test_vecnormalize_statistics_are_part_of_the_checkpoint(tmp_path: Path) -> None:
     with RunDirectory(tmp_path) as run:
         model, plr = build(normalize=True)
-        model.learn(64, callback=[plr, run.callback(save_freq=64, plr_callback=plr)])
+        model.learn(64, callback=[plr, RunCheckpointCallback(run, save_freq=64, plr_callback=plr)])
         saved = model.get_env().obs_rms
         fresh, fresh_plr = build(normalize=True, seed=2)
         run.restore(fresh, plr_callback=fresh_plr)
@@ -211,7 +220,7 @@ def test_reward_only_vecnormalize_is_saved_and_restored(tmp_path: Path) -> None:
     which has no ``obs_rms``: its return statistics are still saved and restored."""
     with RunDirectory(tmp_path) as run:
         model, plr = build(normalize=True, norm_obs=False)
-        model.learn(64, callback=[plr, run.callback(save_freq=64, plr_callback=plr)])
+        model.learn(64, callback=[plr, RunCheckpointCallback(run, save_freq=64, plr_callback=plr)])
         assert run.current().has("vecnormalize.npz")  # type: ignore[union-attr]
         saved = model.get_env().ret_rms
         returns = model.get_env().returns.copy()
@@ -229,7 +238,7 @@ def test_replay_buffer_is_saved_when_asked(tmp_path: Path) -> None:
 
     with RunDirectory(tmp_path) as run:
         model = dqn(0)
-        model.learn(120, callback=run.callback(save_freq=1000))
+        model.learn(120, callback=RunCheckpointCallback(run, save_freq=1000))
         assert not run.current().has("replay_buffer.npz")  # type: ignore[union-attr]  # opt-in: large
         run.save(model, replay_buffer=True)
         fresh = dqn(1)
@@ -242,7 +251,7 @@ def test_replay_buffer_is_saved_when_asked(tmp_path: Path) -> None:
 def test_keeps_the_last_k_generations(tmp_path: Path) -> None:
     with RunDirectory(tmp_path, keep=2) as run:
         model, plr = build()
-        model.learn(256, callback=[plr, run.callback(save_freq=64, plr_callback=plr)])
+        model.learn(256, callback=[plr, RunCheckpointCallback(run, save_freq=64, plr_callback=plr)])
         kept = run.checkpoints()
         assert len(kept) == 2 and checkpoint_files(tmp_path) == kept[-1]
         assert [json.loads((g / "checkpoint.json").read_text())["timestep"] for g in kept] == [192, 256]
@@ -309,7 +318,7 @@ def test_checkpoint_callback_saves_at_the_current_step_on_a_signal(tmp_path: Pat
     stop = StopOnSignals()
     with RunDirectory(tmp_path) as run, stop.installed():
         model, plr = build()
-        saver = run.callback(save_freq=10_000, plr_callback=plr, stop=stop)
+        saver = RunCheckpointCallback(run, save_freq=10_000, plr_callback=plr, stop=stop)
         # the signal arrives during step 70 (in the middle of the third rollout)
         model.learn(
             1000, callback=[plr, saver, _SignalAt(70, signal.SIGTERM)],
@@ -390,12 +399,14 @@ import json, os, resource, shutil, signal, sys
 from pathlib import Path
 import plr_gym.checkpoint as ckpt_module
 import plr_gym.run as run_module
+import plr_gym.run.save as save_module
+from plr_gym import RunCheckpointCallback
 from test_run_directory import build
 
 out = Path(sys.argv[1])
 base = run_module.RunDirectory(out / "base").acquire()
 model, plr = build()
-model.learn(64, callback=[plr, base.callback(save_freq=64, plr_callback=plr)])
+model.learn(64, callback=[plr, RunCheckpointCallback(base, save_freq=64, plr_callback=plr)])
 base.release()
 model.learn(64, callback=[plr], reset_num_timesteps=False)  # step 128, unsaved
 
@@ -421,11 +432,11 @@ def attempt(mode):
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
             resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, resource.RLIM_INFINITY))  # < model.zip
         elif mode == "after_model":
-            kill_at(run_module, "_save_model_state", 1)
+            kill_at(save_module, "save_model_state", 1)
         elif mode == "after_weights":
-            kill_at(run_module, "save_npz", 1)
+            kill_at(save_module, "save_npz", 1)
         elif mode == "manifest":
-            kill_at(run_module, "_file_entries", 1)
+            kill_at(save_module, "file_entries", 1)
         elif mode == "first_link":
             kill_at(ckpt_module, "_replace_link", 1)
         elif mode == "switch":
@@ -822,7 +833,7 @@ def test_n1_without_the_link_a_corrupt_newest_generation_falls_back_and_none_is_
 ) -> None:
     with RunDirectory(tmp_path, keep=3) as run:
         model, plr = build()
-        model.learn(128, callback=[plr, run.callback(save_freq=64, plr_callback=plr)])
+        model.learn(128, callback=[plr, RunCheckpointCallback(run, save_freq=64, plr_callback=plr)])
     gens = RunDirectory(tmp_path).checkpoints()
     assert [checkpoint_step(g) for g in gens] == [0, 64, 128]
     os.unlink(tmp_path / CURRENT_LINK)
@@ -840,7 +851,7 @@ def test_n1_pruning_never_deletes_the_verified_generation_a_resume_fell_back_to(
     with RunDirectory(tmp_path, keep=2) as run:
         run.write_config({"seed": 0})
         model, plr = build()
-        model.learn(128, callback=[plr, run.callback(save_freq=64, plr_callback=plr)])
+        model.learn(128, callback=[plr, RunCheckpointCallback(run, save_freq=64, plr_callback=plr)])
     good, torn = RunDirectory(tmp_path).checkpoints()
     assert [checkpoint_step(good), checkpoint_step(torn)] == [64, 128]
     os.unlink(tmp_path / CURRENT_LINK)
@@ -865,13 +876,13 @@ def test_the_generation_a_resume_verified_is_not_hashed_again_by_the_next_save(
     with RunDirectory(tmp_path, keep=2) as run:
         run.write_config({"seed": 0})
         model, plr = build()
-        model.learn(64, callback=[plr, run.callback(save_freq=64, plr_callback=plr)])
+        model.learn(64, callback=[plr, RunCheckpointCallback(run, save_freq=64, plr_callback=plr)])
     old = RunDirectory(tmp_path).checkpoints()[-1]  # step 64 (step 0 is the other)
     run = RunDirectory(tmp_path, keep=2)
     assert run.begin({"seed": 0}, resume=True).path == old  # type: ignore[union-attr]  # hashes it once
     hashed: list[Path] = []
-    real = run_module._sha256
-    monkeypatch.setattr(run_module, "_sha256", lambda path: hashed.append(Path(path)) or real(path))
+    real = manifest_module.sha256
+    monkeypatch.setattr(manifest_module, "sha256", lambda path: hashed.append(Path(path)) or real(path))
     try:
         model.learn(64, reset_num_timesteps=False, callback=plr)
         new = run.save(model, plr_callback=plr).path

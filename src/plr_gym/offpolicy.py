@@ -58,7 +58,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.type_aliases import TensorDict
 
-from plr_gym.callbacks import _check_total_timesteps, find_plr_wrapper, report_progress
+from plr_gym.callbacks.plr import _check_total_timesteps, find_plr_wrapper, report_progress
 from plr_gym.replay.td_error import _QRDQN, td_errors
 from plr_gym.scoring import STRATEGY_SPECS
 

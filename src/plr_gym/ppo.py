@@ -20,9 +20,10 @@ choices (``--value-loss clipped_max --advantage-normalization rollout``).
 
 :meth:`LevelReplayPPO.train` is SB3's ``PPO.train`` (the SB3 releases of
 ``plr_gym.replay.algorithms.SUPPORTED_SB3``, whose source hashes to :data:`UPSTREAM_TRAIN_SHA256`, checked
-by the test suite) with three marked changes (``# PLR:``).
-``benchmarks/reference_equivalence.py`` runs one whole update of this class and of level-replay's code
-from the same weights and data and prints the differences.
+by the test suite) with three marked changes (``# PLR:``), its loop kept in ``train`` and its steps named
+(clip ranges, minibatch losses, optimisation step, logs) in upstream's order, so that it reads side by
+side with upstream's. ``benchmarks/reference/reference_equivalence.py`` runs one whole update of this
+class and of level-replay's code from the same weights and data and prints the differences.
 
 Example:
     >>> import torch
@@ -34,12 +35,14 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch as th
 from gymnasium import spaces
 from stable_baselines3 import PPO
+from stable_baselines3.common.type_aliases import RolloutBufferSamples
 from stable_baselines3.common.utils import explained_variance
 from torch.nn import functional as F
 
@@ -90,6 +93,31 @@ def rollout_advantage_stats(advantages: np.ndarray[Any, Any] | th.Tensor) -> tup
     a = advantages if isinstance(advantages, th.Tensor) else th.as_tensor(np.asarray(advantages))
     a = a.detach().to(th.float64).reshape(-1)
     return float(a.mean()), float(a.std()) if a.numel() > 1 else 0.0
+
+
+class _UpdateSettings(NamedTuple):
+    """What one call of :meth:`LevelReplayPPO.train` uses for every minibatch."""
+
+    #: PPO's clip range at the current progress.
+    clip_range: float
+    #: SB3's clip range of the value (``None``: the value is not clipped).
+    clip_range_vf: float | None
+    #: level-replay's clip of the value (``"clipped_max"``): ``clip_range_vf``, else ``clip_range``.
+    value_clip: float
+    #: The whole rollout's advantage mean and standard deviation (``"rollout"`` normalisation only).
+    advantage_stats: tuple[float, float] | None
+
+
+@dataclass
+class _TrainLogs:
+    """The per-minibatch values :meth:`LevelReplayPPO.train` logs as means (SB3's lists)."""
+
+    entropy_losses: list[float] = field(default_factory=list)
+    pg_losses: list[float] = field(default_factory=list)
+    value_losses: list[float] = field(default_factory=list)
+    clip_fractions: list[float] = field(default_factory=list)
+    #: this epoch's only (reset at each epoch, as SB3's)
+    approx_kl_divs: list[Any] = field(default_factory=list)
 
 
 class LevelReplayPPO(PPO):
@@ -148,100 +176,29 @@ class LevelReplayPPO(PPO):
     def train(self) -> None:
         """
         Update policy using the currently gathered rollout buffer.
+
+        SB3's ``PPO.train``, in its order and with its comments, cut into named steps: this update's clip
+        ranges (:meth:`_update_settings`), each minibatch's losses (:meth:`_minibatch_losses`, with
+        :meth:`_normalized_advantages` and :meth:`_value_loss`), the early stop on the approximate KL
+        divergence, the optimisation step (:meth:`_optimization_step`) and the logs
+        (:meth:`_record_train_logs`). The three changes are marked ``# PLR:``.
         """
         # Switch to train mode (this affects batch norm / dropout)
         self.policy.set_training_mode(True)
         # Update optimizer learning rate
         self._update_learning_rate(self.policy.optimizer)
-        # Compute current clip range
-        clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
-        # Optional: clip range for the value function
-        if self.clip_range_vf is not None:
-            clip_range_vf = self.clip_range_vf(self._current_progress_remaining)  # type: ignore[operator]
+        # Compute current clip range (and the value function's)
+        settings = self._update_settings()
 
-        # PLR: level-replay normalises the advantages once, with the whole rollout's mean and std
-        if self.advantage_normalization == "rollout":
-            adv_mean, adv_std = rollout_advantage_stats(self.rollout_buffer.advantages)
-        # PLR: level-replay clips the value with PPO's clip range unless a value clip range is given
-        value_clip = clip_range_vf if self.clip_range_vf is not None else clip_range
-
-        entropy_losses = []
-        pg_losses, value_losses = [], []
-        clip_fractions = []
+        logs = _TrainLogs()
 
         continue_training = True
         # train for n_epochs epochs
         for epoch in range(self.n_epochs):
-            approx_kl_divs = []
+            logs.approx_kl_divs = []
             # Do a complete pass on the rollout buffer
             for rollout_data in self.rollout_buffer.get(self.batch_size):
-                actions = rollout_data.actions
-                if isinstance(self.action_space, spaces.Discrete):
-                    # Convert discrete action from float to long
-                    actions = rollout_data.actions.long().flatten()
-
-                values, log_prob, entropy = self.policy.evaluate_actions(rollout_data.observations, actions)
-                values = values.flatten()
-                # Normalize advantage
-                advantages = rollout_data.advantages
-                # PLR: per rollout (level-replay) or per minibatch (SB3)
-                if self.advantage_normalization == "rollout":
-                    advantages = (advantages - adv_mean) / (adv_std + ADVANTAGE_EPS["rollout"])
-                # Normalization does not make sense if mini batchsize == 1, see GH issue #325
-                elif self.normalize_advantage and len(advantages) > 1:
-                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-
-                # ratio between old and new policy, should be one at the first iteration
-                ratio = th.exp(log_prob - rollout_data.old_log_prob)
-
-                # clipped surrogate loss
-                policy_loss_1 = advantages * ratio
-                policy_loss_2 = advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)
-                policy_loss = -th.min(policy_loss_1, policy_loss_2).mean()
-
-                # Logging
-                pg_losses.append(policy_loss.item())
-                clip_fraction = th.mean((th.abs(ratio - 1) > clip_range).float()).item()
-                clip_fractions.append(clip_fraction)
-
-                # PLR: level-replay's value loss, 0.5 * max of the clipped and unclipped squared errors
-                if self.value_loss == "clipped_max":
-                    value_loss = clipped_max_value_loss(
-                        values, rollout_data.old_values, rollout_data.returns, value_clip
-                    )
-                else:
-                    if self.clip_range_vf is None:
-                        # No clipping
-                        values_pred = values
-                    else:
-                        # Clip the difference between old and new value
-                        # NOTE: this depends on the reward scaling
-                        values_pred = rollout_data.old_values + th.clamp(
-                            values - rollout_data.old_values, -clip_range_vf, clip_range_vf
-                        )
-                    # Value loss using the TD(gae_lambda) target
-                    value_loss = F.mse_loss(rollout_data.returns, values_pred)
-                value_losses.append(value_loss.item())
-
-                # Entropy loss favor exploration
-                if entropy is None:
-                    # Approximate entropy when no analytical form
-                    entropy_loss = -th.mean(-log_prob)
-                else:
-                    entropy_loss = -th.mean(entropy)
-
-                entropy_losses.append(entropy_loss.item())
-
-                loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
-
-                # Calculate approximate form of reverse KL Divergence for early stopping
-                # see issue #417: https://github.com/DLR-RM/stable-baselines3/issues/417
-                # and discussion in PR #419: https://github.com/DLR-RM/stable-baselines3/pull/419
-                # and Schulman blog: http://joschu.net/blog/kl-approx.html
-                with th.no_grad():
-                    log_ratio = log_prob - rollout_data.old_log_prob
-                    approx_kl_div = th.mean((th.exp(log_ratio) - 1) - log_ratio).cpu().numpy()
-                    approx_kl_divs.append(approx_kl_div)
+                loss, approx_kl_div = self._minibatch_losses(rollout_data, settings, logs)
 
                 if self.target_kl is not None and approx_kl_div > 1.5 * self.target_kl:
                     continue_training = False
@@ -250,32 +207,145 @@ class LevelReplayPPO(PPO):
                     break
 
                 # Optimization step
-                self.policy.optimizer.zero_grad()
-                loss.backward()  # type: ignore[no-untyped-call]
-                # Clip grad norm
-                th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
-                self.policy.optimizer.step()
+                self._optimization_step(loss)
 
             self._n_updates += 1
             if not continue_training:
                 break
 
+        self._record_train_logs(logs, loss, settings)
+
+    def _update_settings(self) -> _UpdateSettings:
+        """This update's clip ranges (SB3's schedules at the current progress) and, for level-replay's
+        normalisation, the whole rollout's advantage mean and standard deviation."""
+        # Compute current clip range
+        clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
+        # Optional: clip range for the value function
+        clip_range_vf = None
+        if self.clip_range_vf is not None:
+            clip_range_vf = self.clip_range_vf(self._current_progress_remaining)  # type: ignore[operator]
+
+        # PLR: level-replay normalises the advantages once, with the whole rollout's mean and std
+        advantage_stats = None
+        if self.advantage_normalization == "rollout":
+            advantage_stats = rollout_advantage_stats(self.rollout_buffer.advantages)
+        # PLR: level-replay clips the value with PPO's clip range unless a value clip range is given
+        value_clip = clip_range_vf if clip_range_vf is not None else clip_range
+        return _UpdateSettings(clip_range, clip_range_vf, value_clip, advantage_stats)
+
+    def _minibatch_losses(
+        self, rollout_data: RolloutBufferSamples, settings: _UpdateSettings, logs: _TrainLogs
+    ) -> tuple[th.Tensor, Any]:
+        """One minibatch's loss (clipped surrogate, entropy and value terms) and approximate KL divergence
+        (a numpy scalar), each term's value appended to ``logs``: the body of SB3's minibatch loop up to
+        the early stop."""
+        clip_range = settings.clip_range
+        actions = rollout_data.actions
+        if isinstance(self.action_space, spaces.Discrete):
+            # Convert discrete action from float to long
+            actions = rollout_data.actions.long().flatten()
+
+        values, log_prob, entropy = self.policy.evaluate_actions(rollout_data.observations, actions)
+        values = values.flatten()
+        # Normalize advantage
+        advantages = self._normalized_advantages(rollout_data.advantages, settings)
+
+        # ratio between old and new policy, should be one at the first iteration
+        ratio = th.exp(log_prob - rollout_data.old_log_prob)
+
+        # clipped surrogate loss
+        policy_loss_1 = advantages * ratio
+        policy_loss_2 = advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)
+        policy_loss = -th.min(policy_loss_1, policy_loss_2).mean()
+
+        # Logging
+        logs.pg_losses.append(policy_loss.item())
+        clip_fraction = th.mean((th.abs(ratio - 1) > clip_range).float()).item()
+        logs.clip_fractions.append(clip_fraction)
+
+        value_loss = self._value_loss(values, rollout_data, settings)
+        logs.value_losses.append(value_loss.item())
+
+        # Entropy loss favor exploration
+        if entropy is None:
+            # Approximate entropy when no analytical form
+            entropy_loss = -th.mean(-log_prob)
+        else:
+            entropy_loss = -th.mean(entropy)
+
+        logs.entropy_losses.append(entropy_loss.item())
+
+        loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+
+        # Calculate approximate form of reverse KL Divergence for early stopping
+        # see issue #417: https://github.com/DLR-RM/stable-baselines3/issues/417
+        # and discussion in PR #419: https://github.com/DLR-RM/stable-baselines3/pull/419
+        # and Schulman blog: http://joschu.net/blog/kl-approx.html
+        with th.no_grad():
+            log_ratio = log_prob - rollout_data.old_log_prob
+            approx_kl_div = th.mean((th.exp(log_ratio) - 1) - log_ratio).cpu().numpy()
+            logs.approx_kl_divs.append(approx_kl_div)
+        return loss, approx_kl_div
+
+    def _normalized_advantages(self, advantages: th.Tensor, settings: _UpdateSettings) -> th.Tensor:
+        """A minibatch's advantages as the loss uses them."""
+        # PLR: per rollout (level-replay) or per minibatch (SB3)
+        if self.advantage_normalization == "rollout":
+            assert settings.advantage_stats is not None
+            adv_mean, adv_std = settings.advantage_stats
+            return (advantages - adv_mean) / (adv_std + ADVANTAGE_EPS["rollout"])
+        # Normalization does not make sense if mini batchsize == 1, see GH issue #325
+        if self.normalize_advantage and len(advantages) > 1:
+            return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        return advantages
+
+    def _value_loss(
+        self, values: th.Tensor, rollout_data: RolloutBufferSamples, settings: _UpdateSettings
+    ) -> th.Tensor:
+        """The value term of a minibatch's loss (before ``vf_coef``)."""
+        # PLR: level-replay's value loss, 0.5 * max of the clipped and unclipped squared errors
+        if self.value_loss == "clipped_max":
+            return clipped_max_value_loss(
+                values, rollout_data.old_values, rollout_data.returns, settings.value_clip
+            )
+        if settings.clip_range_vf is None:
+            # No clipping
+            values_pred = values
+        else:
+            # Clip the difference between old and new value
+            # NOTE: this depends on the reward scaling
+            values_pred = rollout_data.old_values + th.clamp(
+                values - rollout_data.old_values, -settings.clip_range_vf, settings.clip_range_vf
+            )
+        # Value loss using the TD(gae_lambda) target
+        return F.mse_loss(rollout_data.returns, values_pred)
+
+    def _optimization_step(self, loss: th.Tensor) -> None:
+        """One gradient step on a minibatch's loss, the gradient's norm clipped to ``max_grad_norm``."""
+        self.policy.optimizer.zero_grad()
+        loss.backward()  # type: ignore[no-untyped-call]
+        # Clip grad norm
+        th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+        self.policy.optimizer.step()
+
+    def _record_train_logs(self, logs: _TrainLogs, loss: th.Tensor, settings: _UpdateSettings) -> None:
+        """SB3's ``train/*`` records of one update (``loss``: the last minibatch's)."""
         explained_var = explained_variance(
             self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten()
         )
 
         # Logs
-        self.logger.record("train/entropy_loss", np.mean(entropy_losses))
-        self.logger.record("train/policy_gradient_loss", np.mean(pg_losses))
-        self.logger.record("train/value_loss", np.mean(value_losses))
-        self.logger.record("train/approx_kl", np.mean(approx_kl_divs))
-        self.logger.record("train/clip_fraction", np.mean(clip_fractions))
+        self.logger.record("train/entropy_loss", np.mean(logs.entropy_losses))
+        self.logger.record("train/policy_gradient_loss", np.mean(logs.pg_losses))
+        self.logger.record("train/value_loss", np.mean(logs.value_losses))
+        self.logger.record("train/approx_kl", np.mean(logs.approx_kl_divs))
+        self.logger.record("train/clip_fraction", np.mean(logs.clip_fractions))
         self.logger.record("train/loss", loss.item())
         self.logger.record("train/explained_variance", explained_var)
         if hasattr(self.policy, "log_std"):
             self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
 
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
-        self.logger.record("train/clip_range", clip_range)
+        self.logger.record("train/clip_range", settings.clip_range)
         if self.clip_range_vf is not None:
-            self.logger.record("train/clip_range_vf", clip_range_vf)
+            self.logger.record("train/clip_range_vf", settings.clip_range_vf)

@@ -2,7 +2,9 @@
 
 A *recipe* (:data:`RECIPES`) is a list of :class:`Setting` s, each a ``plr-gym train`` option (its
 argparse ``dest``), the value the paper uses, and where that value comes from (the paper, the reference
-code ``facebookresearch/level-replay``, or Cobbe et al. 2020). :func:`resolve` fills a parsed command
+code ``facebookresearch/level-replay``, or Cobbe et al. 2020). The values are declared with the options
+themselves (:data:`plr_gym.options.TRAIN_OPTIONS`: each option's ``presets``), so a new option that a
+recipe sets is one entry there; this module gathers them. :func:`resolve` fills a parsed command
 line: an option given on the command line keeps its value, else the recipe's, else the library's default
 (:func:`library_defaults`); it returns where each value came from, which ``config.json`` records.
 
@@ -16,7 +18,7 @@ training levels, 25M steps, PLR with ``value_l1``, rank, beta = 0.1, rho = 0.1, 
 the reference code's PPO settings and reward normalisation, and PLR with rho = 0.3. The documentation's
 "Reproducing the paper" page has the table with sources (:func:`recipe_table` writes it).
 
-Importing this module imports neither torch nor Stable-Baselines3.
+Importing this module imports neither torch nor Stable-Baselines3 (it imports the CLI's option table).
 
 Example:
     >>> import argparse
@@ -34,8 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from plr_gym.reference import LEVEL_REPLAY_COMMIT, REFERENCE_CHOICES, library_default_values
-from plr_gym.sampler import PAPER_PRESETS
+from plr_gym.options import PRESETS, TRAIN_OPTIONS
+from plr_gym.sampler import sampler_defaults
 
 __all__ = [
     "DEPRECATED_PRESETS",
@@ -46,12 +48,6 @@ __all__ = [
     "recipe_table",
     "resolve",
 ]
-
-_PAPER = "Jiang et al. 2021, §5 and appendix"
-_CODE_ARGS = "level-replay `arguments.py`"
-_CODE_ENVS = "level-replay `envs.py` (`VecNormalize(ob=False, ret=True)`, Baselines' gamma 0.99)"
-_CODE_TRAIN = "level-replay `train.py`"
-_CODE_TEST = "level-replay `test.py` (`num_levels=0`: the full level distribution)"
 
 
 @dataclass(frozen=True)
@@ -71,111 +67,23 @@ class Setting:
     source: str
 
 
-_PPO_COMMON: tuple[Setting, ...] = (
-    Setting("algo", "ppo", "PPO", _PAPER),
-    Setting("n_steps", 256, "rollout length 256", _CODE_ARGS + " `--num_steps`"),
-    Setting("n_epochs", 3, "3 PPO epochs", _CODE_ARGS + " `--ppo_epoch`"),
-    Setting("n_minibatches", 8, "8 minibatches per epoch", _CODE_ARGS + " `--num_mini_batch`"),
-    Setting("learning_rate", 5e-4, "Adam, lr 5e-4", _CODE_ARGS + " `--lr`"),
-    Setting("optimizer_eps", 1e-5, "Adam epsilon 1e-5", _CODE_ARGS + " `--eps`"),
-    Setting("gamma", 0.999, "discount 0.999", _CODE_ARGS + " `--gamma`"),
-    Setting("gae_lambda", 0.95, "GAE lambda 0.95", _CODE_ARGS + " `--gae_lambda`"),
-    Setting("clip_range", 0.2, "clip 0.2", _CODE_ARGS + " `--clip_param`"),
-    Setting("ent_coef", 0.01, "entropy coefficient 0.01", _CODE_ARGS + " `--entropy_coef`"),
-    Setting("vf_coef", 0.5, "value loss coefficient 0.5", _CODE_ARGS + " `--value_loss_coef`"),
-    Setting("max_grad_norm", 0.5, "max gradient norm 0.5", _CODE_ARGS + " `--max_grad_norm`"),
-    Setting("normalize_reward", True, "reward normalisation", _CODE_ENVS),
-    Setting("normalize_reward_gamma", 0.99, "return discount of the normaliser 0.99", _CODE_ENVS),
-)
-
-#: The sampler's side of the recipes comes from the one home of the paper's sampler settings.
-_SAMPLER = PAPER_PRESETS["paper-procgen"]
-_PLR_COMMON: tuple[Setting, ...] = (
-    Setting("sampler", "plr", "PLR", _PAPER),
-    Setting("strategy", _SAMPLER["strategy"], "L1 value loss: mean absolute GAE of the episode", _PAPER),
-    Setting("score_transform", _SAMPLER["score_transform"], "rank prioritisation", _PAPER),
-    Setting("temperature", _SAMPLER["temperature"], "beta = 0.1", _PAPER),
-    Setting("staleness_transform", "power", "staleness P_C", _PAPER),
-    Setting(
-        "staleness_temperature", 1.0, "staleness temperature 1", _CODE_ARGS + " `--staleness_temperature`"
-    ),
-    Setting("replay_schedule", "proportionate", "replay prob. = seen / all levels", _PAPER),
-    Setting("min_seen_ratio", 1.0, "replay once every level was seen", _CODE_ARGS + " `--level_replay_rho`"),
-    Setting("alpha", 1.0, "score EWA step 1 (latest score)", _CODE_ARGS + " `--level_replay_alpha`"),
-    Setting("uniform_mass", _SAMPLER["uniform_mass"], "no uniform mixing", _PAPER),
-)
-
-#: level-replay's behaviour for each of :data:`plr_gym.reference.REFERENCE_CHOICES` (the update, the
-#: encoder's skip, time limits, partial episodes): where the paper's code and SB3 differ, the recipes train
-#: as the paper's code does.
-_REFERENCE: dict[str, Setting] = {
-    c.dest: Setting(c.dest, c.reference, c.reference_does, f"level-replay {LEVEL_REPLAY_COMMIT} {c.where}")
-    for c in REFERENCE_CHOICES
+#: The recipes of ``plr-gym train --preset``: name -> settings, in the options' order. Each value and its
+#: source is declared with its option (:data:`plr_gym.options.TRAIN_OPTIONS`, ``presets=``); the
+#: sampler's side comes from :data:`plr_gym.sampler.PAPER_PRESETS` and level-replay's five behaviours from
+#: :data:`plr_gym.reference.REFERENCE_CHOICES`.
+RECIPES: dict[str, tuple[Setting, ...]] = {
+    name: tuple(
+        Setting(o.dest, o.presets[name].value, o.presets[name].paper, o.presets[name].source)
+        for o in TRAIN_OPTIONS
+        if name in o.presets
+    )
+    for name in PRESETS
 }
-_UPDATE = (_REFERENCE["time_limit"], _REFERENCE["value_loss"], _REFERENCE["advantage_normalization"])
-#: How the sampler draws and weighs levels: when each level is drawn (at the previous episode's end) and the
-#: two transforms' details (the latter change nothing under the recipes' rank transform over scores >= 0 with
-#: replay after every level was seen; they keep ``--strategy gae`` or ``--score-transform power`` with the
-#: preset as level-replay).
-_DRAWS = (_REFERENCE["level_draw"], _REFERENCE["unseen_rank"], _REFERENCE["power_offset"])
 
 #: LevelSampler options of ``plr-gym train`` that :func:`resolve` fills (defaults: ``sampler_defaults()``).
-SAMPLER_OPTIONS = (
-    "strategy",
-    "score_transform",
-    "temperature",
-    "staleness_coef",
-    "staleness_transform",
-    "staleness_temperature",
-    "replay_schedule",
-    "replay_prob",
-    "min_seen_ratio",
-    "alpha",
-    "eps",
-    "uniform_mass",
-    "temperature_end",
+SAMPLER_OPTIONS: tuple[str, ...] = tuple(
+    o.dest for o in TRAIN_OPTIONS if o.resolved and o.dest in sampler_defaults()
 )
-
-#: The recipes of ``plr-gym train --preset``: name -> settings, in table order.
-RECIPES: dict[str, tuple[Setting, ...]] = {
-    "paper-procgen": (
-        Setting("timesteps", 25_000_000, "25M steps", _PAPER),
-        Setting("n_envs", 64, "64 parallel envs", _CODE_ARGS + " `--num_processes`"),
-        *_PPO_COMMON,
-        *_UPDATE,
-        Setting(
-            "encoder", "impala", "IMPALA-CNN (ResNet, 16-32-32), 256 units", _PAPER + "; Cobbe et al. 2020"
-        ),
-        _REFERENCE["residual_skip"],
-        Setting("vec_env", "batched", "one batched `ProcgenEnv(num_envs=64)`", "level-replay `envs.py`"),
-        Setting("distribution_mode", "easy", "easy mode", _PAPER),
-        Setting(
-            "num_levels", 200, "200 training levels", _PAPER + "; " + _CODE_ARGS + " `--num_train_seeds`"
-        ),
-        Setting("level_start", 0, "training levels 0..199", _CODE_TRAIN),
-        Setting("eval_levels", "10000:11000", "1,000 test episodes on unseen levels", _CODE_TEST),
-        Setting(
-            "eval_freq",
-            1_000_000,
-            "10 test episodes after every update, 1,000 at the end",
-            _CODE_TRAIN + "; here: all 1,000 levels every 1M steps",
-        ),
-        Setting("eval_episodes", 1, "one episode per test level", _CODE_TEST),
-        Setting("eval_deterministic", False, "actions sampled from the policy", _CODE_TEST),
-        *_PLR_COMMON,
-        _REFERENCE["partial_episodes"],
-        *_DRAWS,
-        Setting("staleness_coef", PAPER_PRESETS["paper-procgen"]["staleness_coef"], "rho = 0.1", _PAPER),
-    ),
-    "paper-minigrid": (
-        *_PPO_COMMON,
-        *_UPDATE,
-        *_PLR_COMMON,
-        _REFERENCE["partial_episodes"],
-        *_DRAWS,
-        Setting("staleness_coef", PAPER_PRESETS["paper-minigrid"]["staleness_coef"], "rho = 0.3", _PAPER),
-    ),
-}
 
 #: How each recipe's held-out returns are reported (recorded in ``config.json`` as ``test_protocol``).
 TEST_PROTOCOLS: dict[str, str] = {
@@ -197,42 +105,15 @@ def library_defaults() -> dict[str, Any]:
     :class:`~plr_gym.training.Hyperparameters`' fields, :func:`~plr_gym.sampler.sampler_defaults`, and
     ``plr-gym train``'s own (100,000 steps, 8 envs, 100 training levels, NatureCNN, no reward
     normalisation, one process for all envs), and the library's side of each
-    :data:`plr_gym.reference.REFERENCE_CHOICES` (SB3's update and time limits, stitched episodes).
+    :data:`plr_gym.reference.REFERENCE_CHOICES` (SB3's update and time limits, stitched episodes): each
+    option's ``library_default`` in :data:`plr_gym.options.TRAIN_OPTIONS`, in the options' order.
 
     Example:
         >>> d = library_defaults()
         >>> d["gamma"], d["n_envs"], d["encoder"], d["normalize_reward"], d["batch_size"]
         (0.99, 8, 'auto', False, 256)
     """
-    from dataclasses import asdict
-
-    from plr_gym.sampler import sampler_defaults
-    from plr_gym.training import Hyperparameters
-
-    defaults: dict[str, Any] = {
-        "algo": "ppo",
-        "timesteps": 100_000,
-        "n_envs": 8,
-        **asdict(Hyperparameters()),
-        "n_minibatches": None,
-        "normalize_reward": False,
-        "normalize_reward_gamma": 0.99,
-        "encoder": "auto",
-        "vec_env": "dummy",
-        "distribution_mode": "easy",
-        "num_levels": 100,
-        "level_start": 0,
-        "eval_levels": "10000:10100",
-        "eval_freq": 10_000,
-        "eval_episodes": 1,
-        "eval_deterministic": False,
-        "sampler": "plr",
-        **library_default_values(),  # partial episodes, time limits, the IMPALA skip, PPO's update
-    }
-    sampler = sampler_defaults()
-    for key in SAMPLER_OPTIONS:
-        defaults[key] = sampler[key]
-    return defaults
+    return {o.dest: o.library_default for o in TRAIN_OPTIONS if o.resolved}
 
 
 def _recipe(preset: str | None) -> dict[str, Any]:
@@ -302,10 +183,10 @@ def _resolve_derived(args: argparse.Namespace, explicit_batch: bool, sources: di
 
 
 def recipe_table(preset: str) -> str:
-    """The recipe as a Markdown table: option, value, the source's wording, source.
+    """The recipe as a Markdown table: option, value, the source's wording, source (in the options' order).
 
     Example:
-        >>> print(recipe_table("paper-procgen").splitlines()[3])
+        >>> print(recipe_table("paper-procgen").splitlines()[4])
         | `--timesteps` | 25000000 | 25M steps | Jiang et al. 2021, §5 and appendix |
     """
     settings = RECIPES[DEPRECATED_PRESETS.get(preset, preset)]

@@ -4,8 +4,9 @@
 commit :data:`LEVEL_REPLAY_COMMIT`). Eight *behaviours* of that code are not numbers, and Stable-Baselines3
 (or the paper's text) does them differently. Each is an option of ``plr-gym train`` with both behaviours
 available; :data:`REFERENCE_CHOICES` lists them with the library's default, level-replay's choice and the
-file and lines that show it. ``plr_gym.presets`` reads this registry for the recipes, the CLI for its
-options, and the documentation's tables are written from it (:func:`choices_table`).
+file and lines that show it, and the recipes that select level-replay's. This registry is their one home:
+the CLI's options (``plr_gym.options``), and with them the recipes of ``plr_gym.presets``, are derived
+from it, and the documentation's tables are written from it (:func:`choices_table`).
 
 - ``partial_episodes``: ``stitch`` (an episode crossing a rollout's end is scored once, when it ends)
   or ``commit`` (level-replay: each rollout's chunk is scored; the last chunk's score is committed);
@@ -100,6 +101,7 @@ class ReferenceChoice:
     :param reference_does: what level-replay computes, in words.
     :param default_does: what the default computes, in words.
     :param implemented_by: the plr_gym name that implements both.
+    :param presets: the ``--preset`` recipes that select level-replay's behaviour.
     """
 
     dest: str
@@ -110,6 +112,7 @@ class ReferenceChoice:
     reference_does: str
     default_does: str
     implemented_by: str
+    presets: tuple[str, ...] = ("paper-procgen", "paper-minigrid")
 
     @property
     def flag(self) -> str:
@@ -144,6 +147,7 @@ REFERENCE_CHOICES: tuple[ReferenceChoice, ...] = (
         "overwrites the input it keeps for the skip)",
         default_does="each residual block adds its input x (Espeholt et al. 2018; Baselines' IMPALA CNN)",
         implemented_by="ImpalaCNN(residual_skip=...)",
+        presets=("paper-procgen",),  # the IMPALA-CNN's: only paper-procgen sets --encoder impala
     ),
     ReferenceChoice(
         dest="time_limit",

@@ -6,8 +6,10 @@ weights into the loss and TD errors back as priorities. One module per job:
 - :mod:`~plr_gym.replay.sum_tree` and :mod:`~plr_gym.replay.priorities` (:class:`ReplayPriorities`):
   priorities, sampling and importance weights, numpy only (no PyTorch, no SB3);
 - :mod:`~plr_gym.replay.sequences`: which slots a sequence or a reward-rebalanced sequence takes;
-- :mod:`~plr_gym.replay.buffers`, :mod:`~plr_gym.replay.frame_stack`, :mod:`~plr_gym.replay.episodic`,
-  :mod:`~plr_gym.replay.shared`: SB3 storage adapted to those cores;
+- :mod:`~plr_gym.replay.buffers` (with :mod:`~plr_gym.replay.buffer_base`,
+  :mod:`~plr_gym.replay.buffer_checks` and :mod:`~plr_gym.replay.buffer_files`),
+  :mod:`~plr_gym.replay.frame_stack`, :mod:`~plr_gym.replay.episodic`, :mod:`~plr_gym.replay.shared`:
+  SB3 storage adapted to those cores;
 - :mod:`~plr_gym.replay.td_error`: the TD error, shared by the PER algorithms
   (:mod:`~plr_gym.replay.algorithms`) and :class:`~plr_gym.OffPolicyPLRCallback`.
 
@@ -69,6 +71,9 @@ _SOURCES = {
 _SUBMODULES = frozenset(
     {
         "algorithms",
+        "buffer_base",
+        "buffer_checks",
+        "buffer_files",
         "buffers",
         "episodic",
         "frame_stack",

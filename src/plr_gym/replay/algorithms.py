@@ -13,7 +13,7 @@ against the installed upstream ``train()`` sources.
 from __future__ import annotations
 
 import warnings
-from typing import Callable
+from typing import Callable, Union
 
 import numpy as np
 import stable_baselines3
@@ -24,12 +24,15 @@ from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.utils import polyak_update
 from torch.nn import functional as F
 
+from plr_gym.replay.buffer_base import _PrioritizedBufferBase
 from plr_gym.replay.buffers import (
     PrioritizedDictReplayBuffer,
+    PrioritizedDictReplayBufferSamples,
     PrioritizedReplayBuffer,
-    _PrioritizedBufferBase,
+    PrioritizedReplayBufferSamples,
 )
 from plr_gym.replay.td_error import (
+    Discount,
     absolute_td_error,
     dqn_td_terms,
     qrdqn_td_terms,
@@ -60,6 +63,9 @@ UPSTREAM_TRAIN_SHA256 = {
     "stable_baselines3.TD3": "4f3638f813b0efba78224a5bf37c407f045c868efa60fcbefc717c02b5ddbc78",
     "sb3_contrib.QRDQN": "a6f745272c74831864f8eeeb5b0d5de31c97d168e04d2a29c846ca2b568cfa41",
 }
+
+#: A batch of a prioritized buffer, as the steps of the ``train()`` methods below take it.
+Batch = Union[PrioritizedReplayBufferSamples, PrioritizedDictReplayBufferSamples]
 
 
 def warn_if_sb3_unsupported(owner: str, tests: str) -> None:
@@ -256,64 +262,13 @@ class PERSAC(PrioritizedReplayMixin, SAC):
             actions_pi, log_prob = self.actor.action_log_prob(replay_data.observations)
             log_prob = log_prob.reshape(-1, 1)
 
-            ent_coef_loss = None
-            if self.ent_coef_optimizer is not None and self.log_ent_coef is not None:
-                # Important: detach the variable from the graph
-                # so we don't change it with other losses
-                # see https://github.com/rail-berkeley/softlearning/issues/60
-                ent_coef = th.exp(self.log_ent_coef.detach())
-                assert isinstance(self.target_entropy, float)
-                ent_coef_loss = -(self.log_ent_coef * (log_prob + self.target_entropy).detach()).mean()
-                ent_coef_losses.append(ent_coef_loss.item())
-            else:
-                ent_coef = self.ent_coef_tensor
-
+            ent_coef, ent_coef_loss = self._entropy_coefficient_step(log_prob)
+            if ent_coef_loss is not None:
+                ent_coef_losses.append(ent_coef_loss)
             ent_coefs.append(ent_coef.item())
 
-            # Optimize entropy coefficient, also called
-            # entropy temperature or alpha in the paper
-            if ent_coef_loss is not None and self.ent_coef_optimizer is not None:
-                self.ent_coef_optimizer.zero_grad()
-                ent_coef_loss.backward()  # type: ignore[no-untyped-call]
-                self.ent_coef_optimizer.step()
-
-            # PER: the soft TD target (sampled next action, entropy term; no grad) and each critic's
-            # Q-values, upstream's code moved to plr_gym.replay.td_error (shared with OffPolicyPLRCallback)
-            current_q_values, target_q_values = sac_td_terms(
-                self, replay_data, discounts, deterministic=False, ent_coef=ent_coef
-            )
-
-            # Compute critic loss
-            # PER: per-sample squared errors weighted by the importance weights
-            critic_loss = 0.5 * sum(
-                (replay_data.weights * F.mse_loss(current_q, target_q_values, reduction="none")).mean()
-                for current_q in current_q_values
-            )
-            assert isinstance(critic_loss, th.Tensor)  # for type checker
-            critic_losses.append(critic_loss.item())
-
-            # Optimize the critic
-            self.critic.optimizer.zero_grad()
-            critic_loss.backward()  # type: ignore[no-untyped-call]
-            self.critic.optimizer.step()
-
-            # PER: new priorities are the absolute TD errors, averaged over critics
-            replay_buffer.update_priorities(
-                replay_data.indices, absolute_td_error(current_q_values, target_q_values)
-            )
-
-            # Compute actor loss
-            # Alternative: actor_loss = th.mean(log_prob - qf1_pi)
-            # Min over all critic networks
-            q_values_pi = th.cat(self.critic(replay_data.observations, actions_pi), dim=1)
-            min_qf_pi, _ = th.min(q_values_pi, dim=1, keepdim=True)
-            actor_loss = (ent_coef * log_prob - min_qf_pi).mean()
-            actor_losses.append(actor_loss.item())
-
-            # Optimize the actor
-            self.actor.optimizer.zero_grad()
-            actor_loss.backward()  # type: ignore[no-untyped-call]
-            self.actor.optimizer.step()
+            critic_losses.append(self._critic_step(replay_buffer, replay_data, discounts, ent_coef))
+            actor_losses.append(self._actor_step(replay_data, actions_pi, log_prob, ent_coef))
 
             # Update target networks
             if gradient_step % self.target_update_interval == 0:
@@ -329,6 +284,84 @@ class PERSAC(PrioritizedReplayMixin, SAC):
         self.logger.record("train/critic_loss", np.mean(critic_losses))
         if len(ent_coef_losses) > 0:
             self.logger.record("train/ent_coef_loss", np.mean(ent_coef_losses))
+
+    def _entropy_coefficient_step(self, log_prob: th.Tensor) -> tuple[th.Tensor, float | None]:
+        """The entropy coefficient of this gradient step and, when it is learned, one optimisation step
+        of its loss (returned as a float; ``None`` when the coefficient is fixed)."""
+        ent_coef_loss = None
+        if self.ent_coef_optimizer is not None and self.log_ent_coef is not None:
+            # Important: detach the variable from the graph
+            # so we don't change it with other losses
+            # see https://github.com/rail-berkeley/softlearning/issues/60
+            ent_coef = th.exp(self.log_ent_coef.detach())
+            assert isinstance(self.target_entropy, float)
+            ent_coef_loss = -(self.log_ent_coef * (log_prob + self.target_entropy).detach()).mean()
+        else:
+            ent_coef = self.ent_coef_tensor
+
+        if ent_coef_loss is None or self.ent_coef_optimizer is None:
+            return ent_coef, None
+        # Optimize entropy coefficient, also called
+        # entropy temperature or alpha in the paper
+        self.ent_coef_optimizer.zero_grad()
+        ent_coef_loss.backward()  # type: ignore[no-untyped-call]
+        self.ent_coef_optimizer.step()
+        return ent_coef, ent_coef_loss.item()
+
+    def _critic_step(
+        self,
+        replay_buffer: _PrioritizedBufferBase,
+        replay_data: Batch,
+        discounts: Discount,
+        ent_coef: th.Tensor,
+    ) -> float:
+        """One optimisation step of the critics on a batch, whose ``|TD error|`` become its priorities;
+        returns the critic loss."""
+        # PER: the soft TD target (sampled next action, entropy term; no grad) and each critic's
+        # Q-values, upstream's code moved to plr_gym.replay.td_error (shared with OffPolicyPLRCallback)
+        current_q_values, target_q_values = sac_td_terms(
+            self, replay_data, discounts, deterministic=False, ent_coef=ent_coef
+        )
+
+        # Compute critic loss
+        # PER: per-sample squared errors weighted by the importance weights
+        critic_loss = 0.5 * sum(
+            (replay_data.weights * F.mse_loss(current_q, target_q_values, reduction="none")).mean()
+            for current_q in current_q_values
+        )
+        assert isinstance(critic_loss, th.Tensor)  # for type checker
+
+        # Optimize the critic
+        self.critic.optimizer.zero_grad()
+        critic_loss.backward()  # type: ignore[no-untyped-call]
+        self.critic.optimizer.step()
+
+        # PER: new priorities are the absolute TD errors, averaged over critics
+        replay_buffer.update_priorities(
+            replay_data.indices, absolute_td_error(current_q_values, target_q_values)
+        )
+        return critic_loss.item()
+
+    def _actor_step(
+        self,
+        replay_data: Batch,
+        actions_pi: th.Tensor,
+        log_prob: th.Tensor,
+        ent_coef: th.Tensor,
+    ) -> float:
+        """One optimisation step of the actor (unweighted, as upstream); returns the actor loss."""
+        # Compute actor loss
+        # Alternative: actor_loss = th.mean(log_prob - qf1_pi)
+        # Min over all critic networks
+        q_values_pi = th.cat(self.critic(replay_data.observations, actions_pi), dim=1)
+        min_qf_pi, _ = th.min(q_values_pi, dim=1, keepdim=True)
+        actor_loss = (ent_coef * log_prob - min_qf_pi).mean()
+
+        # Optimize the actor
+        self.actor.optimizer.zero_grad()
+        actor_loss.backward()  # type: ignore[no-untyped-call]
+        self.actor.optimizer.step()
+        return actor_loss.item()
 
 
 class PERTD3(PrioritizedReplayMixin, TD3):
@@ -363,55 +396,68 @@ class PERTD3(PrioritizedReplayMixin, TD3):
             # For n-step replay, discount factor is gamma**n_steps (when no early termination)
             discounts = replay_data.discounts if replay_data.discounts is not None else self.gamma
 
-            # PER: the TD target (clipped target-policy noise; no grad) and each critic's Q-values,
-            # upstream's code moved to plr_gym.replay.td_error (shared with OffPolicyPLRCallback)
-            current_q_values, target_q_values = td3_td_terms(
-                self, replay_data, discounts, deterministic=False
-            )
-
-            # Compute critic loss
-            # PER: per-sample squared errors weighted by the importance weights
-            critic_loss = sum(
-                (replay_data.weights * F.mse_loss(current_q, target_q_values, reduction="none")).mean()
-                for current_q in current_q_values
-            )
-            assert isinstance(critic_loss, th.Tensor)
-            critic_losses.append(critic_loss.item())
-
-            # Optimize the critics
-            self.critic.optimizer.zero_grad()
-            critic_loss.backward()  # type: ignore[no-untyped-call]
-            self.critic.optimizer.step()
-
-            # PER: new priorities are the absolute TD errors, averaged over critics
-            replay_buffer.update_priorities(
-                replay_data.indices, absolute_td_error(current_q_values, target_q_values)
-            )
+            critic_losses.append(self._critic_step(replay_buffer, replay_data, discounts))
 
             # Delayed policy updates
             if self._n_updates % self.policy_delay == 0:
-                # Compute actor loss
-                actor_loss = -self.critic.q1_forward(
-                    replay_data.observations,  # type: ignore[arg-type]
-                    self.actor(replay_data.observations),
-                ).mean()
-                actor_losses.append(actor_loss.item())
-
-                # Optimize the actor
-                self.actor.optimizer.zero_grad()
-                actor_loss.backward()  # type: ignore[no-untyped-call]
-                self.actor.optimizer.step()
-
-                polyak_update(self.critic.parameters(), self.critic_target.parameters(), self.tau)
-                polyak_update(self.actor.parameters(), self.actor_target.parameters(), self.tau)
-                # Copy running stats, see GH issue #996
-                polyak_update(self.critic_batch_norm_stats, self.critic_batch_norm_stats_target, 1.0)
-                polyak_update(self.actor_batch_norm_stats, self.actor_batch_norm_stats_target, 1.0)
+                actor_losses.append(self._delayed_actor_step(replay_data))
 
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         if len(actor_losses) > 0:
             self.logger.record("train/actor_loss", np.mean(actor_losses))
         self.logger.record("train/critic_loss", np.mean(critic_losses))
+
+    def _critic_step(
+        self,
+        replay_buffer: _PrioritizedBufferBase,
+        replay_data: Batch,
+        discounts: Discount,
+    ) -> float:
+        """One optimisation step of the critics on a batch, whose ``|TD error|`` become its priorities;
+        returns the critic loss."""
+        # PER: the TD target (clipped target-policy noise; no grad) and each critic's Q-values,
+        # upstream's code moved to plr_gym.replay.td_error (shared with OffPolicyPLRCallback)
+        current_q_values, target_q_values = td3_td_terms(self, replay_data, discounts, deterministic=False)
+
+        # Compute critic loss
+        # PER: per-sample squared errors weighted by the importance weights
+        critic_loss = sum(
+            (replay_data.weights * F.mse_loss(current_q, target_q_values, reduction="none")).mean()
+            for current_q in current_q_values
+        )
+        assert isinstance(critic_loss, th.Tensor)
+
+        # Optimize the critics
+        self.critic.optimizer.zero_grad()
+        critic_loss.backward()  # type: ignore[no-untyped-call]
+        self.critic.optimizer.step()
+
+        # PER: new priorities are the absolute TD errors, averaged over critics
+        replay_buffer.update_priorities(
+            replay_data.indices, absolute_td_error(current_q_values, target_q_values)
+        )
+        return critic_loss.item()
+
+    def _delayed_actor_step(self, replay_data: Batch) -> float:
+        """One optimisation step of the actor (unweighted, as upstream), then the target networks' soft
+        update; returns the actor loss."""
+        # Compute actor loss
+        actor_loss = -self.critic.q1_forward(
+            replay_data.observations,  # type: ignore[arg-type]
+            self.actor(replay_data.observations),
+        ).mean()
+
+        # Optimize the actor
+        self.actor.optimizer.zero_grad()
+        actor_loss.backward()  # type: ignore[no-untyped-call]
+        self.actor.optimizer.step()
+
+        polyak_update(self.critic.parameters(), self.critic_target.parameters(), self.tau)
+        polyak_update(self.actor.parameters(), self.actor_target.parameters(), self.tau)
+        # Copy running stats, see GH issue #996
+        polyak_update(self.critic_batch_norm_stats, self.critic_batch_norm_stats_target, 1.0)
+        polyak_update(self.actor_batch_norm_stats, self.actor_batch_norm_stats_target, 1.0)
+        return actor_loss.item()
 
 
 if _HAS_SB3_CONTRIB:

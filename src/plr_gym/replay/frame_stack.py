@@ -111,35 +111,8 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
         padding: str = "zeros",
         **kwargs: Any,
     ) -> None:
-        if not isinstance(observation_space, spaces.Box):
-            raise TypeError(
-                "FrameStackReplayBuffer needs a gymnasium.spaces.Box observation space (stacked frames), "
-                f"got {type(observation_space).__name__}"
-            )
-        if not isinstance(n_stack, (int, np.integer)) or not 1 <= n_stack <= 255:
-            raise ValueError(f"n_stack must be an int in [1, 255], got {n_stack!r}")
-        if channels_order not in CHANNELS_ORDERS:
-            raise ValueError(f"channels_order must be one of {CHANNELS_ORDERS}, got {channels_order!r}")
-        if padding not in PADDINGS:
-            raise ValueError(f"padding must be one of {PADDINGS}, got {padding!r}")
-        shape = tuple(int(s) for s in observation_space.shape)
-        if not shape:
-            raise ValueError("FrameStackReplayBuffer needs an observation space with at least one axis")
-        if channels_order is None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # SB3's heuristic warns on an ambiguous middle axis
-                channels_first = is_image_space(observation_space) and is_image_space_channels_first(
-                    observation_space
-                )
-        else:
-            channels_first = channels_order == "first"
-        axis = 0 if channels_first else len(shape) - 1
-        if shape[axis] % n_stack:
-            raise ValueError(
-                f"the observation space's stacking axis ({'first' if channels_first else 'last'}) has size "
-                f"{shape[axis]}, not a multiple of n_stack={n_stack}; pass the stacked space and "
-                "VecFrameStack's n_stack (and channels_order if detection picks the wrong axis)"
-            )
+        shape, channels_first, axis = _stack_layout(observation_space, n_stack, channels_order, padding)
+        assert isinstance(observation_space, spaces.Box)  # checked by _stack_layout
         self.n_stack = int(n_stack)
         self.padding = padding
         self.channels_first = channels_first
@@ -158,6 +131,15 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
                 handle_timeout_termination,
                 **kwargs,
             )
+        self._allocate_frames(observation_space, shape)
+        if self.alpha == 0.0:
+            self._warned_no_update = True  # uniform replay: no priorities to update
+
+    # ------------------------------------------------------------------ frames
+
+    def _allocate_frames(self, observation_space: spaces.Box, shape: tuple[int, ...]) -> None:
+        """The frame storage (one frame per step and env, plus the stacking bookkeeping), allocated up
+        front after SB3 allocated its placeholders."""
         # SB3 allocated (buffer_size, n_envs, 0) placeholders for observations; restore the real space.
         self.observation_space = observation_space
         self.obs_shape = shape
@@ -177,10 +159,6 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
         self._counter = np.zeros(1, dtype=np.int64)  # global steps added (add() calls)
         self._last_next = np.zeros((self.n_envs, *shape), dtype=dtype)  # previous next_obs, per env
         self._starts = np.ones(self.n_envs, dtype=bool)  # which envs' last added step began an episode
-        if self.alpha == 0.0:
-            self._warned_no_update = True  # uniform replay: no priorities to update
-
-    # ------------------------------------------------------------------ frames
 
     def _frames_of(self, stacks: NDArray[Any]) -> NDArray[Any]:
         """``(m, *obs_shape)`` stacks -> ``(m, n_stack, *frame_shape)`` frames, oldest first."""
@@ -251,6 +229,20 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
         done_a = np.asarray(np.broadcast_to(np.asarray(done), (self.n_envs,)))
         obs_frames = self._frames_of(obs_a)
         next_frames = self._frames_of(next_a)
+        continues = self._continuations(obs_a, obs_frames, next_frames)
+        if self.episodic_info:
+            self._pending_bootstrap = self._truncation_bootstrap(next_a, done, infos)
+        try:
+            self._store(obs_frames, next_frames, done_a, continues, next_a)
+            super().add(self._empty_obs, self._empty_obs, action, reward, done, infos)
+        finally:
+            self._pending_bootstrap = None
+
+    def _continuations(
+        self, obs_a: NDArray[Any], obs_frames: NDArray[Any], next_frames: NDArray[Any]
+    ) -> NDArray[np.bool_]:
+        """Which envs' step continues the previous one (else it is the buffer's first step or starts a
+        new episode, whose older frames must be padding); refuses stacks that are not consistent."""
         k = self.n_stack
         if k > 1 and not np.array_equal(next_frames[:, :-1], obs_frames[:, 1:]):
             bad = [
@@ -279,13 +271,7 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
                         f"not {self.padding!r} padding; use padding='zeros' with SB3's VecFrameStack and "
                         "padding='first' with a wrapper that repeats the first frame"
                     )
-        if self.episodic_info:
-            self._pending_bootstrap = self._truncation_bootstrap(next_a, done, infos)
-        try:
-            self._store(obs_frames, next_frames, done_a, continues, next_a)
-            super().add(self._empty_obs, self._empty_obs, action, reward, done, infos)
-        finally:
-            self._pending_bootstrap = None
+        return continues
 
     def _store(
         self,
@@ -459,3 +445,40 @@ class FrameStackReplayBuffer(EpisodicInfoMixin, PrioritizedReplayBuffer):
                 f"full={full} (steps added: pos when not full, else k * buffer_size + pos, k >= 1)"
             )
         return checked
+
+
+def _stack_layout(
+    observation_space: spaces.Space[Any], n_stack: Any, channels_order: Any, padding: Any
+) -> tuple[tuple[int, ...], bool, int]:
+    """Check :class:`FrameStackReplayBuffer`'s arguments; return the stacked shape, whether frames are
+    stacked on the first axis, and that axis."""
+    if not isinstance(observation_space, spaces.Box):
+        raise TypeError(
+            "FrameStackReplayBuffer needs a gymnasium.spaces.Box observation space (stacked frames), "
+            f"got {type(observation_space).__name__}"
+        )
+    if not isinstance(n_stack, (int, np.integer)) or not 1 <= n_stack <= 255:
+        raise ValueError(f"n_stack must be an int in [1, 255], got {n_stack!r}")
+    if channels_order not in CHANNELS_ORDERS:
+        raise ValueError(f"channels_order must be one of {CHANNELS_ORDERS}, got {channels_order!r}")
+    if padding not in PADDINGS:
+        raise ValueError(f"padding must be one of {PADDINGS}, got {padding!r}")
+    shape = tuple(int(s) for s in observation_space.shape)
+    if not shape:
+        raise ValueError("FrameStackReplayBuffer needs an observation space with at least one axis")
+    if channels_order is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SB3's heuristic warns on an ambiguous middle axis
+            channels_first = is_image_space(observation_space) and is_image_space_channels_first(
+                observation_space
+            )
+    else:
+        channels_first = channels_order == "first"
+    axis = 0 if channels_first else len(shape) - 1
+    if shape[axis] % n_stack:
+        raise ValueError(
+            f"the observation space's stacking axis ({'first' if channels_first else 'last'}) has size "
+            f"{shape[axis]}, not a multiple of n_stack={n_stack}; pass the stacked space and "
+            "VecFrameStack's n_stack (and channels_order if detection picks the wrong axis)"
+        )
+    return shape, channels_first, axis

@@ -444,14 +444,22 @@ class ReplayPriorities:
         :raises ValueError: naming the first invalid member
         """
 
-        def scalar(key: str) -> Any:
-            if key not in data:
-                raise ValueError(f"it has no {key!r} (not a prioritized buffer file)")
-            value = np.asarray(data[key])
-            if value.shape != ():
-                raise ValueError(f"{key!r} must be a scalar, got shape {value.shape}")
-            return value.item()
+        prio, leaves = self._checked_slot_arrays(data, rows)
+        beta, max_priority = _checked_scalars(data, prio)
+        snapshot, counters = _checked_rank_state(data)
+        return {
+            "priorities": prio,
+            "leaves": leaves,
+            "beta": beta,
+            "max_priority": max_priority,
+            "rank_snapshot": snapshot,
+            "rank_counters": counters,
+        }
 
+    def _checked_slot_arrays(
+        self, data: Mapping[str, Any], rows: int
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """The raw priorities and tree leaves of a saved state, as float64 arrays of ``capacity``."""
         prio = data.get("priorities")
         if prio is None or np.shape(prio) != (self.capacity,) or np.asarray(prio).dtype.kind not in "iuf":
             raise ValueError(f"'priorities' must be {self.capacity} floats")
@@ -473,31 +481,7 @@ class ReplayPriorities:
             raise ValueError("priorities (or leaves) of slots beyond the stored data are not 0")
         if ((leaves[:stored] > 0) != (prio[:stored] > 0)).any():
             raise ValueError("tree leaves and priorities disagree on which slots are empty")
-        beta, max_priority = scalar("beta"), scalar("max_priority")
-        if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0.0 <= beta <= 1.0:
-            raise ValueError(f"beta={beta!r} must be in [0, 1]")
-        if (
-            isinstance(max_priority, bool)
-            or not isinstance(max_priority, (int, float))
-            or not (
-                np.isfinite(max_priority) and max_priority >= 1.0 and max_priority >= prio.max(initial=0.0)
-            )
-        ):
-            raise ValueError(f"max_priority={max_priority!r} must be finite, >= 1 and >= every priority")
-        snapshot = np.asarray(data.get("rank_snapshot", np.zeros(0)))
-        if snapshot.ndim != 1 or snapshot.dtype.kind not in "iuf" or not np.isfinite(snapshot).all():
-            raise ValueError("'rank_snapshot' must be a 1-D array of finite floats")
-        counters = np.asarray(data.get("rank_counters", np.zeros(0)))
-        if counters.shape != (2,) or counters.dtype.kind not in "iu" or (counters < 0).any():
-            raise ValueError("'rank_counters' must be two ints >= 0")
-        return {
-            "priorities": prio,
-            "leaves": leaves,
-            "beta": float(beta),
-            "max_priority": float(max_priority),
-            "rank_snapshot": np.array(snapshot, dtype=np.float64),
-            "rank_counters": (int(counters[0]), int(counters[1])),
-        }
+        return prio, leaves
 
     def set_state(self, checked: Mapping[str, Any]) -> None:
         """Assign a state returned by :meth:`checked_state` (the RNG is the caller's to set)."""
@@ -508,3 +492,38 @@ class ReplayPriorities:
         self.rank_snapshot = checked["rank_snapshot"]
         self.samples_since_refresh, self.size_at_refresh = checked["rank_counters"]
         self.samples_since_update = 0
+
+
+def _scalar(data: Mapping[str, Any], key: str) -> Any:
+    """``data[key]`` of a saved state as a Python scalar, else ``ValueError``."""
+    if key not in data:
+        raise ValueError(f"it has no {key!r} (not a prioritized buffer file)")
+    value = np.asarray(data[key])
+    if value.shape != ():
+        raise ValueError(f"{key!r} must be a scalar, got shape {value.shape}")
+    return value.item()
+
+
+def _checked_scalars(data: Mapping[str, Any], prio: NDArray[np.float64]) -> tuple[float, float]:
+    """``beta`` and ``max_priority`` of a saved state (``prio``: its checked raw priorities)."""
+    beta, max_priority = _scalar(data, "beta"), _scalar(data, "max_priority")
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0.0 <= beta <= 1.0:
+        raise ValueError(f"beta={beta!r} must be in [0, 1]")
+    if (
+        isinstance(max_priority, bool)
+        or not isinstance(max_priority, (int, float))
+        or not (np.isfinite(max_priority) and max_priority >= 1.0 and max_priority >= prio.max(initial=0.0))
+    ):
+        raise ValueError(f"max_priority={max_priority!r} must be finite, >= 1 and >= every priority")
+    return float(beta), float(max_priority)
+
+
+def _checked_rank_state(data: Mapping[str, Any]) -> tuple[NDArray[np.float64], tuple[int, int]]:
+    """The rank mode's sorted snapshot and its two counters of a saved state."""
+    snapshot = np.asarray(data.get("rank_snapshot", np.zeros(0)))
+    if snapshot.ndim != 1 or snapshot.dtype.kind not in "iuf" or not np.isfinite(snapshot).all():
+        raise ValueError("'rank_snapshot' must be a 1-D array of finite floats")
+    counters = np.asarray(data.get("rank_counters", np.zeros(0)))
+    if counters.shape != (2,) or counters.dtype.kind not in "iu" or (counters < 0).any():
+        raise ValueError("'rank_counters' must be two ints >= 0")
+    return np.array(snapshot, dtype=np.float64), (int(counters[0]), int(counters[1]))
