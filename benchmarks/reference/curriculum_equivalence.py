@@ -1,6 +1,7 @@
 """The curriculum between updates: level-replay's draw logic and sampler against plr_gym's, per rollout.
 
-``reference_equivalence.py --curriculum`` runs this. The single-update mode compares one PPO update from a
+``reference_equivalence.py --curriculum`` runs this (as does ``python
+benchmarks/reference/curriculum_equivalence.py --level-replay PATH ...``). The single-update mode compares one PPO update from a
 recorded rollout; this mode plays ``--rollouts`` rollouts (warm-up included) of ``plr-gym train --preset
 paper-procgen`` (the CLI's own run: batched Procgen, the PLR wrapper with the preset's
 ``level_draw="episode_end"``, the PLR callback; the initial weights play, no update) and, in lock step,
@@ -320,3 +321,11 @@ def compare_curriculum(lr: Any, level_replay: Path, game: str, n_envs: int, n_st
     }
     table = [{"quantity": k, "max_abs": v} for k, v in diffs.items()]
     return table, facts
+
+
+if __name__ == "__main__":  # the same as reference_equivalence.py --curriculum
+    import sys
+
+    from reference_equivalence import main
+
+    sys.exit(main([*sys.argv[1:], "--curriculum"]))
