@@ -5,8 +5,7 @@ benchmarks/reference/curriculum_equivalence.py --level-replay PATH ...``). The s
 one PPO update from a recorded rollout; this mode plays ``--rollouts`` rollouts (warm-up included) of
 ``plr-gym train --preset paper-procgen`` (the CLI's own run: batched Procgen, the PLR wrapper with the
 preset's ``level_draw="episode_end"``, the PLR callback; the initial weights play, no update) and, in lock
-step,
-drives level-replay's side with its own code:
+step, drives level-replay's side with its own code:
 
 - **its draw logic**: ``level_replay/envs.py``'s ``VecPyTorchProcgen.step_wait``, the class's own source
   (read from the clone, executed over a stand-in of Baselines' ``VecEnvWrapper``), whose ``venv`` replays
