@@ -33,7 +33,7 @@ install = $(if $(filter uv,$(INSTALLER)),test -x $(1)/bin/uv || $(1)/bin/python 
 TORCH_VERSION ?= 2.13.0
 PYTEST_ARGS ?= -n 2 --dist worksteal -q --durations=20
 EXTRAS := test,procgen,minigrid,contrib,bench,cli,docs,distributed,rllib,verl
-EXTRAS313 := test,procgen,minigrid,contrib,bench,cli,distributed,trl,jax,jax-examples
+EXTRAS313 := test,procgen,minigrid,contrib,bench,cli,notebooks,distributed,trl,jax,jax-examples
 # The 3.13 stack runs what depends on the stack: Procgen (procgen-gym) and its benchmarks' quick runs, the
 # examples and notebooks, Ray core, the packaging and README checks, and the numpy-level core (sampler,
 # scoring, replay, wrappers, doctests). To shorten .ci/run (target 20 min on 2 cores; a fresh clone took

@@ -385,9 +385,56 @@ def test_demo_quick(
     assert demo.main(["--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "| plr (value_l1), 2 seeds |" in out and "| uniform, 2 seeds |" in out
-    assert "Verdict: " in out and "held-out return vs uniform (95% CI [" in out
-    verdicts = [line for line in out.splitlines() if line.startswith("Verdict: ")]
-    assert len(verdicts) == 2 and verdicts[0] == verdicts[1]  # compare's table and the demo's summary agree
+    # issue #42's empty comparison, small: 512 steps on 6 levels, scored at the end of 256-step rollouts, so
+    # PLR (min_seen_ratio=1.0) never replayed; compare and the demo say so and give no verdict
+    assert "PLR replay share per seed: 0%, 0% (a verdict needs at least 10% in every seed)" in out
+    no_verdict = [line for line in out.splitlines() if line.startswith("No verdict for ")]
+    assert len(no_verdict) == 2 and "Verdict: " not in out
+    for line in no_verdict:
+        assert "PLR replayed 0% of its level draws (seeds: 0%, 0%), under 10%" in line
+        assert "with min_seen_ratio=1.0 PLR replays no level until 6 of the 6 training levels" in line
+        assert "train for at least one pass over the training levels (about " in line
     for run in ("plr-seed0", "plr-seed1", "uniform-seed0", "uniform-seed1"):
         assert (tmp_path / run / "model.zip").is_file()
     assert_png_with_content(tmp_path / "comparison.png")
+
+
+def test_compare_gives_no_verdict_where_plr_never_replayed(tmp_path: Path) -> None:
+    """Issue #42: a PLR run that replayed less than 10% of its draws in some seed was uniform sampling; the
+    table names each seed's share, the cause and the budget, and gives no verdict (enough replay: one)."""
+    from plr_gym.plotting import Run, merge_seeds, replay_shortfall, results_table
+
+    levels = range(10000, 10040)
+
+    def runs(sampler: str, shares: list[float], seen: int) -> list[Run]:
+        out = []
+        for seed, share in enumerate(shares):
+            returns = {str(lvl): [0.5 + 0.1 * seed + 0.01 * (lvl % 5)] for lvl in levels}
+            stats = {"replay_share": share, "num_seen": float(seen), "num_levels": 40.0, "num_samples": 31.0}
+            config = {"sampler": sampler, "seed": seed, "timesteps": 4096, "num_levels": 40, "n_steps": 128,
+                      "n_envs": 8, "min_seen_ratio": 1.0}  # fmt: skip
+            plr_stats = {**stats, "min_seen_ratio": 1.0} if sampler == "plr" else {}
+            final = {"returns": returns}
+            out.append(
+                Run(tmp_path / f"{sampler}{seed}", sampler, config, [], final, sampler_stats=plr_stats)
+            )
+        return out
+
+    uniform = merge_seeds(runs("uniform", [0.0, 0.0, 0.0], 0))
+    empty = merge_seeds(runs("plr", [0.0, 0.0, 0.0], 27))
+    table, _ = results_table([empty, uniform])
+    assert "Verdict" not in table and "significant" not in table
+    line = table.splitlines()[-1]
+    assert line.startswith(
+        "No verdict for plr, 3 seeds: PLR replayed 0% of its level draws (seeds: 0%, 0%, 0%)"
+    )
+    assert "until 40 of the 40 training levels were played once, and its seeds played 27 of them" in line
+    assert (
+        "(about 6,400 steps here, at ~132 steps per level draw" in line
+    )  # 40 draws + one 1,024-step rollout
+    one_low = merge_seeds(runs("plr", [0.4, 0.05, 0.5], 40))
+    assert "(seeds: 40%, 5%, 50%)" in (replay_shortfall(one_low) or "")
+    assert "got there only near the end" in (replay_shortfall(one_low) or "")
+    fine = merge_seeds(runs("plr", [0.4, 0.3, 0.5], 40))
+    assert replay_shortfall(fine) is None
+    assert results_table([fine, uniform])[0].splitlines()[-1].startswith("Verdict: ")

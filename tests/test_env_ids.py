@@ -4,6 +4,7 @@ wrappers on Procgen."""
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -84,7 +85,18 @@ def test_legacy_procgen_id_builds_plr_gyms_env_in_stock_procgens_default_mode() 
     from procgen_stock import require_backend
 
     require_backend()
-    legacy = gym.make("procgen-coinrun-v0")
+    import plr_gym.envs.procgen as procgen_module
+
+    procgen_module._LEGACY_WARNED.discard("coinrun")
+    with pytest.warns(
+        UserWarning, match=r"procgen-coinrun-v0 is Procgen's legacy id and plays distribution_mode='hard'"
+    ):
+        legacy = gym.make("procgen-coinrun-v0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per game; none where the mode is given
+        gym.make("procgen-coinrun-v0").close()
+        gym.make("procgen-bigfish-v0", distribution_mode="hard").close()
+        assert gym.make("procgen-bigfish-v0", distribution_mode="easy").unwrapped.distribution_mode == "easy"
     ours = gym.make("plr_gym/procgen-coinrun-v0", distribution_mode="hard")
     try:
         assert legacy.unwrapped.distribution_mode == "hard"
@@ -161,12 +173,56 @@ def test_procgen_large_seed_is_a_reproducible_rng_seed_and_no_level() -> None:
             env.reset(seed=-1)
         with pytest.raises(TypeError, match=r"seed must be an int >= 0, got 2\.5"):
             env.reset(seed=2.5)
-        # a level is still a level: LevelWrapper refuses one the env cannot play, naming it
+        # a level is still a level: LevelWrapper refuses a chosen one the env cannot play, naming it
         wrapped = LevelWrapper(env)
         with pytest.raises(ValueError, match=r"cannot play level 2147483648: reset\(seed=2147483648\)"):
-            wrapped.reset(seed=2**31)
+            wrapped.reset(options={"level": 2**31})
+        wrapped.set_next_level(2**31)
+        with pytest.raises(ValueError, match=r"cannot play level 2147483648"):
+            wrapped.reset()
+        # a plain reset seed beyond the levels (SB3's own seeding) seeds the RNG: the level is the one played
+        _obs, info = wrapped.reset(seed=2**31)
+        assert 100 <= info["level"] < 150 and wrapped.level == info["level"]
+        assert wrapped.reset(seed=2**31)[1]["level"] == info["level"]  # reproducible
         with pytest.raises(ValueError, match=r"options\[.level.\] must be an int level id in \[0, 2\*\*31"):
             env.reset(options={"level": 2**31})
         assert wrapped.reset(seed=7)[1]["level"] == 7 and wrapped.level == 7
     finally:
         env.close()
+
+
+def test_level_wrapper_under_sb3_own_seeding_plays_a_level_of_every_procgen_game() -> None:
+    """Issue #42: ``make_vec_env(..., wrapper_class=LevelWrapper)`` without a seed, reset by hand, by
+    ``model.learn`` and by ``evaluate_policy``, without PrioritizedLevelReplay: SB3's seeds above 2**31 - 1
+    seed the env's RNG and the episode plays (and reports) one of the env's levels."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    from plr_gym.envs import GAMES, MAX_LEVEL
+    from procgen_stock import require_backend
+
+    require_backend()
+    np.random.seed(1)  # noqa: NPY002  (SB3 draws its seeds from numpy's global RNG)
+    drawn: list[int] = []
+    for game in GAMES:  # by hand: 12 games x 4 resets, each with a fresh SB3 seed
+        venv = make_vec_env(f"plr_gym/procgen-{game}-v0", n_envs=1, wrapper_class=LevelWrapper)
+        try:
+            for _ in range(4):
+                seed = venv.seed()[0]
+                venv.reset()
+                level = venv.reset_infos[0]["level"]
+                assert 0 <= level <= MAX_LEVEL and (seed > MAX_LEVEL or level == seed)
+                drawn.append(seed)
+        finally:
+            venv.close()
+    assert max(drawn) >= 2**31  # SB3 drew seeds beyond Procgen's levels
+    venv = make_vec_env("plr_gym/procgen-bigfish-v0", n_envs=2, wrapper_class=LevelWrapper)
+    try:
+        model = PPO("CnnPolicy", venv, n_steps=16, batch_size=32, n_epochs=1, seed=None, device="cpu")
+        for _ in range(3):  # PPO(seed=None) leaves SB3's own random seeds in place
+            venv.seed(int(np.random.randint(2**31, 2**32 - 2)))  # noqa: NPY002
+            model.learn(32)
+        evaluate_policy(model, venv, n_eval_episodes=2, warn=False)
+    finally:
+        venv.close()

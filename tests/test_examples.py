@@ -33,7 +33,8 @@ NEEDS = {
 }
 # A single-file training loop in the CleanRL / PureJaxRL style: PPO, the network and Adam in one file is
 # the point of it (tests/test_jax_example.py runs it and checks that it learns).
-LONG_SCRIPTS = {"jax_ppo_plr.py": 300}
+LONG_SCRIPTS = {"jax_ppo_plr.py": 300, "own_env.py": 150}
+# own_env.py: three envs (one per way of making reset(seed=s) play level s), then train, evaluate, compare
 # (steps, evaluation levels) per example: enough for a few rollouts (PLR scores a few episodes).
 BUDGET = {
     "ppo_procgen": ("256", "2"),
@@ -98,6 +99,7 @@ def test_script_runs(script: Path, tmp_path: Path) -> None:
         "custom_loop_vector": "levels seen",
         "perdqn_cartpole": "CartPole-v1 return",
         "frame_stack_dqn": "sampled observations (32, 12, 40, 40)",
+        "own_env": "OwnEnv/SeededLakes-v0: 8 distinct levels of 8 checked",
     }.get(script.stem, "")
     assert expected in proc.stdout
 
@@ -251,3 +253,21 @@ def sampler_claims(nb: Any) -> dict[str, set[Any]]:
     claims["strategy"] = {s for s in STRATEGIES if f"`{s}`" in text}
     claims["score_transform"] = set(re.findall(rf"({'|'.join(SCORE_TRANSFORMS)}) transform", text))
     return {k: v for k, v in claims.items() if v}
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_names_the_extra_that_brings_jupyter(notebook: Path) -> None:
+    """Issue #42: Jupyter is in an extra (``notebooks``), which each notebook's first cell names; the 3.13
+    stack (where the notebooks run in ``make test``) installs it."""
+    import tomllib
+
+    first = "".join(json.loads(notebook.read_text())["cells"][0]["source"])
+    assert (
+        re.search(r'install `"\.\[\w+,cli,notebooks\]"`', first)
+        and f"jupyter lab examples/{notebook.name}" in first
+    )
+    root = EXAMPLES.parent
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(req.startswith("jupyter>=") for req in extras["notebooks"])
+    (line,) = [ln for ln in (root / "Makefile").read_text().splitlines() if ln.startswith("EXTRAS313 :=")]
+    assert "notebooks" in line.split(":=")[1].strip().split(",")

@@ -78,6 +78,7 @@ FLOORS: tuple[dict[str, tuple[str, ...]], ...] = (
     #    the LLM trainers (prompts)
     {
         "envs": ("plr_gym.envs",),
+        "env checker": ("plr_gym.env_checker",),  # check_level_env: reads observations as LevelWrapper does
         "run directory": ("plr_gym.run",),
         "llm": ("plr_gym.trl", "plr_gym.verl", "plr_gym._verl_replay"),
     },

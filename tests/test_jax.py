@@ -6,6 +6,7 @@ Few shapes on purpose: every configuration and shape compiles once (seconds on C
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -192,7 +193,9 @@ def _chi_square(counts: np.ndarray, probs: np.ndarray) -> float:
     return float(stats.chisquare(counts[keep], expected).pvalue)
 
 
-@pytest.mark.parametrize("name", ["defaults", "paper_rank_fixed_min_seen"])
+@pytest.mark.parametrize(
+    "name", ["defaults", "paper_rank_fixed_min_seen", "softmax_stale_softmax", "max_stale_eps_greedy"]
+)
 def test_jax_draws_follow_the_weights(x64: None, name: str) -> None:
     """χ² of 40,000 single draws from one fixed state: a replay follows weights(), an exploration is
     uniform over the unseen levels, with probability replay_probability()."""
@@ -221,6 +224,95 @@ def test_float32_weights_within_1e_6_of_numpy() -> None:
     jsampler, state = LevelSampler.from_numpy(ref)
     assert state.scores.dtype == jnp.float32
     np.testing.assert_allclose(np.asarray(jsampler.weights(state)), ref.sample_weights(), rtol=0, atol=1e-6)
+
+
+def _numpy_weights_with_exact_ties(ref: NumpyLevelSampler) -> np.ndarray:
+    """``ref.sample_weights()`` with scores that differ by float64 rounding alone (<= 1e-12: p(1 − p) of
+    rates equal in exact arithmetic, reached by other paths) made equal, so that they tie and break by
+    position, as float32's exact ties do (numpy's own order between them is its float64 rounding)."""
+    d = ref.state_dict()
+    scores = np.array(d["scores"], dtype=np.float64)
+    by_score = np.argsort(scores, kind="stable")
+    for a, b in zip(by_score[:-1], by_score[1:]):
+        if scores[b] - scores[a] <= 1e-12:
+            scores[b] = scores[a]
+    d["scores"] = scores
+    tied = NumpyLevelSampler(ref.levels, **d["config"])
+    tied.load_state_dict(d)
+    return tied.sample_weights()
+
+
+FUZZ_SIZES = (10, 200)
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_float32_same_operations_as_numpy_at_10_and_200_levels(name: str) -> None:
+    """The fuzz of every setting in float32 (JAX's default): fed the numpy draws and the same random
+    updates, at 10 and 200 levels, the JAX state keeps numpy's order, draws and counters exactly, its
+    scores within 1e-6 and its weights within 1e-6 of numpy's (exact ties broken by position, as numpy
+    breaks them; for learnability, rates equal in exact arithmetic stay ties in float32)."""
+    config = CONFIGS[name]
+    for n in FUZZ_SIZES:
+        rng = np.random.default_rng(n + sum(map(ord, name)))
+        ref = NumpyLevelSampler(range(n), seed=3, **config)
+        jsampler, state = LevelSampler.from_numpy(ref)
+        assert state.scores.dtype == jnp.float32
+        step = jax.jit(functools.partial(_mark_update_weights, jsampler))
+        progress = 0.0
+        for k in range(12):
+            draws = ref.sample(6)
+            levels = rng.integers(0, n, 16)
+            scores = _scores(rng, config, 16)
+            mask = rng.random(16) < 0.8
+            ref.update_batch(levels[mask], scores[mask])
+            state, weights = step(state, jnp.asarray(draws), jnp.asarray(levels), jnp.asarray(scores), mask)
+            if "temperature_end" in config and k % 4 == 3:
+                progress += 0.25
+                ref.set_progress(progress)
+                state = jsampler.set_progress(state, progress)
+                weights = jsampler.weights(state)
+            np.testing.assert_allclose(
+                np.asarray(weights), _numpy_weights_with_exact_ties(ref), rtol=0, atol=1e-6, err_msg=f"{n}"
+            )
+            _assert_same_state(jsampler, state, ref, 1e-6)
+        assert int(state.num_rejected) == 0
+        # the checkpoint round trip is exact in float32: the state, and so the weights (the cached score
+        # CDF is recomputed, to float32 rounding: XLA may fuse its sum differently inside a jit)
+        back = jsampler.load(_save(jsampler, state))
+        cache = {"score_cdf": state.score_cdf}
+        assert jax.tree.all(jax.tree.map(jnp.array_equal, back._replace(**cache), state)), n
+        np.testing.assert_allclose(np.asarray(back.score_cdf), np.asarray(state.score_cdf), rtol=1e-6)
+        assert np.array_equal(np.asarray(jsampler.weights(back)), np.asarray(jsampler.weights(state)))
+
+
+def _mark_update_weights(
+    jsampler: LevelSampler, state: Any, draws: Any, levels: Any, scores: Any, mask: Any
+) -> tuple[Any, Any]:
+    state = jsampler.update(jsampler.mark_sampled(state, draws), levels, scores, mask)
+    return state, jsampler.weights(state)
+
+
+def _save(jsampler: LevelSampler, state: Any) -> Path:
+    import tempfile
+
+    path = Path(tempfile.mkdtemp()) / "sampler.npz"
+    jsampler.save(state, path)
+    return path
+
+
+def test_learnability_ties_stay_ties_in_float32() -> None:
+    """p = 1/2 reached in any order, p and 1 − p, and equal means of outcomes are bitwise-equal scores in
+    float32, so rank breaks their ties by position as numpy does for exact ties."""
+    sampler = LevelSampler(num_levels=6, strategy="learnability", success_rate_alpha=0.1)
+    outcomes = [[1, 0], [0, 1], [1, 0, 0], [0, 1, 1], [0, 0, 1], [1, 1, 0, 0, 1, 0]]
+    state = sampler.init()
+    for level, seq in enumerate(outcomes):
+        state = sampler.update(state, jnp.full(len(seq), level), jnp.asarray(seq, float))
+    scores = np.asarray(state.scores)
+    assert scores[0] == scores[1] == scores[5] == 0.25  # p = 1/2, in three orders
+    assert scores[2] == scores[3] == scores[4]  # p = 1/3 and p = 2/3
+    w = np.asarray(sampler.weights(state))
+    assert w[0] > w[1] > w[5] > w[2] > w[3] > w[4]  # ties by position
 
 
 def test_round_trips_through_the_numpy_state_and_checkpoint_files(x64: None, tmp_path: Path) -> None:
@@ -267,6 +359,92 @@ def test_invalid_updates_are_skipped_and_counted_or_raised_with_checkify(x64: No
         err.throw()
     err, _ = checkify.checkify(strict.update)(strict.init(), levels[:1], scores[:1])
     assert err.get() is None
+
+
+BAD_CALLS: dict[str, tuple[type[Exception], str, Any]] = {
+    # name: (error, what the message names, the call on (sampler of 4 levels, its state))
+    "float level ids": (
+        TypeError,
+        "levels must be integer",
+        lambda s, st: s.update(st, jnp.array([3.7]), jnp.array([1.0])),
+    ),
+    "scores shorter than levels": (
+        ValueError,
+        r"scores must have shape \(2,\)",
+        lambda s, st: s.update(st, jnp.array([1, 2]), jnp.array([1.0])),
+    ),
+    "scores longer than levels": (
+        ValueError,
+        r"scores must have shape \(1,\)",
+        lambda s, st: s.update(st, jnp.array([1]), jnp.array([1.0, 2.0])),
+    ),
+    "mask longer than levels": (
+        ValueError,
+        r"mask must have shape \(1,\)",
+        lambda s, st: s.update(st, jnp.array([1]), jnp.array([1.0]), jnp.ones(3, bool)),
+    ),
+    "mask shorter than levels": (
+        ValueError,
+        r"mask must have shape \(2,\)",
+        lambda s, st: s.update(st, jnp.array([1, 2]), jnp.array([1.0, 2.0]), jnp.ones(1, bool)),
+    ),
+    "float update mask": (
+        TypeError,
+        "mask must be booleans",
+        lambda s, st: s.update(st, jnp.array([1]), jnp.array([1.0]), jnp.array([1.0])),
+    ),
+    "float mark_sampled ids": (
+        TypeError,
+        "levels must be integer",
+        lambda s, st: s.mark_sampled(st, jnp.array([1.5])),
+    ),
+    "a (2, 2) sample mask for n = 4": (
+        ValueError,
+        r"mask must have shape \(4,\)",
+        lambda s, st: s.sample(st, jax.random.key(0), 4, mask=jnp.ones((2, 2), bool)),
+    ),
+    "float sample mask": (
+        TypeError,
+        "mask must be booleans",
+        lambda s, st: s.sample(st, jax.random.key(0), 2, mask=jnp.ones(2)),
+    ),
+    "sample n = -1": (ValueError, "n must be >= 0", lambda s, st: s.sample(st, jax.random.key(0), -1)),
+    "sample n = 2.0": (TypeError, "n must be an int", lambda s, st: s.sample(st, jax.random.key(0), 2.0)),
+    "a state of another size (sample)": (
+        ValueError,
+        r"state.scores has shape \(5,\), this sampler \(num_levels=4\)",
+        lambda s, st: s.sample(LevelSampler(num_levels=5).init(), jax.random.key(0), 2),
+    ),
+    "a state of another size (update)": (
+        ValueError,
+        "num_levels=4",
+        lambda s, st: s.update(LevelSampler(num_levels=5).init(), jnp.array([1]), jnp.array([1.0])),
+    ),
+    "a state of another size (weights)": (
+        ValueError,
+        "num_levels=4",
+        lambda s, st: s.weights(LevelSampler(num_levels=5).init()),
+    ),
+    "a state of another size (mark_sampled)": (
+        ValueError,
+        "num_levels=4",
+        lambda s, st: s.mark_sampled(LevelSampler(num_levels=5).init(), jnp.array([1])),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CALLS))
+def test_bad_shapes_and_dtypes_are_refused_at_trace_time_inside_and_outside_jit(case: str) -> None:
+    """#43: float ids, scores/mask of another length, a mask of another shape, float masks, n < 0 and a
+    state of another sampler raise TypeError/ValueError naming the argument, outside jit and inside it
+    (shapes and dtypes are static: the check costs nothing at run time)."""
+    error, message, call = BAD_CALLS[case]
+    sampler = LevelSampler(num_levels=4)
+    state = sampler.init()
+    with pytest.raises(error, match=message):
+        call(sampler, state)
+    with pytest.raises(error, match=message):
+        jax.jit(lambda st: call(sampler, st))(state)
 
 
 def test_the_configuration_is_checked_by_the_numpy_rules() -> None:
@@ -502,15 +680,18 @@ def test_jaxued_adapter_keeps_jaxueds_dict_and_calls_inside_jit_and_equals_the_b
 
 
 def test_jaxued_adapter_options_reproduce_jaxued_0_0_1(x64: None) -> None:
-    """Uniform top-k by default, JaxUED 0.0.1's softmax with topk_softmax=True; plr_gym's clock by default,
-    JaxUED's (ticks on rejected and duplicate inserts) with clock="jaxued"; no replay from an empty buffer."""
+    """Uniform top-k by default, JaxUED 0.0.1's softmax with topk_softmax=True; JaxUED's clock (ticks on
+    rejected and duplicate inserts) by default, plr_gym's with clock="plr_gym"; no replay from an empty
+    buffer."""
     from plr_gym.jax.jaxued import LevelSampler as JaxUEDLevelSampler
 
+    assert JaxUEDLevelSampler(3).buffer.clock == "jaxued"  # the drop-in keeps JaxUED's curriculum
     levels, scores = jnp.array([1, 2, 1, 3, 4]), jnp.array([2.0, 1.0, 3.0, 0.5, 0.1])
     for options, weights, count in (
-        ({}, [0.5, 0.5, 0.0], 3),
+        ({}, [0.5, 0.5, 0.0], 5),
+        ({"clock": "plr_gym"}, [0.5, 0.5, 0.0], 3),
         (
-            {"topk_softmax": True, "clock": "jaxued"},
+            {"topk_softmax": True},
             [np.e**3 / (np.e**3 + np.e), np.e / (np.e**3 + np.e), 0.0],
             5,
         ),

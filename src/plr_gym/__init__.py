@@ -27,6 +27,7 @@ from plr_gym.scoring import EpisodeData, EpisodeScorer
 
 if TYPE_CHECKING:
     from plr_gym.callbacks import CurriculumLogCallback, PLRCallback, RunCheckpointCallback
+    from plr_gym.env_checker import check_level_env
     from plr_gym.envs import ProcgenLevelEnv
     from plr_gym.evaluation import HeldOutEvalCallback
     from plr_gym.offpolicy import OffPolicyPLRCallback
@@ -43,6 +44,7 @@ _LAZY = {
     "RunCheckpointCallback": "plr_gym.callbacks",
     "RunDirectory": "plr_gym.run",
     "ProcgenLevelEnv": "plr_gym.envs",
+    "check_level_env": "plr_gym.env_checker",
     "HeldOutEvalCallback": "plr_gym.evaluation",
     "OffPolicyPLRCallback": "plr_gym.offpolicy",
     "ImpalaCNN": "plr_gym.policies",
@@ -75,6 +77,7 @@ __all__ = [
     "ProcgenLevelEnv",
     "RunCheckpointCallback",
     "RunDirectory",
+    "check_level_env",
 ]
 
 
@@ -85,6 +88,7 @@ _SUBMODULES = frozenset(
         "checkpoint",
         "cli",
         "demo",
+        "env_checker",
         "evaluation",
         "offpolicy",
         "plotting",

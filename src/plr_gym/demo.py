@@ -14,13 +14,16 @@ writes ``runs/demo/comparison.png``: held-out return over training (band: range 
 distribution of level scores.
 
 It is ``plr-gym compare --run --seeds 0 1 2 --jobs 2`` with fixed settings (two runs at a time, one
-process and one torch thread each), and takes about 7 minutes on 2 idle CPU cores. ``--quick`` (or the
-environment variable ``PLR_GYM_DEMO_QUICK=1``) runs a tiny version in one process in under a minute, to
-check the pipeline; its numbers mean nothing.
+process and one torch thread each): 6.7 minutes measured on 2 CPU cores at load 0.7-1.9 (its own two
+runs; ``benchmarks/results/demo/2026-11-26.md``), 32 minutes at load 11-22 on a busy shared machine.
+``--quick`` (or the environment variable ``PLR_GYM_DEMO_QUICK=1``) runs a tiny version in one process in
+under a minute, to check the pipeline; its numbers mean nothing.
 
-The last line is a verdict from the paired difference of held-out returns (PLR minus uniform on each
-held-out level, averaged over seeds) and its 95% bootstrap CI over seeds and levels: better, worse, or no
-significant difference. What the study found on this task, and so what the demo can check, is
+The last lines are each PLR seed's replay share and a verdict from the paired difference of held-out
+returns (PLR minus uniform on each held-out level, averaged over seeds) and its 95% bootstrap CI over seeds
+and levels: better, worse, or no significant difference. Where a PLR seed replayed less than 10% of its
+level draws (too short a run: PLR replays nothing until every training level was played once) it gives no
+verdict and says which budget would. What the study found on this task, and so what the demo can check, is
 :func:`demo_summary`, printed first and quoted in the README.
 """
 
@@ -35,7 +38,15 @@ from typing import Any
 
 from plr_gym import cli, training
 
-__all__ = ["DEMO_SETTINGS", "QUICK_SETTINGS", "demo_argv", "demo_summary", "main", "verdict"]
+__all__ = [
+    "DEMO_SETTINGS",
+    "QUICK_SETTINGS",
+    "demo_argv",
+    "demo_summary",
+    "main",
+    "replay_share_line",
+    "verdict",
+]
 
 DEMO_ENV = "plr_gym/MiniGrid-DoorKeyMixed-v0"
 #: ``plr-gym compare --run`` options of the full demo: the study's ``mixed`` task and PPO settings.
@@ -149,15 +160,49 @@ def _final_matrix(out: Path, sampler: str, seeds: list[int]) -> tuple[list[int],
     return levels, np.array([[r[lvl] for lvl in levels] for r in per_seed])
 
 
+def _plr_runs(out: Path, seeds: list[int]) -> Any:
+    """The PLR runs of the seeds merged into one :class:`~plr_gym.plotting.Run` (``None`` if one is
+    missing)."""
+    from plr_gym.plotting import load_run, merge_seeds
+
+    dirs = [out / training.run_dir_name("plr", seed) for seed in seeds]
+    if not all((d / "eval.csv").is_file() and (d / "config.json").is_file() for d in dirs):
+        return None
+    merged = merge_seeds([load_run(d) for d in dirs])
+    merged.label = "PLR"
+    return merged
+
+
+def replay_share_line(out: Path, seeds: list[int]) -> str:
+    """``"PLR replay share per seed: 61%, 58%, 60% ..."``: how much of each PLR run's level draws replayed a
+    seen level (``""`` without the runs' sampler files)."""
+    from plr_gym.plotting import MIN_REPLAY_SHARE, replay_shares
+
+    merged = _plr_runs(out, seeds)
+    shares = replay_shares(merged) if merged is not None else []
+    if not shares:
+        return ""
+    return (
+        f"PLR replay share per seed: {', '.join(f'{x:.0%}' for x in shares)} (a verdict needs at least "
+        f"{MIN_REPLAY_SHARE:.0%} in every seed)"
+    )
+
+
 def verdict(out: Path, seeds: list[int]) -> str:
     """One line for a newcomer: PLR minus uniform on held-out levels, paired by level, with its 95% CI over
     seeds and levels (:func:`plr_gym.plotting.paired_verdict`, which ``plr-gym compare`` prints too); ``""``
-    for fewer than two seeds or a missing run."""
-    from plr_gym.plotting import paired_difference, paired_verdict
+    for fewer than two seeds or a missing run. Where a PLR seed replayed less than
+    :data:`~plr_gym.plotting.MIN_REPLAY_SHARE` of its draws the line gives no verdict and says why
+    (:func:`plr_gym.plotting.replay_shortfall`)."""
+    from plr_gym.plotting import paired_difference, paired_verdict, replay_shortfall
 
     plr, uni = _final_matrix(out, "plr", seeds), _final_matrix(out, "uniform", seeds)
     if plr is None or uni is None or len(seeds) < 2:  # one seed per method: nothing to test
         return ""
+    merged = _plr_runs(out, seeds)
+    shortfall = replay_shortfall(merged) if merged is not None else None
+    if shortfall is not None:  # PLR (nearly) never replayed: uniform against uniform, no verdict
+        return shortfall
     common = sorted(set(plr[0]) & set(uni[0]))
     pick = [[levels.index(lvl) for lvl in common] for levels in (plr[0], uni[0])]
     d = paired_difference(plr[1][:, pick[0]], uni[1][:, pick[1]])
@@ -169,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m plr_gym.demo",
         description="PPO with PLR vs uniform level sampling on the learning study's mixed task "
-        "(plr_gym/MiniGrid-DoorKeyMixed-v0; about 7 minutes on 2 idle CPU cores).",
+        "(plr_gym/MiniGrid-DoorKeyMixed-v0; 6.7 minutes measured on 2 CPU cores at load 0.7-1.9, 32 "
+        "minutes at load 11-22).",
     )
     parser.add_argument(
         "--quick",
@@ -201,9 +247,15 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     code = cli.main(cli_argv)
     elapsed = time.perf_counter() - start
-    line = verdict(Path(args.out), [args.seed + k for k in range(n_seeds)])
+    seeds = [args.seed + k for k in range(n_seeds)]
+    shares = replay_share_line(Path(args.out), seeds)
+    line = verdict(Path(args.out), seeds)
+    if shares or line:
+        print()
+    if shares:
+        print(shares)
     if line:
-        print("\n" + line)
+        print(line)
     plot = Path(args.out) / "comparison.png"
     print(f"Plot: {plot if plot.exists() else '(needs matplotlib)'}   (total {elapsed / 60:.1f} min)")
     return code

@@ -493,6 +493,18 @@ _SHARED: tuple[Option, ...] = (
         "e.g. size for MiniGrid-Empty-5x5-v0, is refused",
         _TRAINING, action="append", metavar="KEY=VALUE",
     ),
+    Option(
+        "env_kwargs",
+        "several gym.make keywords at once (rl_zoo3's --env-kwargs): KEY=VALUE or KEY:VALUE, each as "
+        "--env-kwarg (config.json records them under env_kwarg)",
+        _TRAINING, nargs="+", action="extend", metavar="KEY=VALUE",
+    ),
+    Option(
+        "gym_packages",
+        "modules to import first (rl_zoo3's convention): those that register your own env ids with "
+        "Gymnasium, from the current directory or PYTHONPATH (docs/own_env.md)",
+        _TRAINING, nargs="+", action="extend", metavar="MODULE",
+    ),
     # the five behaviours of the paper's code (their one home: plr_gym.reference.REFERENCE_CHOICES)
     *(_reference(choice) for choice in REFERENCE_CHOICES),
     # levels
@@ -641,7 +653,11 @@ _SHARED: tuple[Option, ...] = (
 
 #: ``plr-gym train``: the env, the options it shares with ``compare``, the run directory.
 TRAIN_OPTIONS: tuple[Option, ...] = (
-    Option("env_id", "Gymnasium id: MiniGrid-* or plr_gym/procgen-<game>-v0", flag="env_id"),
+    Option(
+        "env_id",
+        "Gymnasium id: MiniGrid-*, plr_gym/procgen-<game>-v0, yours (--gym-packages)",
+        flag="env_id",
+    ),
     *_SHARED,
     Option("out", "run directory (default runs/run)", default=None, resumable=True),
     Option(
@@ -690,6 +706,14 @@ EVALUATE_OPTIONS: tuple[Option, ...] = (
     Option("progress", "no progress bar", flag="--no-progress", action="store_false"),
     Option("distribution_mode", "Procgen distribution mode (default: the run's, else easy)", default=None),
     Option("env_kwarg", "extra gym.make keyword (default: the run's)", action="append", metavar="KEY=VALUE"),
+    Option(
+        "env_kwargs", "several gym.make keywords at once: KEY=VALUE or KEY:VALUE (default: the run's)",
+        nargs="+", action="extend", metavar="KEY=VALUE",
+    ),
+    Option(
+        "gym_packages", "modules that register your own env ids, imported first (default: the run's)",
+        nargs="+", action="extend", metavar="MODULE",
+    ),
     Option("out", "JSON output; the CSV goes next to it", default="evaluation.json"),
 )  # fmt: skip
 
@@ -702,7 +726,7 @@ def options_table(options: Iterable[Option] = TRAIN_OPTIONS) -> str:
 
     Example:
         >>> print(options_table().splitlines()[2])
-        | `env_id` | | | | Gymnasium id: MiniGrid-* or plr_gym/procgen-&lt;game>-v0 |
+        | `env_id` | | | | Gymnasium id: MiniGrid-*, plr_gym/procgen-&lt;game>-v0, yours (--gym-packages) |
     """
     rows = [
         _row(["option", "default", *(f"`--preset {name}`" for name in PRESETS), "what it does"]),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ __all__ = [
     "paired_verdict",
     "plot_comparison",
     "plot_curriculum",
+    "replay_shares",
+    "replay_shortfall",
     "results_table",
     "summarize_seeds",
 ]
@@ -55,6 +58,14 @@ class Run:
     sampler_stats: dict[str, float] = field(default_factory=dict)
     #: number of seeds merged into this run by :func:`merge_seeds` (1 for a single run)
     n_seeds: int = 1
+    #: each merged seed's ``sampler_stats`` and step count (empty for a single run: its own are the one)
+    seed_stats: list[dict[str, float]] = field(default_factory=list)
+
+    def per_seed_stats(self) -> list[dict[str, float]]:
+        """The sampler statistics of each seed (with ``timesteps``): one entry for a single run."""
+        if self.seed_stats:
+            return self.seed_stats
+        return [{**self.sampler_stats, "timesteps": float(self.config.get("timesteps") or 0)}]
 
     def split(self, name: str) -> dict[str, npt.NDArray[np.float64]]:
         """Columns of the ``eval.csv`` rows of one split (``"test"`` or ``"train"``), as arrays."""
@@ -85,6 +96,8 @@ def load_run(path: Path) -> Run:
             "num_seen": float(sampler.num_seen),
             "num_levels": float(sampler.num_levels),
             "replay_share": sampler.num_replay_samples / max(sampler.num_samples, 1),
+            "num_samples": float(sampler.num_samples),
+            "min_seen_ratio": float(sampler.min_seen_ratio),
         }
         if sampler.uses_scores and sampler.num_seen:
             run.scores = sampler.scores[sampler.seen].astype(np.float64)
@@ -264,6 +277,7 @@ def merge_seeds(runs: Sequence[Run]) -> Run:
         scores=np.concatenate(scores) if scores else None,
         sampler_stats=stats,
         n_seeds=len(runs),
+        seed_stats=[st for run in runs for st in run.per_seed_stats()],
     )
 
 
@@ -413,10 +427,88 @@ def _table_notes(
             "plr-gym compare --run --seeds 0 1 2 ..."
         )
     for run, r in zip(runs, rows):
-        if id(run) in tested and not np.isnan(r["vs_baseline_lo"]):
+        shortfall = replay_shortfall(run)
+        if shortfall is not None:
+            lines.append(shortfall)  # instead of a verdict: this PLR run was (nearly) uniform sampling
+        elif id(run) in tested and not np.isnan(r["vs_baseline_lo"]):
             method = "PLR" if len(tested) == 1 and run.config.get("sampler") == "plr" else run.label
             lines.append(paired_verdict(r["vs_baseline"], (r["vs_baseline_lo"], r["vs_baseline_hi"]), method))
     return lines
+
+
+#: A PLR run that replayed less than this share of its level draws was (almost) uniform sampling of new
+#: levels: ``plr-gym compare`` and the demo give no verdict on it (:func:`replay_shortfall`).
+MIN_REPLAY_SHARE = 0.1
+
+
+def replay_shares(run: Run) -> list[float]:
+    """The replay share of each seed of a PLR run (``[]`` for uniform runs or without a sampler file)."""
+    if run.config.get("sampler") == "uniform":
+        return []
+    shares = [st.get("replay_share", float("nan")) for st in run.per_seed_stats()]
+    return [float(x) for x in shares if not np.isnan(x)]
+
+
+def replay_shortfall(run: Run) -> str | None:
+    """Why ``run`` gets no verdict: one of its PLR seeds replayed less than :data:`MIN_REPLAY_SHARE` of its
+    draws, so it compared uniform sampling with uniform sampling. The line names the cause (no replay
+    until ``min_seen_ratio`` of the training levels were played once) and the budget that would fix it
+    (at least one pass over the training levels). ``None`` when every seed replayed enough (or the shares
+    are unknown).
+
+    Example:
+        >>> run = Run(Path("plr"), "plr (value_l1)", {"sampler": "plr", "timesteps": 4096, "num_levels": 40},
+        ...           [], None, sampler_stats={"replay_share": 0.0, "num_seen": 27.0, "num_levels": 40.0,
+        ...           "num_samples": 31.0, "min_seen_ratio": 1.0})
+        >>> print(replay_shortfall(run))  # doctest: +NORMALIZE_WHITESPACE
+        No verdict for plr (value_l1): PLR replayed 0% of its level draws (seeds: 0%), under 10%, so it
+        sampled new levels uniformly, as the baseline does. Cause: with min_seen_ratio=1.0 PLR replays no
+        level until 40 of the 40 training levels were played once, and its seeds played 27 of them in 4,096
+        steps. Fix: train for at least one pass over the training levels (about 5,300 steps here, at ~132
+        steps per level draw, episodes being scored at the end of each rollout; PLR's share of replays
+        grows after it, so give it several passes), or give fewer --num-levels or a lower --min-seen-ratio.
+    """
+    stats = [st for st in run.per_seed_stats() if not np.isnan(st.get("replay_share", float("nan")))]
+    if run.config.get("sampler") == "uniform" or not stats:
+        return None
+    shares = [st["replay_share"] for st in stats]
+    if min(shares) >= MIN_REPLAY_SHARE:
+        return None
+    n_levels = int(max(st.get("num_levels", 0) for st in stats) or run.config.get("num_levels") or 0)
+    ratio = float(stats[0].get("min_seen_ratio", run.config.get("min_seen_ratio", 1.0)))
+    needed = max(1, math.ceil(ratio * n_levels))
+    seen = sorted({int(st.get("num_seen", 0)) for st in stats})
+    steps = max(float(st.get("timesteps", 0) or run.config.get("timesteps") or 0) for st in stats)
+    if seen[0] < needed:
+        seen_text = f"{seen[0]}" if len(seen) == 1 else f"{seen[0]}-{seen[-1]}"
+        got = f"its seeds played {seen_text} of them in {int(steps):,} steps"
+    else:
+        got = f"its seeds got there only near the end of their {int(steps):,} steps"
+    draws = max(float(st.get("num_samples", 0)) for st in stats)
+    per_draw = steps / draws if draws else float("nan")
+    rollout = int(run.config.get("n_steps") or 0) * int(run.config.get("n_envs") or 0)
+    budget = (
+        f"about {_round_up(needed * per_draw + rollout):,} steps here, at ~{per_draw:.0f} steps per level "
+        "draw, episodes being scored at the end of each rollout; "
+        if np.isfinite(per_draw)
+        else ""
+    )
+    return (
+        f"No verdict for {run.label}: PLR replayed {np.mean(shares):.0%} of its level draws (seeds: "
+        f"{', '.join(f'{x:.0%}' for x in shares)}), under {MIN_REPLAY_SHARE:.0%}, so it sampled new levels "
+        f"uniformly, as the baseline does. Cause: with min_seen_ratio={ratio} PLR replays no level until "
+        f"{needed} of the {n_levels} training levels were played once, and {got}. Fix: train for at least "
+        f"one pass over the training levels ({budget}PLR's share of replays grows after it, so give it "
+        "several passes), or give fewer --num-levels or a lower --min-seen-ratio."
+    )
+
+
+def _round_up(steps: float) -> int:
+    """``steps`` rounded up to two significant digits (a budget, not a measurement)."""
+    if steps <= 0:
+        return 0
+    scale = 10 ** max(0, math.floor(math.log10(steps)) - 1)
+    return int(math.ceil(steps / scale) * scale)
 
 
 def _tested(run: Run, baseline: Run) -> bool:

@@ -1,4 +1,5 @@
-"""What every ``plr-gym`` command shares: its errors, the env and device it runs on, and ``--env-kwarg``.
+"""What every ``plr-gym`` command shares: its errors, the env and device it runs on, ``--env-kwarg`` (and
+``--env-kwargs``), ``--gym-packages`` and the check of an env of one's own (:func:`check_own_env`).
 
 :class:`CLIError` is bad input (``plr-gym: error: ...``, exit code 2); :class:`Interrupted` a run stopped
 by a signal. The env and algorithm helpers are :mod:`plr_gym.training`'s with its ``SetupError`` as a
@@ -8,8 +9,11 @@ by a signal. The env and algorithm helpers are :mod:`plr_gym.training`'s with it
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import json
+import os
+import sys
 from typing import Any
 
 from plr_gym import training
@@ -19,7 +23,10 @@ from plr_gym.training import SetupError
 __all__ = [
     "CLIError",
     "Interrupted",
+    "check_own_env",
     "env_family",
+    "fold_env_kwargs",
+    "import_gym_packages",
     "make_level_venv",
     "resolve_device",
 ]
@@ -46,11 +53,90 @@ class Interrupted(Exception):
 
 def env_family(env_id: str) -> str:
     """``"minigrid"``, ``"procgen"`` or ``"other"`` (:func:`plr_gym.training.env_family`); ``CLIError``
-    if the id is unknown."""
+    if the id is unknown (saying how to bring an env of one's own: ``--gym-packages``)."""
     try:
         return training.env_family(env_id)
     except SetupError as exc:
-        raise CLIError(str(exc)) from None
+        hint = ""
+        if str(exc).startswith("unknown environment"):
+            hint = "; an env of your own: give the module that registers it, --gym-packages MODULE"
+        raise CLIError(f"{exc}{hint}") from None
+
+
+def import_gym_packages(args: argparse.Namespace) -> None:
+    """``--gym-packages MODULE ...`` (rl_zoo3's convention): import each module, so that the env ids it
+    registers with Gymnasium exist. The current directory is searched first, as ``python -m`` does.
+
+    :raises CLIError: a module cannot be imported, or importing it raised.
+    """
+    modules = getattr(args, "gym_packages", None) or []
+    if modules and "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise CLIError(
+                f"--gym-packages {name}: cannot import it ({exc}); give a module importable from the current "
+                "directory or PYTHONPATH (a file my_envs.py is --gym-packages my_envs)"
+            ) from None
+        except Exception as exc:  # the user's module failed at import
+            raise CLIError(
+                f"--gym-packages {name}: importing it raised {type(exc).__name__}: {exc}"
+            ) from None
+
+
+def fold_env_kwargs(args: argparse.Namespace) -> None:
+    """``--env-kwargs KEY=VALUE|KEY:VALUE ...`` joins ``--env-kwarg`` (as ``KEY=VALUE``), so that both
+    spellings give one ``env_kwarg`` list in ``config.json`` and one set of checks (:func:`_env_kwargs`).
+
+    :raises CLIError: an item with neither ``=`` nor ``:``.
+    """
+    extra = getattr(args, "env_kwargs", None)
+    if not extra:
+        return
+    items = []
+    for item in extra:
+        key, sep, value = item.partition("=")
+        if not sep:
+            key, sep, value = item.partition(":")  # rl_zoo3's KEY:VALUE
+        if not sep or not key:
+            raise CLIError(f"--env-kwargs must be KEY=VALUE (or KEY:VALUE), got {item!r}")
+        items.append(f"{key}={value}")
+    args.env_kwarg = [*(args.env_kwarg or []), *items]
+    args.env_kwargs = None
+
+
+#: Envs :func:`check_own_env` has checked in this process (env id, keywords as JSON).
+_CHECKED: set[tuple[str, str]] = set()
+
+
+def check_own_env(env_id: str, env_kwargs: dict[str, Any], levels: list[int], quiet: bool = False) -> None:
+    """Run :func:`plr_gym.check_level_env` once per process on an env outside the built-in families, on
+    the run's training and held-out level ids; its failures are a ``CLIError``, its notes go to stderr."""
+    import gymnasium as gym
+
+    from plr_gym.env_checker import LevelEnvError, check_level_env
+
+    key = (env_id, json.dumps(env_kwargs, sort_keys=True, default=repr))
+    if key in _CHECKED:
+        return
+    try:
+        env: Any = gym.make(env_id, **env_kwargs)
+    except Exception as exc:  # a keyword the env does not take, or the env's own error
+        raise CLIError(f"cannot build {env_id} with options {env_kwargs}: {exc}") from None
+    try:
+        report = check_level_env(env, levels, warn=False)
+    except LevelEnvError as exc:
+        raise CLIError(
+            f"plr-gym ran plr_gym.check_level_env on {env_id} before training, and it failed: {exc}"
+        ) from None
+    finally:
+        env.close()
+    _CHECKED.add(key)
+    if not quiet:
+        for note in report.notes:
+            print(f"note: check_level_env({env_id}): {note}", file=sys.stderr)
 
 
 def make_level_venv(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from plr_gym import training
-from plr_gym.cli.common import CLIError, Interrupted, _has_modules
+from plr_gym.cli.common import CLIError, Interrupted, _has_modules, import_gym_packages
 from plr_gym.cli.train import train
 from plr_gym.options import SAMPLERS
 
@@ -185,6 +185,7 @@ def compare_command(args: argparse.Namespace) -> list[Path]:
             raise CLIError("compare --run trains its own runs into OUT/plr and OUT/uniform: give no RUN_DIR")
         if args.env_id is None:
             raise CLIError("compare --run needs --env ENV_ID")
+        import_gym_packages(args)  # fails fast; each run imports them again (its own process with --jobs)
         jobs = []
         seeds = args.seeds or [args.seed]
         for seed in seeds:

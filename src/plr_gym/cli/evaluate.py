@@ -20,6 +20,8 @@ from plr_gym.cli.common import (
     _env_kwargs,
     _has_modules,
     env_family,
+    fold_env_kwargs,
+    import_gym_packages,
     make_level_venv,
     resolve_device,
 )
@@ -91,12 +93,16 @@ def _evaluation_env(args: argparse.Namespace, config: dict[str, Any]) -> tuple[s
     env_id = args.env or config.get("env_id")
     if env_id is None:
         raise CLIError("--env is required (no config.json next to the model)")
+    if args.gym_packages is None and env_id == config.get("env_id"):
+        args.gym_packages = config.get("gym_packages")  # the modules that registered the run's env
+    import_gym_packages(args)
     family = env_family(env_id)
     if env_id == config.get("env_id"):  # same env as in training: same env options unless given
         if args.distribution_mode is None:
             args.distribution_mode = config.get("distribution_mode")
-        if args.env_kwarg is None:
+        if args.env_kwarg is None and args.env_kwargs is None:
             args.env_kwarg = config.get("env_kwarg")
+    fold_env_kwargs(args)
     if args.distribution_mode is None:
         args.distribution_mode = "easy"
     return env_id, _env_kwargs(args, family)

@@ -32,7 +32,10 @@ from plr_gym.cli.common import (
     _apply_torch_threads,
     _env_kwargs,
     _has_modules,
+    check_own_env,
     env_family,
+    fold_env_kwargs,
+    import_gym_packages,
     resolve_device,
 )
 from plr_gym.options import MAX_LEVELS, TRAIN_OPTIONS, parse_levels
@@ -304,6 +307,8 @@ def _check_train_args(args: argparse.Namespace) -> CheckedArgs:
     from plr_gym.sampler import LevelSampler
 
     args.recipe_sources = resolve_train_args(args)  # recorded in config.json
+    import_gym_packages(args)  # registers the user's env ids (--gym-packages)
+    fold_env_kwargs(args)  # --env-kwargs joins --env-kwarg
     family = env_family(args.env_id)
     if args.vec_env == "batched" and family != "procgen":  # refused before the run directory is touched
         raise CLIError(
@@ -356,6 +361,8 @@ def _check_train_args(args: argparse.Namespace) -> CheckedArgs:
     except (ValueError, TypeError) as exc:
         raise CLIError(str(exc)) from None
     env_kwargs = _env_kwargs(args, family)
+    if family == "other":  # an env of the user's own: what PLR needs of it, before the run directory
+        check_own_env(args.env_id, env_kwargs, [*train_levels, *eval_levels], quiet=args.quiet)
     device = resolve_device(getattr(args, "device", "auto"))
     return CheckedArgs(train_levels, eval_levels, sampler, env_kwargs, device)
 

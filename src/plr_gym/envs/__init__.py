@@ -3,7 +3,8 @@
 Importing this package is cheap: it registers ``plr_gym/maze-v0`` (:mod:`plr_gym.envs.maze`, an editable
 MiniGrid maze for open-ended curricula) and ``plr_gym/procgen-<game>-v0`` for the 16 Procgen games
 (:data:`~plr_gym.envs.procgen.GAMES`; stock Procgen's legacy ids ``procgen-<game>-v0`` build the same
-env with stock Procgen's default ``distribution_mode="hard"``; ``gymnasium.make_vec(id, num_envs=N,
+env with stock Procgen's default ``distribution_mode="hard"``, and warn once per game that they are hard
+mode unless ``distribution_mode`` is given; ``gymnasium.make_vec(id, num_envs=N,
 vectorization_mode="vector_entry_point")`` builds the batched :class:`ProcgenVectorEnv`, one Procgen
 C environment of ``N`` games) and imports Procgen only when such an env is built, so it works without the
 ``procgen`` extra installed (building one then raises an ``ImportError`` saying what to install). Procgen
@@ -22,7 +23,7 @@ from __future__ import annotations
 import gymnasium as gym
 
 from plr_gym.envs._procgen_backend import ProcgenBackend, procgen_backend
-from plr_gym.envs.procgen import DISTRIBUTION_MODES, GAMES, MAX_LEVEL, ProcgenLevelEnv
+from plr_gym.envs.procgen import DISTRIBUTION_MODES, GAMES, MAX_LEVEL, LegacyHardMode, ProcgenLevelEnv
 from plr_gym.envs.procgen_vector import ProcgenVectorEnv
 
 __all__ = [
@@ -48,10 +49,11 @@ def _register_procgen() -> None:
     for game in GAMES:
         # plr_gym's id, and stock Procgen's legacy gym id with stock Procgen's default mode ("hard"): the
         # same env either way (procgen-mirror registers its ids with the legacy gym, procgen-gym namespaces
-        # its own as procgen_gym/..., so the plain legacy id is free in Gymnasium's registry)
+        # its own as procgen_gym/..., so the plain legacy id is free in Gymnasium's registry); the legacy
+        # id's "hard" is a LegacyHardMode, so that the env warns where the user did not choose the mode
         for env_id, kwargs in (
             (procgen_env_id(game), {"game": game}),
-            (f"procgen-{game}-v0", {"game": game, "distribution_mode": "hard"}),
+            (f"procgen-{game}-v0", {"game": game, "distribution_mode": LegacyHardMode("hard")}),
         ):
             if env_id not in gym.registry:  # importing twice (e.g. importlib.reload) must not re-register
                 gym.register(

@@ -264,6 +264,36 @@ _CALIBRATIONS: dict[tuple[Any, ...], _Calibration] = {}
 _PROBE_LEVELS = (1, MAX_LEVEL)
 
 
+class LegacyHardMode(str):
+    """``"hard"`` as the legacy ids ``procgen-<game>-v0`` register it (stock Procgen's default mode): equal
+    to ``"hard"``, but it tells the env that the user did not choose the mode, so it warns once per game
+    (:func:`_plain_mode`). A ``distribution_mode`` given to ``gym.make`` replaces it, and no warning is shown.
+    """
+
+    __slots__ = ()
+
+
+_LEGACY_WARNED: set[str] = set()
+
+
+def _plain_mode(game: str, distribution_mode: str) -> str:
+    """``distribution_mode`` as a plain ``str``; a :class:`LegacyHardMode` warns once per game that the
+    legacy id gives hard mode."""
+    if type(distribution_mode) is not LegacyHardMode:
+        return distribution_mode
+    if game not in _LEGACY_WARNED:
+        _LEGACY_WARNED.add(game)
+        warnings.warn(
+            f"procgen-{game}-v0 is Procgen's legacy id and plays distribution_mode='hard' (stock Procgen's "
+            f"default); the PLR paper and plr_gym/procgen-{game}-v0 use 'easy'. Use "
+            f"gym.make('plr_gym/procgen-{game}-v0'), or give distribution_mode='easy' (or 'hard', to keep "
+            "hard mode and silence this warning). Shown once per game.",
+            UserWarning,
+            stacklevel=4,
+        )
+    return "hard"
+
+
 def _check_game(game: str, distribution_mode: str) -> None:
     """Refuse a game or a distribution mode Procgen does not have, or a mode the game does not support."""
     if game not in GAMES:
@@ -419,6 +449,7 @@ class ProcgenLevelEnv(gym.Env[ObsType, ActType]):
         use_generated_assets: bool = False,
         use_sequential_levels: bool = False,
     ) -> None:
+        distribution_mode = _plain_mode(game, distribution_mode)
         _check_game(game, distribution_mode)
         _refuse_level_changing_options(use_generated_assets, use_sequential_levels)
         num_levels, start_level = _check_level_range(num_levels, start_level)

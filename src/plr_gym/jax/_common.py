@@ -24,21 +24,40 @@ def int_dtype() -> Any:
     return jnp.zeros((), dtype=int).dtype
 
 
+def argsort_stable(x: Array) -> Array:
+    """``jnp.argsort(x, stable=True)`` for a float array without NaN, faster: the floats become integers of
+    the same order (their bits, the negative ones' flipped; ``-0.0`` as ``0.0``) and a stable integer sort
+    carries the positions (XLA's CPU sort of floats, with its total-order comparator, is 2-4x slower)."""
+    itype = jnp.int64 if x.dtype == jnp.float64 else jnp.int32
+    bits = jax.lax.bitcast_convert_type(x + 0.0, itype)  # + 0.0: -0.0 becomes 0.0
+    keys = bits ^ ((bits >> (jnp.iinfo(itype).bits - 1)) & jnp.iinfo(itype).max)
+    positions = jnp.arange(x.shape[0], dtype=itype)
+    return jax.lax.sort((keys, positions), num_keys=1, is_stable=True)[1]
+
+
 def transform_weights(
-    name: str, values: Array, mask: Array, temperature: Any, eps: float = 0.05, topk: int = 1
+    name: str,
+    values: Array,
+    mask: Array,
+    temperature: Any,
+    eps: float = 0.05,
+    topk: int = 1,
+    order_keys: Array | None = None,
 ) -> Array:
     """Normalised weights of transform ``name`` over the entries of ``values`` where ``mask`` holds (0
     elsewhere), as :meth:`plr_gym.transforms.ScoreTransform.weights` computes over ``values[mask]``: ties
     break towards the earlier position, and weights with no mass become uniform over the masked entries.
-    All zeros when nothing is masked.
+    All zeros when nothing is masked. ``order_keys`` (default ``values``): what the order-based transforms
+    (``rank``, ``topk``, ``eps_greedy``, ``max``) compare, a key increasing with ``values``.
     """
     n = values.shape[0]
     fdt = float_dtype()
     values = values.astype(fdt)
+    if order_keys is not None and name in ("rank", "topk", "eps_greedy", "max"):
+        values = order_keys.astype(fdt)
     count = mask.sum()
     if name in ("rank", "topk"):
-        key = jnp.where(mask, -values, jnp.inf)
-        order = jnp.argsort(key, stable=True)
+        order = argsort_stable(jnp.where(mask, -values, jnp.inf))
         ranks = jnp.zeros(n, fdt).at[order].set(jnp.arange(1, n + 1, dtype=fdt))
         if name == "rank":
             w = ranks ** (-1.0 / temperature)

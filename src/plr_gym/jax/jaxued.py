@@ -13,10 +13,11 @@ shapes. What differs from JaxUED 0.0.1, each selectable:
 
 - ``prioritization="topk"`` is uniform over the ``k`` best levels, as Robust PLR defines it (JaxUED 0.0.1
   took a softmax of their scores, and fails on current JAX); ``topk_softmax=True`` gives the old weights.
-- The clock (``episode_count``, the ``c`` of staleness ``c − C_i``) ticks once per stored level and per
-  replayed level, as plr_gym's :class:`~plr_gym.LevelBuffer` (``clock="plr_gym"``, default). JaxUED 0.0.1
-  also ticks it on a rejected insert, and on a duplicate re-insert (whose timestamp it refreshes):
-  ``clock="jaxued"``.
+- The clock (``episode_count``, the ``c`` of staleness ``c − C_i``) is JaxUED 0.0.1's by default
+  (``clock="jaxued"``): it ticks on every insert, a rejected one and a duplicate re-insert (whose timestamp
+  it refreshes) included, and per replayed level, so that the one-line import change keeps JaxUED's
+  curriculum. ``clock="plr_gym"`` is plr_gym's :class:`~plr_gym.LevelBuffer` clock (Robust PLR's): it ticks
+  once per stored level and per replayed level only.
 - An empty buffer is never replayed: :meth:`LevelSampler.sample_replay_decision` is False while the
   buffer is empty, and a replay from an empty buffer returns index ``-1`` (JaxUED 0.0.1 computes NaN
   weights and may hand out the placeholder level).
@@ -52,7 +53,8 @@ class LevelSampler:
     :param prioritization_params: as JaxUED's.
     :param duplicate_check: a level already stored gets its score updated instead of a copy.
     :param topk_softmax: ``True``: JaxUED 0.0.1's softmax over the top ``k`` scores.
-    :param clock: ``"plr_gym"`` (default) or ``"jaxued"`` (see the module docstring).
+    :param clock: ``"jaxued"`` (default: JaxUED 0.0.1's clock) or ``"plr_gym"`` (plr_gym's
+        :class:`~plr_gym.LevelBuffer` clock; see the module docstring).
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -79,7 +81,7 @@ class LevelSampler:
         duplicate_check: bool = False,
         *,
         topk_softmax: bool = False,
-        clock: str = "plr_gym",
+        clock: str = "jaxued",
     ) -> None:
         if prioritization not in _PRIORITIZATIONS:
             raise ValueError(f"prioritization={prioritization!r} is not supported; choose rank or topk")
@@ -120,7 +122,7 @@ class LevelSampler:
             min_fill_ratio=self.minimum_fill_ratio,
             duplicate_check=self.duplicate_check,
             topk_softmax=topk_softmax,
-            clock=clock or "plr_gym",
+            clock=clock or "jaxued",
             **transform,
         )
 

@@ -52,6 +52,11 @@ class SamplerState(NamedTuple):
     Fields mirror :meth:`plr_gym.LevelSampler.state_dict`: ``order[:num_seen]`` are the seen levels in the
     order they became seen (``position`` is its inverse), ``last_sampled[i]`` the draw count when level
     ``i`` was last drawn, ``num_samples`` the draw count ``c``.
+
+    Two fields are a cache that :meth:`LevelSampler.update`, :meth:`~LevelSampler.set_progress` and the
+    constructors refresh (scores change once per rollout; draws happen at every env step): ``score_cdf``,
+    the cumulative score distribution ``P_S`` over the positions (so that a draw needs no sort), and
+    ``last_floor``, the least ``last_sampled`` of a seen level then (a bound on the staleness).
     """
 
     scores: Array
@@ -67,6 +72,8 @@ class SamplerState(NamedTuple):
     outcomes: Array
     progress: Array
     num_rejected: Array
+    score_cdf: Array
+    last_floor: Array
 
     @property
     def seen(self) -> Array:
@@ -77,6 +84,20 @@ class SamplerState(NamedTuple):
     def staleness(self) -> Array:
         """Draws since each level was last drawn (``c − C_i``)."""
         return self.num_samples - self.last_sampled
+
+
+#: float32 success rates (``strategy="learnability"``) are kept on the grid of multiples of ``2**-24``: every
+#: such number in ``[0, 1]`` is a float32, and so is ``1 −`` it, so ``p`` and ``1 − p`` are exact partners.
+_RATE_GRID = 2.0**24
+
+
+def _to_grid(x: Array) -> Array:
+    """``x`` rounded to the nearest multiple of ``2**-24``, half to even (so ``grid(−x) = −grid(x)``)."""
+    return jnp.round(x * _RATE_GRID) / _RATE_GRID
+
+
+def _is_x64() -> bool:
+    return bool(float_dtype() == jnp.float64)
 
 
 def _min_seen_count(num_levels: int, ratio: float) -> int:
@@ -90,6 +111,60 @@ def _min_seen_count(num_levels: int, ratio: float) -> int:
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+# The fields of a SamplerState: its shape ("n": (num_levels,); "": a scalar) and dtype kind (numpy's
+# ``dtype.kind``: i integer, f float). Checked, at trace time, wherever a state meets a sampler.
+_STATE_FIELDS: dict[str, tuple[str, str]] = {
+    "scores": ("n", "f"),
+    "last_sampled": ("n", "i"),
+    "order": ("n", "i"),
+    "position": ("n", "i"),
+    "num_seen": ("", "i"),
+    "num_samples": ("", "i"),
+    "next_index": ("", "i"),
+    "num_replay": ("", "i"),
+    "num_explore": ("", "i"),
+    "success_rate": ("n", "f"),
+    "outcomes": ("n", "i"),
+    "progress": ("", "f"),
+    "num_rejected": ("", "i"),
+    "score_cdf": ("n", "f"),
+    "last_floor": ("", "i"),
+}
+
+
+def _shape_dtype(value: Any) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """Shape and dtype of an array, a tracer or a Python/numpy value (static at trace time)."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return tuple(value.shape), np.dtype(value.dtype)
+    arr = np.asarray(value)
+    return arr.shape, arr.dtype
+
+
+def _int_ids(method: str, name: str, value: Any, accepted: str) -> Array:
+    """``value`` as a 1-D integer array, refused (TypeError/ValueError) at trace time otherwise."""
+    shape, dtype = _shape_dtype(value)
+    if dtype.kind not in "iu":
+        raise TypeError(
+            f"{method}: {name} must be integer level positions ({accepted}), got dtype {dtype}: a float id "
+            f"would be truncated to another level; convert with jnp.asarray({name}, int) if the values are "
+            f"whole numbers"
+        )
+    if len(shape) != 1:
+        raise ValueError(f"{method}: {name} must be 1-D ({accepted}), got shape {shape}")
+    return jnp.asarray(value)
+
+
+def _same_length(
+    method: str, name: str, value: Any, length: int, kinds: str, what: str, per: str = "entry of levels"
+) -> Array:
+    """``value`` checked to be a ``(length,)`` array of dtype kind in ``kinds`` (trace time)."""
+    shape, dtype = _shape_dtype(value)
+    if dtype.kind not in kinds:
+        raise TypeError(f"{method}: {name} must be {what}, got dtype {dtype}")
+    if shape != (length,):
+        raise ValueError(f"{method}: {name} must have shape ({length},), one per {per}, got shape {shape}")
+    return jnp.asarray(value)
 
 
 def _jit(static: tuple[int, ...] = (0,)) -> Callable[[_F], _F]:
@@ -200,6 +275,27 @@ class LevelSampler:
         return _min_seen_count(self.num_levels, self.min_seen_ratio)
 
     # ------------------------------------------------------------------ state
+    def check_state(self, state: Any, method: str = "state") -> SamplerState:
+        """``state`` if it is a :class:`SamplerState` of this sampler (its arrays of length
+        ``num_levels``, integer or float as :meth:`init` makes them); else ``TypeError``/``ValueError``.
+        Shapes and dtypes only: free at trace time, inside ``jit`` too (every method calls it)."""
+        if not isinstance(state, SamplerState):
+            got = type(state).__name__
+            raise TypeError(f"{method}: state must be a SamplerState (from init()), got {got}")
+        n = self.num_levels
+        for name, (size, kind) in _STATE_FIELDS.items():
+            shape, dtype = _shape_dtype(getattr(state, name))
+            want = (n,) if size == "n" else ()
+            if shape != want:
+                raise ValueError(
+                    f"{method}: state.{name} has shape {shape}, this sampler (num_levels={n}) expects "
+                    f"{want}: a SamplerState of another sampler (or a batched state outside vmap)"
+                )
+            if dtype.kind not in ("iu" if kind == "i" else "f"):
+                what = "an integer" if kind == "i" else "a float"
+                raise TypeError(f"{method}: state.{name} must have {what} dtype, got {dtype}")
+        return state
+
     def init(self) -> SamplerState:
         """A fresh state: nothing seen, nothing drawn."""
         n = self.num_levels
@@ -219,6 +315,8 @@ class LevelSampler:
             outcomes=jnp.zeros(n, idt),
             progress=jnp.zeros((), fdt),
             num_rejected=zero,
+            score_cdf=jnp.zeros(n, fdt),
+            last_floor=zero,
         )
 
     def current_temperature(self, state: SamplerState) -> Any:
@@ -232,18 +330,44 @@ class LevelSampler:
         """``state`` with ``progress``, the share of training done in ``[0, 1]`` (``β`` follows it with
         ``temperature_end``). A value outside ``[0, 1]`` is invalid (see ``on_invalid``: skipped and
         counted, or a ``checkify`` error)."""
+        self.check_state(state, "set_progress")
+        shape, dtype = _shape_dtype(progress)
+        if shape != () or dtype.kind not in "iuf":
+            raise TypeError(f"set_progress: progress must be a real scalar in [0, 1], got {dtype} {shape}")
         p = jnp.asarray(progress, float_dtype())
         ok = (p >= 0.0) & (p <= 1.0)
         self._check(ok, "set_progress: progress {p} is outside [0, 1]", p=p)
+        return self._refresh(
+            state._replace(
+                progress=jnp.where(ok, p, state.progress),
+                num_rejected=state.num_rejected + (~ok).astype(state.num_rejected.dtype),
+            )
+        )
+
+    def _refresh(self, state: SamplerState) -> SamplerState:
+        """``state`` with its cache recomputed (after its scores, seen levels or temperature changed)."""
+        if not self.uses_scores:
+            return state
+        seen = state.seen
+        floor = jnp.where(seen, state.last_sampled, state.num_samples).min()
         return state._replace(
-            progress=jnp.where(ok, p, state.progress),
-            num_rejected=state.num_rejected + (~ok).astype(state.num_rejected.dtype),
+            score_cdf=jnp.cumsum(self._score_weights(state)), last_floor=floor.astype(state.last_floor.dtype)
         )
 
     # ------------------------------------------------------------------ the replay distribution
     def _score_weights(self, state: SamplerState) -> Array:
+        keys = None
+        if self.learns_outcomes and not _is_x64():
+            # p(1 − p) rounds to 0.25 for every p within ~1e-4 of 1/2 in float32: order by min(p, 1 − p),
+            # which increases with p(1 − p) and is exact on the rate grid
+            keys = jnp.minimum(state.success_rate, 1.0 - state.success_rate)
         return transform_weights(
-            self.score_transform, state.scores, state.seen, self.current_temperature(state), self.eps
+            self.score_transform,
+            state.scores,
+            state.seen,
+            self.current_temperature(state),
+            self.eps,
+            order_keys=keys,
         )
 
     def _mix(self, ps: Array, state: SamplerState) -> Array:
@@ -267,6 +391,7 @@ class LevelSampler:
         Zero on unseen levels; all zeros before any level is seen; uniform for ``random``, one-hot on the
         next level for ``sequential``.
         """
+        self.check_state(state, "weights")
         n, fdt = self.num_levels, float_dtype()
         if self.strategy == "random":
             return jnp.full(n, 1.0 / n, fdt)
@@ -277,6 +402,7 @@ class LevelSampler:
     @_jit()
     def replay_probability(self, state: SamplerState) -> Array:
         """Probability that the next draw replays a seen level (0 for ``random``/``sequential``)."""
+        self.check_state(state, "replay_probability")
         fdt = float_dtype()
         if not self.uses_scores:
             return jnp.zeros((), fdt)
@@ -302,7 +428,57 @@ class LevelSampler:
             )
         return state
 
-    def _draw(self, state: SamplerState, key: Array, ps: Array) -> tuple[SamplerState, tuple[Array, Array]]:
+    def _draw_replay(self, state: SamplerState, key: Array) -> Array:
+        """A seen level from ``weights(state)``, drawn as the numpy class draws it: the uniform part with
+        probability ``uniform_mass``, else the staleness part with probability ``staleness_coef``, else the
+        score part, from the cached ``score_cdf`` (``O(log N)``: no sort, no pass over the levels)."""
+        k_part, k_uniform, k_stale, k_score = jax.random.split(key, 4)
+        u = jax.random.uniform(k_part, (2,), float_dtype())
+        uniform = self._uniform_seen(state, k_uniform)
+        # the score part: inverse CDF (a position of zero weight never comes out: cdf[i] > x >= cdf[i - 1])
+        total = state.score_cdf[-1]
+        x = jnp.minimum(jax.random.uniform(k_score, dtype=total.dtype) * total, jnp.nextafter(total, 0.0))
+        i_score = jnp.minimum(jnp.searchsorted(state.score_cdf, x, side="right"), self.num_levels - 1)
+        i = jnp.where(total > 0.0, i_score.astype(state.order.dtype), uniform)
+        if self.staleness_coef > 0.0:
+            i = jnp.where(u[1] < self.staleness_coef, self._draw_stale(state, k_stale, uniform), i)
+        if self.uniform_mass > 0.0:
+            i = jnp.where(u[0] < self.uniform_mass, uniform, i)
+        return i
+
+    def _uniform_seen(self, state: SamplerState, key: Array) -> Array:
+        k = jax.random.randint(key, (), 0, jnp.maximum(state.num_seen, 1), dtype=state.order.dtype)
+        return state.order[k]
+
+    def _draw_stale(self, state: SamplerState, key: Array, uniform: Array) -> Array:
+        """A seen level from the staleness part ``P_C``. ``power`` with ``staleness_temperature=1`` (the
+        default: ``P_C ∝ c − C_i``): rejection from the uniform over the seen levels, accepting ``i`` with
+        probability ``(c − C_i) / (c − last_floor)`` (exact; expected tries: the largest staleness over the
+        mean). ``constant``: uniform. Otherwise the weights over every level (``O(N)`` per draw)."""
+        g, t = self.staleness_transform, state.num_samples
+        if g == "constant":
+            return uniform
+        if g == "power" and self.staleness_temperature == 1.0:
+            bound = jnp.maximum(t - state.last_floor, 1).astype(float_dtype())
+
+            def rejected(carry: tuple[Array, Array, Array]) -> Array:
+                return ~carry[2]
+
+            def propose(carry: tuple[Array, Array, Array]) -> tuple[Array, Array, Array]:
+                k, _, _ = carry
+                k, k_level, k_accept = jax.random.split(k, 3)
+                i = self._uniform_seen(state, k_level)
+                stale = (t - state.last_sampled[i]).astype(float_dtype())
+                return k, i, jax.random.uniform(k_accept, dtype=float_dtype()) * bound < stale
+
+            # one seen level (perhaps just drawn: no staleness, numpy's uniform fallback) or none
+            done = (state.num_seen <= 1) | (t - state.last_floor <= 0)
+            return jax.lax.while_loop(rejected, propose, (key, uniform, done))[1]
+        stale = state.num_samples - state.last_sampled
+        pc = transform_weights(g, stale, state.seen, self.staleness_temperature, self.eps)
+        return draw_index(key, pc).astype(state.order.dtype)
+
+    def _draw(self, state: SamplerState, key: Array) -> tuple[SamplerState, tuple[Array, Array]]:
         n = self.num_levels
         k_decide, k_replay, k_explore = jax.random.split(key, 3)
         if self.strategy == "random":
@@ -318,7 +494,7 @@ class LevelSampler:
                 False,
                 jnp.where(n_seen == n, True, jax.random.uniform(k_decide, dtype=p.dtype) < p),
             )
-            i_replay = draw_index(k_replay, self._mix(ps, state))
+            i_replay = self._draw_replay(state, k_replay)
             unseen = jnp.maximum(n - n_seen, 1)
             k = jax.random.randint(k_explore, (), 0, unseen, dtype=n_seen.dtype)
             i_explore = state.order[jnp.minimum(n_seen + k, n - 1)]
@@ -339,18 +515,25 @@ class LevelSampler:
             draw replayed a seen level (``False`` for exploring an unseen one, and for ``random`` and
             ``sequential``).
         """
-        ps = self._score_weights(state) if self.uses_scores else jnp.zeros(self.num_levels, float_dtype())
+        self.check_state(state, "sample")
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+            got = f"{type(n).__name__} {n!r}"
+            raise TypeError(f"sample: n must be an int >= 0 (the number of draws), got {got}")
+        if n < 0:
+            raise ValueError(f"sample: n must be >= 0 (the number of draws), got {n}")
+        n = int(n)
+        if mask is not None:
+            mask = _same_length("sample", "mask", mask, n, "b", "booleans (True: draw for this slot)", "draw")
         keys = jax.random.split(key, n)
         if mask is None:
-            state, (levels, replayed) = jax.lax.scan(lambda s, k: self._draw(s, k, ps), state, keys)
+            state, (levels, replayed) = jax.lax.scan(self._draw, state, keys)
             return state, levels, replayed
-        mask = jnp.asarray(mask, bool).reshape(n)
         slots = jnp.argsort(~mask, stable=True)  # the True slots first, in order
 
         def body(j: Array, carry: tuple[SamplerState, Array, Array]) -> tuple[SamplerState, Array, Array]:
             s, out, rep = carry
             slot = slots[j]
-            s, (i, r) = self._draw(s, keys[slot], ps)
+            s, (i, r) = self._draw(s, keys[slot])
             return s, out.at[slot].set(i), rep.at[slot].set(r)
 
         init = (state, jnp.full(n, -1, state.order.dtype), jnp.zeros(n, bool))
@@ -362,7 +545,8 @@ class LevelSampler:
         """``state`` after drawing ``levels`` (in order) by any means: what :meth:`sample` does after each
         draw. A draw of a seen level counts as a replay. Levels outside the range are rejected (see
         ``on_invalid``)."""
-        levels = jnp.asarray(levels)
+        self.check_state(state, "mark_sampled")
+        levels = _int_ids("mark_sampled", "levels", levels, "an (M,) integer array")
 
         def step(s: SamplerState, level: Array) -> tuple[SamplerState, None]:
             ok = (level >= 0) & (level < self.num_levels)
@@ -393,9 +577,14 @@ class LevelSampler:
         :param scores: ``(M,)`` scores.
         :param mask: ``(M,)`` booleans, which entries to apply (default: all).
         """
-        levels = jnp.asarray(levels)
-        scores = jnp.asarray(scores).astype(float_dtype())
-        mask = jnp.ones(levels.shape, bool) if mask is None else jnp.asarray(mask, bool)
+        self.check_state(state, "update")
+        levels = _int_ids("update", "levels", levels, "an (M,) integer array")
+        m = levels.shape[0]
+        scores = _same_length("update", "scores", scores, m, "iuf", "real numbers").astype(float_dtype())
+        if mask is None:
+            mask = jnp.ones(m, bool)
+        else:
+            mask = _same_length("update", "mask", mask, m, "b", "booleans (True: apply this entry)")
         # the masked entries first, in order; then a loop over just those (a rollout's (T·N) arrays hold
         # a few completed episodes: the loop's length is theirs, not T·N)
         order = jnp.argsort(~mask, stable=True)
@@ -406,7 +595,7 @@ class LevelSampler:
             return self._update_one(s, (levels[k], scores[k], on))[0]
 
         out: SamplerState = jax.lax.fori_loop(0, mask.sum(), body, state)
-        return out
+        return self._refresh(out)
 
     def _valid(self, level: Array, score: Array) -> Array:
         ok = (level >= 0) & (level < self.num_levels) & jnp.isfinite(score)
@@ -437,10 +626,7 @@ class LevelSampler:
         success_rate, outcomes = state.success_rate, state.outcomes
         if self.learns_outcomes:
             count = state.outcomes[i] + 1
-            rate = state.success_rate[i]
-            rate = rate + jnp.maximum(1.0 / count.astype(rate.dtype), self.success_rate_alpha) * (
-                score - rate
-            )
+            rate = self._next_rate(state.success_rate[i], count, score)
             new = rate * (1.0 - rate)
             success_rate = success_rate.at[i].set(jnp.where(do, rate, state.success_rate[i]))
             outcomes = outcomes.at[i].set(jnp.where(do, count, state.outcomes[i]))
@@ -466,6 +652,44 @@ class LevelSampler:
             ),
             None,
         )
+
+    @property
+    def _mean_phase_end(self) -> int:
+        """The last outcome count whose step ``max(1/count, success_rate_alpha)`` is ``1/count`` (float64,
+        the numpy class's comparison): up to it the rate is the mean of the outcomes. At most ``2**20``."""
+        c = min(2**20, max(1, int(1.0 / self.success_rate_alpha) + 1))
+        while c > 1 and 1.0 / c < self.success_rate_alpha:
+            c -= 1
+        return c
+
+    def _next_rate(self, rate: Array, count: Array, outcome: Array) -> Array:
+        """The success rate after ``outcome``, the ``count``-th: ``rate + max(1/count, alpha)·(outcome −
+        rate)``, the numpy class's arithmetic.
+
+        With ``jax_enable_x64`` it is numpy's float64 arithmetic, bit for bit (so ties between levels break
+        as numpy's do). In float32, which cannot reproduce numpy's float64 rounding, rates stay on the grid
+        of multiples of ``2**-24`` so that levels whose rates are equal in exact arithmetic get bitwise-equal
+        scores ``p(1 − p)`` and tie (broken by position, as numpy breaks exact ties): while the rate is the
+        mean of the outcomes (``1/count >= alpha``) and the outcomes are 0 or 1, it is ``k/count`` rounded
+        to the grid from the number of successes ``k`` (the same value whatever the order of the outcomes,
+        and ``1 −`` it for ``count − k``); after that each step is rounded to the grid symmetrically (``p``
+        and ``1 − p`` fed opposite outcomes stay partners).
+        """
+        fdt = rate.dtype
+        step = jnp.maximum(1.0 / count.astype(fdt), self.success_rate_alpha)
+        if _is_x64():
+            return rate + step * (outcome - rate)
+        c = count.astype(fdt)
+        before = rate * (c - 1.0)  # the successes so far, if the rate is their mean
+        k_before = jnp.round(before)
+        k = k_before + outcome
+        binary = (outcome == 0.0) | (outcome == 1.0)
+        whole = jnp.abs(before - k_before) <= c * 2.0**-22
+        low = _to_grid(jnp.minimum(k, c - k) / c)
+        mean = jnp.where(k <= c - k, low, 1.0 - low)
+        moved = jnp.clip(rate + _to_grid(step * (outcome - rate)), 0.0, 1.0)
+        exact = (count <= self._mean_phase_end) & binary & whole
+        return jnp.where(exact, mean, moved)
 
     # ------------------------------------------------------------------ the numpy state and checkpoint files
     @classmethod
@@ -494,8 +718,15 @@ class LevelSampler:
         position = np.empty_like(order)
         position[order] = np.arange(order.size)
         n = self.num_levels
-        return SamplerState(
-            scores=jnp.asarray(d["scores"], fdt),
+        scores = jnp.asarray(d["scores"], fdt)
+        success_rate = jnp.asarray(d.get("success_rate", np.zeros(n)), fdt)
+        if self.learns_outcomes:  # the scores as this sampler computes them (load(save(state)) is exact)
+            if not _is_x64():
+                grid = np.round(np.asarray(d["success_rate"]) * _RATE_GRID) / _RATE_GRID
+                success_rate = jnp.asarray(grid, fdt)
+            scores = success_rate * (1.0 - success_rate)
+        state = SamplerState(
+            scores=scores,
             last_sampled=jnp.asarray(d["last_sampled"], idt),
             order=jnp.asarray(order, idt),
             position=jnp.asarray(position, idt),
@@ -504,15 +735,19 @@ class LevelSampler:
             next_index=jnp.asarray(d["next_index"], idt),
             num_replay=jnp.asarray(d["num_replay"], idt),
             num_explore=jnp.asarray(d["num_explore"], idt),
-            success_rate=jnp.asarray(d.get("success_rate", np.zeros(n)), fdt),
+            success_rate=success_rate,
             outcomes=jnp.asarray(d.get("outcomes", np.zeros(n, np.int64)), idt),
             progress=jnp.asarray(d.get("progress", 0.0), fdt),
             num_rejected=jnp.zeros((), idt),
+            score_cdf=jnp.zeros(n, fdt),
+            last_floor=jnp.zeros((), idt),
         )
+        return self._refresh(state)
 
     def to_numpy(self, state: SamplerState, levels: Any = None, seed: int | None = None) -> NumpyLevelSampler:
         """A :class:`plr_gym.LevelSampler` holding ``state`` (level ids ``levels``, default the positions;
         its generator seeded with ``seed``). ``num_rejected`` has no numpy counterpart and is dropped."""
+        self.check_state(state, "to_numpy")
         n = self.num_levels
         host = jax.device_get(state)
         level_ids = np.arange(n) if levels is None else np.asarray(levels)

@@ -231,8 +231,44 @@ class EpisodeScorer:
             (env by env, in time order; with ``"commit"`` the running chunks after every completed
             episode, env by env); ``mask`` marks the reported episodes.
         """
-        fdt = float_dtype()
         starts = jnp.asarray(episode_starts, bool)
+        n_steps, n_envs = starts.shape
+        columns = self._columns(state, starts, levels, dones, rewards, values, advantages, successes)
+        carry = (state.active, state.level, state.sum_term, state.sum_value, state.ret, state.steps)
+        chunks, (final, dropped) = jax.vmap(self._env)(carry, columns)
+        flat = jax.tree.map(lambda a: a.reshape(-1), chunks)  # env-major: the numpy scorer's order
+        max_returns, scores, emit, unknown = self._scores(state.max_returns, flat)
+        out_levels = flat.level
+        if self.partial_episodes == "commit":  # as level-replay (plr_gym.scoring.EpisodeScorer)
+            out_levels, scores, emit = self._committed(flat, scores, emit, last_values, n_steps, n_envs)
+        active, level, s_term, s_val, r, n = final
+        new_state = ScorerState(
+            active=active,
+            level=level,
+            sum_term=s_term,
+            sum_value=s_val,
+            ret=r,
+            steps=n,
+            max_returns=max_returns,
+            num_scored=state.num_scored + emit.sum(),
+            num_dropped=(state.num_dropped + dropped.sum() + unknown).astype(state.num_dropped.dtype),
+        )
+        return new_state, out_levels, jnp.where(emit, scores, 0.0), emit
+
+    def _columns(
+        self,
+        state: ScorerState,
+        starts: Array,
+        levels: Array,
+        dones: Array,
+        rewards: Array,
+        values: Array,
+        advantages: Array | None,
+        successes: Array | None,
+    ) -> tuple[Array, ...]:
+        """The rollout's arrays as one row per env (``(N, T)``): starts, ends, levels, per-step score terms,
+        values, rewards, outcomes (NaN without ``successes``)."""
+        fdt = float_dtype()
         n_steps, n_envs = starts.shape
         dones = jnp.asarray(dones, bool)
         if dones.ndim == 2:
@@ -243,7 +279,7 @@ class EpisodeScorer:
         outcomes = (
             jnp.full((n_steps, n_envs), jnp.nan, fdt) if successes is None else jnp.asarray(successes, fdt)
         )
-        columns = (
+        return (
             starts.T,
             ends.T,
             jnp.asarray(levels).astype(state.level.dtype).T,
@@ -252,12 +288,11 @@ class EpisodeScorer:
             jnp.asarray(rewards, fdt).T,
             outcomes.T,
         )
-        carry = (state.active, state.level, state.sum_term, state.sum_value, state.ret, state.steps)
-        chunks, (final, dropped) = jax.vmap(self._env)(carry, columns)
-        flat = jax.tree.map(lambda a: a.reshape(-1), chunks)  # env-major: the numpy scorer's order
-        emit = flat.emit
-        num_dropped = state.num_dropped + dropped.sum()
-        max_returns = state.max_returns
+
+    def _scores(self, max_returns: Array, flat: _Chunk) -> tuple[Array, Array, Array, Array]:
+        """Each chunk's score by the strategy: ``(max_returns, scores, emit, unknown)``, ``unknown`` the
+        episodes dropped for want of an outcome (``learnability``)."""
+        emit, unknown = flat.emit, jnp.zeros((), flat.emit.dtype).sum()
         if self.strategy == "max_mc":
 
             def best(mr: Array, x: _Chunk) -> tuple[Array, Array]:
@@ -269,36 +304,26 @@ class EpisodeScorer:
                 return mr, r_max
 
             max_returns, r_max = jax.lax.scan(best, max_returns, flat)
-            scores = r_max - flat.mean_value
-        elif self.strategy == "learnability":
+            return max_returns, r_max - flat.mean_value, emit, unknown
+        if self.strategy == "learnability":
             known = ~jnp.isnan(flat.outcome)
-            num_dropped += (emit & ~known).sum()
-            emit = emit & known
-            scores = jnp.where(flat.outcome == 1.0, 1.0, 0.0)
-        else:
-            scores = flat.mean_term
-        out_levels = flat.level
-        if self.partial_episodes == "commit":  # as level-replay (plr_gym.scoring.EpisodeScorer)
-            running = flat.running
-            if self.strategy in REFERENCE_TAIL_STRATEGIES:  # one more row: |0 - V(s_T)|
-                boot = jnp.zeros(n_envs, fdt) if last_values is None else jnp.asarray(last_values, fdt)
-                tail = jnp.abs(jnp.repeat(boot.reshape(n_envs), n_steps))
-                steps = flat.steps.astype(fdt)
-                scores = jnp.where(running, (flat.mean_term * steps + tail) / (steps + 1.0), scores)
-            emit = emit & ~(running & (scores == 0.0))  # a zero chunk is not committed
-            size = n_steps * n_envs
-            order = jnp.argsort(running.astype(int_dtype()) * size + jnp.arange(size))  # chunks last
-            out_levels, scores, emit = out_levels[order], scores[order], emit[order]
-        active, level, s_term, s_val, r, n = final
-        new_state = ScorerState(
-            active=active,
-            level=level,
-            sum_term=s_term,
-            sum_value=s_val,
-            ret=r,
-            steps=n,
-            max_returns=max_returns,
-            num_scored=state.num_scored + emit.sum(),
-            num_dropped=num_dropped.astype(state.num_dropped.dtype),
-        )
-        return new_state, out_levels, jnp.where(emit, scores, 0.0), emit
+            return max_returns, jnp.where(flat.outcome == 1.0, 1.0, 0.0), emit & known, (emit & ~known).sum()
+        return max_returns, flat.mean_term, emit, unknown
+
+    def _committed(
+        self, flat: _Chunk, scores: Array, emit: Array, last_values: Array | None, n_steps: int, n_envs: int
+    ) -> tuple[Array, Array, Array]:
+        """``partial_episodes="commit"``: running chunks scored as level-replay does (``value_l1``'s extra
+        row ``|0 - V(s_T)|``), a zero chunk not committed, and the running chunks after every completed
+        episode."""
+        fdt = float_dtype()
+        running = flat.running
+        if self.strategy in REFERENCE_TAIL_STRATEGIES:  # one more row: |0 - V(s_T)|
+            boot = jnp.zeros(n_envs, fdt) if last_values is None else jnp.asarray(last_values, fdt)
+            tail = jnp.abs(jnp.repeat(boot.reshape(n_envs), n_steps))
+            steps = flat.steps.astype(fdt)
+            scores = jnp.where(running, (flat.mean_term * steps + tail) / (steps + 1.0), scores)
+        emit = emit & ~(running & (scores == 0.0))  # a zero chunk is not committed
+        size = n_steps * n_envs
+        order = jnp.argsort(running.astype(int_dtype()) * size + jnp.arange(size))  # chunks last
+        return flat.level[order], scores[order], emit[order]

@@ -153,8 +153,18 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
     ``env.reset(options={"level": level})``, which the wrapped env must understand: if its ``reset`` never
     looks up ``options["level"]``, the level was not played and the reset raises ``ValueError``. Other
     ``options`` keys are passed through. An env that reports the level it played in ``info["level"]``
-    (plr_gym's Procgen envs) is held to it: another int level there also raises ``ValueError`` (a Procgen
-    seed above ``2**31 - 1`` only seeds the env's RNG, so it is no level).
+    (plr_gym's Procgen envs) is held to it: a level chosen through ``options["level"]`` or
+    :meth:`set_next_level` that the env reports as another int level raises ``ValueError``.
+
+    **Reset seeds that are no level.** A plain ``reset(seed=s)`` whose env reports another level in
+    ``info["level"]`` was given a seed the env has no level for: a Procgen seed above ``2**31 - 1`` only
+    seeds the env's RNG, which then draws one of the env's levels. That is what Stable-Baselines3's own
+    seeding does: an unseeded ``make_vec_env(..., wrapper_class=LevelWrapper)`` (and ``model.learn``,
+    ``evaluate_policy``) resets each sub-env with a seed drawn up to ``2**32 - 1``. Such a seed is taken as
+    an RNG seed, as under :class:`~plr_gym.PrioritizedLevelReplay` (whose levels always come from the
+    sampler): the episode's level is the level the env played, and ``info["level"]`` says which. To play
+    chosen levels, pass them as ``reset(seed=level)`` within the env's range, ``options={"level": ...}``, or
+    ``make_vec_env(..., seed=s)`` (sub-env ``i`` plays level ``s + i`` first).
 
     ``info["level"]`` is set on the reset and on every step of the episode, including the step that ends
     it. :attr:`level` holds the current episode's level.
@@ -244,11 +254,13 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
     ) -> tuple[Any, dict[str, Any]]:
         """Reset on the chosen level (see the class docstring for which one) and report it in ``info``."""
         inner_options = options
+        from_seed = False  # the level is the reset's own seed (SB3's VecEnv passes its seeds there)
         if options is not None and "level" in options:
             inner_options = {k: v for k, v in options.items() if k != "level"}
             level = _checked_level(options["level"], "options['level']")
         elif seed is not None:
             level = check_level_id(seed, "seed")
+            from_seed = True
         elif self._next_level is not None or self._level_provider is None:
             level = self._next_level
         else:
@@ -276,10 +288,12 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         played = info.get("level", level)
         if is_int_level(level) and is_int_level(played) and int(played) != level:
             # e.g. plr_gym/procgen-*: a seed above its last level (2**31 - 1) only seeds its RNG
-            raise ValueError(
-                f"{self.env} cannot play level {level}: reset(seed={level}) played its level {played} "
-                "instead (info['level']); choose levels the env has (Procgen: 0..2**31 - 1)"
-            )
+            if not from_seed:
+                raise ValueError(
+                    f"{self.env} cannot play level {level}: reset(seed={level}) played its level {played} "
+                    "instead (info['level']); choose levels the env has (Procgen: 0..2**31 - 1)"
+                )
+            level = int(played)  # a reset seed that is no level of the env: an RNG seed (see the docstring)
         self._level = level
         # a new dict: an env may return one dict object from every call and every instance (sub-envs
         # sharing it would each report the last writer's level)
@@ -308,7 +322,8 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
                 f"{self.env}: two resets with seed={level} gave different first observations. The env seems "
                 "to ignore the seed passed to reset(), so a level cannot be replayed and Prioritized Level "
                 "Replay will not work. Make reset(seed=s) select level s (call super().reset(seed=seed) and "
-                "draw the layout from self.np_random). This warning is shown once per env.",
+                "draw the layout from self.np_random; docs/own_env.md shows three ways, and "
+                "plr_gym.check_level_env checks an env). This warning is shown once per env.",
                 NondeterministicLevelWarning,
                 stacklevel=2,
             )
