@@ -199,128 +199,151 @@ def _storage(lr: Any, buffer: Any, last_value: Any, masks: np.ndarray, levels: n
     return storage
 
 
+_SEQUENCE = "level sequence (1: the draws or the levels played differ)"
+#: The run's options recorded with the facts.
+_RECORDED = ("level_draw", "strategy", "score_transform", "unseen_rank", "power_offset")
+
+
+def _lock_step(side: types.SimpleNamespace) -> Any:
+    """The callback that, after each env step, runs level-replay's ``step_wait`` on the same done flags and
+    checks the levels played and drawn against plr_gym's."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class LockStep(BaseCallback):
+        def _on_step(self) -> bool:
+            dones = np.asarray(self.locals["dones"], dtype=bool)
+            side.record["dones"].append(dones.copy())
+            played = np.array([int(i["level"]) for i in self.locals["infos"]])
+            step = side.state["steps"]
+            if not np.array_equal(played, side.playing):
+                raise DrawsDiffer(
+                    f"step {step}: plr_gym's envs played {played.tolist()}, level-replay's "
+                    f"{side.playing.tolist()}"
+                )
+            side.record["levels"].append(side.playing.copy())  # level-replay's own sequence, for its storage
+            ours_now = [(d["env"], d["level"]) for d in side.draws.queue]
+            side.venv.done, side.venv.seeded = dones, []
+            side.wrapper.step_wait()
+            for e, level in side.venv.seeded:  # level-replay's env e plays its drawn level from the next step
+                side.playing[e] = level
+            if side.venv.seeded != ours_now or side.draws.queue:
+                raise DrawsDiffer(
+                    f"step {step}: level-replay drew (env, level) {side.venv.seeded}, plr_gym {ours_now}"
+                )
+            side.state["steps"] += 1
+            side.state["draws"] += len(side.venv.seeded)
+            side.state["ends"] += int(dones.sum())
+            return True
+
+    return LockStep()
+
+
+def _reference_update(lr: Any, side: types.SimpleNamespace, model: Any, first: np.ndarray) -> None:
+    """level-replay's ``update_with_rollouts`` + ``after_update`` on the rollout just played."""
+    import torch
+    from stable_baselines3.common.utils import obs_as_tensor
+
+    with torch.no_grad():
+        last = model.policy.predict_values(obs_as_tensor(model._last_obs, model.device)).numpy()[:, 0]
+    masks = np.concatenate([[~first], ~np.stack(side.record["dones"])]).astype(np.float64)
+    levels = np.stack(side.record["levels"])
+    side.ref.update_with_rollouts(_storage(lr, model.rollout_buffer, last, masks, levels, model.action_space))
+    side.ref.after_update()
+
+
+def _compare_after_rollout(sampler: Any, ref: Any, staleness_coef: float, diffs: dict[str, float]) -> None:
+    """Scores, seen flags, staleness (not with ``staleness_coef`` 0: level-replay stops counting it then,
+    plr_gym counts on) and the replay distribution, into ``diffs`` (maxima over the rollouts)."""
+    compared = [
+        ("level scores", sampler.scores, ref.seed_scores),
+        ("seen levels", sampler.seen.astype(float), 1.0 - ref.unseen_seed_weights),
+        ("staleness", sampler.staleness.astype(float), ref.seed_staleness),
+        ("replay distribution", sampler.sample_weights(), ref.sample_weights()),
+    ]
+    if staleness_coef == 0:
+        del compared[2]
+    for name, a, b in compared:
+        diff = float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+        diffs[f"{name} after each rollout"] = max(diffs.get(f"{name} after each rollout", 0.0), diff)
+
+
+def _start(lr: Any, level_replay: Path, game: str, n_envs: int, n_steps: int, seed: int, flags: list[str],
+           time_limit_steps: int | None) -> tuple[Any, Any, Any, types.SimpleNamespace]:  # fmt: skip
+    """The preset's run (float64 rollout buffer) and level-replay's side: sampler, step_wait, replay venv."""
+    from reference_equivalence import _build, _float64_buffer_class
+
+    with tempfile.TemporaryDirectory() as tmp:
+        args, train_levels, run, plr = _build(game, "plr", n_envs, n_steps, seed, flags, Path(tmp) / "r")
+    if args.replay_schedule != "proportionate":
+        raise SystemExit("--curriculum compares the proportionate replay schedule (the preset's) only")
+    if time_limit_steps is not None:
+        run.plr_venv.venv._batch.max_episode_steps = time_limit_steps
+    model = run.model
+    model.rollout_buffer = _float64_buffer_class()(
+        model.n_steps, model.observation_space, model.action_space, device=model.device, gamma=model.gamma,
+        gae_lambda=model.gae_lambda, n_envs=model.n_envs,
+    )  # fmt: skip
+    side = types.SimpleNamespace(
+        draws=Draws(run.sampler), ref=reference_sampler(lr, args, train_levels, n_envs, model.action_space),
+        venv=ReplayVenv(n_envs), wrapper=object.__new__(reference_step_wait_class(level_replay)),
+        record={"dones": [], "levels": []}, state={"draws": 0, "ends": 0, "steps": 0},
+        playing=np.zeros(n_envs, dtype=np.int64),  # the level each of level-replay's envs plays
+    )  # fmt: skip
+    side.wrapper.venv, side.wrapper.device, side.wrapper.level_sampler = side.venv, "cpu", side.ref
+    return args, run, plr, side
+
+
 def compare_curriculum(lr: Any, level_replay: Path, game: str, n_envs: int, n_steps: int, rollouts: int,
                        seed: int, ours: list[str], time_limit_steps: int | None,
                        extra: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
     """Play ``rollouts`` rollouts both ways; rows of (quantity, max abs difference) and facts."""
     import level_replay.level_sampler as ref_module
     import torch
-    from reference_equivalence import _build, _float64_buffer_class
-    from stable_baselines3.common.callbacks import BaseCallback, CallbackList
-    from stable_baselines3.common.utils import obs_as_tensor
+    from stable_baselines3.common.callbacks import CallbackList
 
     torch.manual_seed(seed)
-    with tempfile.TemporaryDirectory() as tmp:
-        args, train_levels, run, plr = _build(
-            game, "plr", n_envs, n_steps, seed, ours + extra, Path(tmp) / "r"
-        )
-    model, sampler = run.model, run.sampler
-    if args.replay_schedule != "proportionate":
-        raise SystemExit("--curriculum compares the proportionate replay schedule (the preset's) only")
-    if time_limit_steps is not None:
-        run.plr_venv.venv._batch.max_episode_steps = time_limit_steps
-    model.rollout_buffer = _float64_buffer_class()(
-        model.n_steps, model.observation_space, model.action_space, device=model.device, gamma=model.gamma,
-        gae_lambda=model.gae_lambda, n_envs=model.n_envs,
-    )  # fmt: skip
-    draws = Draws(sampler)
-    ref = reference_sampler(lr, args, train_levels, n_envs, model.action_space)
-    original_np = ref_module.np
-    ref_module.np = reference_random(draws, ref)
-    venv = ReplayVenv(n_envs)
-    wrapper = object.__new__(reference_step_wait_class(level_replay))
-    wrapper.venv, wrapper.device, wrapper.level_sampler = venv, "cpu", ref
-    diffs: dict[str, float] = {"level sequence (1: the draws or the levels played differ)": 0.0}
-    record: dict[str, list[Any]] = {"dones": [], "levels": []}
-    state: dict[str, Any] = {"draws": 0, "ends": 0, "steps": 0}
-    playing = np.zeros(n_envs, dtype=np.int64)  # the level each of level-replay's envs plays
-
-    class LockStep(BaseCallback):
-        """After each env step: level-replay's step_wait on the same done flags, its draws checked."""
-
-        def _on_step(self) -> bool:
-            dones = np.asarray(self.locals["dones"], dtype=bool)
-            record["dones"].append(dones.copy())
-            played = np.array([int(i["level"]) for i in self.locals["infos"]])
-            if not np.array_equal(played, playing):
-                raise DrawsDiffer(
-                    f"step {state['steps']}: plr_gym's envs played {played.tolist()}, level-replay's "
-                    f"{playing.tolist()}"
-                )
-            record["levels"].append(playing.copy())  # level-replay's own level sequence for its storage
-            ours_now = [(d["env"], d["level"]) for d in draws.queue]
-            venv.done, venv.seeded = dones, []
-            wrapper.step_wait()
-            for e, level in venv.seeded:  # level-replay's env e plays its drawn level from the next step
-                playing[e] = level
-            if venv.seeded != ours_now or draws.queue:
-                raise DrawsDiffer(
-                    f"step {state['steps']}: level-replay drew (env, level) {venv.seeded}, plr_gym {ours_now}"
-                )
-            state["steps"] += 1
-            state["draws"] += len(venv.seeded)
-            state["ends"] += int(dones.sum())
-            return True
-
-    callback = CallbackList([LockStep(), plr])
+    args, run, plr, side = _start(
+        lr, level_replay, game, n_envs, n_steps, seed, ours + extra, time_limit_steps
+    )
+    model, sampler, ref, draws = run.model, run.sampler, side.ref, side.draws
+    original_np, ref_module.np = ref_module.np, reference_random(draws, ref)
+    diffs: dict[str, float] = {_SEQUENCE: 0.0}
     rows: list[dict[str, Any]] = []
     try:
-        _, callback = model._setup_learn(10**9, callback=callback, tb_log_name="ref", progress_bar=False)
+        _, callback = model._setup_learn(
+            10**9, callback=CallbackList([_lock_step(side), plr]), tb_log_name="ref", progress_bar=False
+        )
         callback.on_training_start(locals(), globals())
         draws.queue.clear()  # the reset's draws (level-replay's reset plays levels in order: not compared)
-        playing[:] = run.plr_venv.current_levels  # both sides start on plr_gym's first levels
-        ref.seed_scores[:] = sampler.scores
+        side.playing[:] = run.plr_venv.current_levels  # both sides start on plr_gym's first levels
+        ref.seed_scores[:], ref.seed_staleness[:] = sampler.scores, sampler.staleness
         ref.unseen_seed_weights[:] = 1.0 - sampler.seen
-        ref.seed_staleness[:] = sampler.staleness
         first = np.ones(n_envs, dtype=bool)  # the first rollout starts every episode
         for r in range(rollouts):
-            record["dones"].clear()
-            record["levels"].clear()
+            side.record["dones"].clear()
+            side.record["levels"].clear()
             model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=model.n_steps)
-            with torch.no_grad():
-                last = model.policy.predict_values(obs_as_tensor(model._last_obs, model.device)).numpy()[:, 0]
-            masks = np.concatenate([[~first], ~np.stack(record["dones"])]).astype(np.float64)
-            storage = _storage(lr, model.rollout_buffer, last, masks, np.stack(record["levels"]),
-                               model.action_space)  # fmt: skip
-            ref.update_with_rollouts(storage)
-            ref.after_update()
-            first = record["dones"][-1].copy()
-            compared = [
-                ("level scores", sampler.scores, ref.seed_scores),
-                ("seen levels", sampler.seen.astype(float), 1.0 - ref.unseen_seed_weights),
-                ("staleness", sampler.staleness.astype(float), ref.seed_staleness),
-                ("replay distribution", sampler.sample_weights(), ref.sample_weights()),
-            ]
-            if args.staleness_coef == 0:  # level-replay stops counting staleness then (plr_gym counts on)
-                del compared[2]
-            for name, a, b in compared:
-                diff = float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
-                diffs[f"{name} after each rollout"] = max(diffs.get(f"{name} after each rollout", 0.0), diff)
-            rows.append({"rollout": r + 1, "seen": int(sampler.seen.sum()), "draws": state["draws"],
+            _reference_update(lr, side, model, first)
+            first = side.record["dones"][-1].copy()
+            _compare_after_rollout(sampler, ref, args.staleness_coef, diffs)
+            rows.append({"rollout": r + 1, "seen": int(sampler.seen.sum()), "draws": side.state["draws"],
                          "replay draws": draws.count["replay"],
                          "negative scores": int((sampler.scores[sampler.seen] < 0).sum())})  # fmt: skip
     except (DrawsDiffer, IndexError) as exc:  # IndexError: level-replay drew where plr_gym did not
-        diffs["level sequence (1: the draws or the levels played differ)"] = 1.0
-        state["first_difference"] = str(exc) or f"step {state['steps']}: level-replay drew, plr_gym did not"
+        diffs[_SEQUENCE] = 1.0
+        side.state["first_difference"] = str(exc) or f"step {side.state['steps']}: only level-replay drew"
     finally:
         ref_module.np = original_np
         run.close()
     diffs.update({f"{k} at every draw": v for k, v in draws.diffs.items()})
+    state = side.state
     facts = {
-        "first_difference": state.get("first_difference"),
-        "rollouts": rollouts,
-        "episodes_ended": state["ends"],
-        "draws": state["draws"],
-        "replay_draws": draws.count["replay"],
-        "explore_draws": draws.count["explore"],
-        "per_rollout": rows,
-        **{
-            k: getattr(args, k)
-            for k in ("level_draw", "strategy", "score_transform", "unseen_rank", "power_offset")
-        },
-    }
-    table = [{"quantity": k, "max_abs": v} for k, v in diffs.items()]
-    return table, facts
+        "first_difference": state.get("first_difference"), "rollouts": rollouts,
+        "episodes_ended": state["ends"], "draws": state["draws"], "replay_draws": draws.count["replay"],
+        "explore_draws": draws.count["explore"], "per_rollout": rows,
+        **{k: getattr(args, k) for k in _RECORDED},
+    }  # fmt: skip
+    return [{"quantity": k, "max_abs": v} for k, v in diffs.items()], facts
 
 
 if __name__ == "__main__":  # the same as reference_equivalence.py --curriculum

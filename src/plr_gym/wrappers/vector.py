@@ -156,20 +156,6 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
                 f"got {type(base).__name__}"
             )
         self._base = base
-        self.level_draw = check_level_draw(owner, level_draw, self.source)
-        # SAME_STEP + episode_end: each sub-env calls back into this wrapper for its level at its autoreset
-        self._provides = self.level_draw == "episode_end" and self.autoreset_mode == AutoresetMode.SAME_STEP
-        if self._provides and not (
-            isinstance(base, SyncVectorEnv) or getattr(base, "level_providers_in_process", False)
-        ):
-            raise ValueError(
-                f"{owner}: level_draw='episode_end' cannot be used with {type(base).__name__} in SAME_STEP "
-                "autoreset mode: its sub-envs reset inside the step (in their worker processes for "
-                "AsyncVectorEnv), so drawing each level when the previous episode ends would need a round "
-                "trip to the learner's process per ended episode. Use SyncVectorEnv (or "
-                "plr_gym.envs.ProcgenVectorEnv for Procgen), NEXT_STEP autoreset, or "
-                "level_draw='episode_start'"
-            )
         wrapped = base.call("has_wrapper_attr", "set_next_level")
         if not all(wrapped):
             missing = [i for i, w in enumerate(wrapped) if not w]
@@ -182,9 +168,7 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
         n = self.num_envs
         dtype = self.source.level_dtype
         self._current: npt.NDArray[Any] = np.zeros(n, dtype=dtype)
-        # SAME_STEP: queued in each LevelWrapper (episode_end: drawn by its level provider);
-        # NEXT_STEP + episode_end: drawn at the step that ended the episode, for the reset step
-        self._next: npt.NDArray[Any] = np.zeros(n, dtype=dtype)
+        self._next: npt.NDArray[Any] = np.zeros(n, dtype=dtype)  # the next episode's level: see next_levels
         self._autoreset = np.zeros(n, dtype=bool)  # NEXT_STEP only: envs that reset on the next step
         self._needs_reset = True  # before the first reset, and after anything raised mid-step
         # per-step record for report_rollout: (levels, episode starts, valid rows, dones)
@@ -199,8 +183,17 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
         self._score_watch = ScoreWatch(
             owner, "Call report_rollout(...) after each rollout to score the episodes (see its docstring)."
         )
+        self._start_level_draw(owner, level_draw)
+
+    def _start_level_draw(self, owner: str, level_draw: str) -> None:
+        """``level_draw`` checked; SAME_STEP + ``"episode_end"``: each sub-env gets a level provider, which it
+        calls at its autoreset (NEXT_STEP: drawn at the end step and queued, see :meth:`_step_next_step`)."""
+        self.level_draw = check_level_draw(owner, level_draw, self.source)
+        self._provides = self.level_draw == "episode_end" and self.autoreset_mode == AutoresetMode.SAME_STEP
         if self._provides:
-            base.set_attr("level_provider", [level_provider(self.source, i, self._next) for i in range(n)])
+            _check_in_process(owner, self._base)
+            providers = [level_provider(self.source, i, self._next) for i in range(self.num_envs)]
+            self._base.set_attr("level_provider", providers)
 
     # ------------------------------------------------------------------ levels
     @property
@@ -578,6 +571,21 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
         """
         self.source.begin_rollout()
         return self.source.rollout_mode
+
+
+def _check_in_process(owner: str, base: Any) -> None:
+    """SAME_STEP with ``level_draw="episode_end"`` needs sub-envs that can call the wrapper at their
+    autoreset: in this process."""
+    if isinstance(base, SyncVectorEnv) or getattr(base, "level_providers_in_process", False):
+        return
+    raise ValueError(
+        f"{owner}: level_draw='episode_end' cannot be used with {type(base).__name__} in SAME_STEP "
+        "autoreset mode: its sub-envs reset inside the step (in their worker processes for "
+        "AsyncVectorEnv), so drawing each level when the previous episode ends would need a round "
+        "trip to the learner's process per ended episode. Use SyncVectorEnv (or "
+        "plr_gym.envs.ProcgenVectorEnv for Procgen), NEXT_STEP autoreset, or "
+        "level_draw='episode_start'"
+    )
 
 
 def _constant_row(row: npt.NDArray[Any]) -> npt.NDArray[Any]:
