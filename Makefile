@@ -17,10 +17,13 @@
 # the same places. `make test INSTALLER=pip` installs with pip instead.
 PYTHON ?= python3
 PYTHON313 ?= /root/.pyenv/versions/3.13.0/bin/python3.13
+PYTHON312 ?= /root/.pyenv/versions/3.12.1/bin/python3.12
 VENV ?= .venv
 VENV313 ?= .venv313
+VENV312 ?= .venv312
 PY := $(VENV)/bin/python
 PY313 := $(VENV313)/bin/python
+PY312 := $(VENV312)/bin/python
 PIP := $(PY) -m pip
 PIP313 := $(PY313) -m pip
 INSTALLER ?= uv
@@ -68,12 +71,21 @@ TESTS313 += --deselect tests/test_benchmarks_quick.py::test_procgen_fork_compari
 # examples/jax_ppo_plr.py runs (and must learn) in tests/test_jax_example.py: one compile of it, not two.
 TESTS313 += --deselect "tests/test_examples.py::test_script_runs[jax_ppo_plr.py]"
 # The LLM extras need different transformers and numpy: verl 0.7 (numpy < 2) runs on .venv, TRL 1.16 on .venv313.
-# verl 0.9 (numpy 2, Python <= 3.12, transformers < 5.11) resolves with neither; docs/prompts.md tests it apart.
+# verl 0.9 (numpy 2, Python <= 3.12, transformers < 5.11) resolves with neither: a third venv, .venv312 (Python
+# 3.12, numpy 2, torch from the index as on .venv313), holds only the verl-v1 extra and pytest and runs only
+# tests/test_verl.py (verl 0.9's V1 trainer over a real TransferQueue; the sampler's tests skip: verl >= 0.8
+# has no AbstractCurriculumSampler).
 # JAX >= 0.11 needs Python >= 3.12: plr_gym.jax (and navix, for examples/jax_ppo_plr.py) is tested on .venv313 only.
 ALLOWED_SKIPS311 := tests/test_trl.py,tests/test_jax.py,tests/test_jax_example.py,tests/test_examples.py::test_script_runs[[]jax_ppo_plr.py[]],tests/test_verl.py::test_v1_*
+VERL_SAMPLER_TESTS := verl_builds_the_sampler_from_its_config training_loop_concentrates_on_the_learnable_third \
+	plus_minus_one_rewards_with_range_and_threshold_from_the_yaml_config \
+	checkpoint_through_the_stateful_dataloader_resumes_the_same_draws \
+	bad_batches_are_refused_with_the_curriculum_unchanged sampler_maps_labels_to_positions_and_refuses_duplicate_labels
+comma := ,
+ALLOWED_SKIPS312 := $(subst $() ,$(comma),$(VERL_SAMPLER_TESTS:%=tests/test_verl.py::test_%))
 ALLOWED_SKIPS313 := tests/test_rllib.py,src/plr_gym/rllib.py,tests/test_verl.py,tests/test_examples.py::test_script_runs[[]rllib_minigrid.py[]]
 
-.PHONY: demo test test-311 test-313 lint typecheck dist bench docs clean
+.PHONY: demo test test-311 test-312 test-313 lint typecheck dist bench docs clean
 
 $(PY):
 	@echo "== venv $(VENV) $$(date -u +%T)"
@@ -103,6 +115,18 @@ $(VENV313)/.all-installed: pyproject.toml | $(PY313)
 	@echo "== install .venv313 $$(date -u +%T)"
 	$(call install,$(VENV313)) torch
 	$(call install,$(VENV313)) -e ".[$(EXTRAS313)]" "numpy>=2"
+	touch $@
+
+$(PY312):
+	@echo "== venv $(VENV312) $$(date -u +%T)"
+	$(PYTHON312) -m venv $(VENV312)
+	$(PY312) -m pip install --quiet --upgrade pip
+
+# verl 0.9 and its V1 trainer's TransferQueue (the verl-v1 extra) and pytest: what tests/test_verl.py needs.
+$(VENV312)/.all-installed: pyproject.toml | $(PY312)
+	@echo "== install .venv312 $$(date -u +%T)"
+	$(call install,$(VENV312)) torch
+	$(call install,$(VENV312)) -e ".[verl-v1]" "pytest>=7" "hypothesis>=6"
 	touch $@
 
 demo: $(VENV)/.core-installed
@@ -137,9 +161,10 @@ dist/.built: $(VENV)/.all-installed pyproject.toml MANIFEST.in README.md LICENSE
 # "== target HH:MM:SS" lines say when each started.
 test:
 	@echo "== $@ $$(date -u +%T) load $$(cut -d" " -f1-3 /proc/loadavg)"
-	$(MAKE) -j3 --output-sync=target dist $(VENV313)/.all-installed
+	$(MAKE) -j3 --output-sync=target dist $(VENV313)/.all-installed $(VENV312)/.all-installed
 	$(MAKE) -j3 --output-sync=target lint typecheck test-311
 	$(MAKE) test-313
+	$(MAKE) test-312
 	@echo "== done $$(date -u +%T)"
 
 test-311: $(VENV)/.all-installed dist
@@ -153,6 +178,12 @@ test-313: $(VENV313)/.all-installed dist
 	PLR_GYM_ALLOWED_SKIPS=$(ALLOWED_SKIPS313) PLR_GYM_DIST=dist $(PY313) -m pytest $(PYTEST_ARGS) \
 		--doctest-ignore-import-errors $(TESTS313)
 
+# verl 0.9 only (tests/test_verl.py, one process: the module's TransferQueue fixture starts Ray once).
+test-312: $(VENV312)/.all-installed
+	@echo "== $@ $$(date -u +%T) load $$(cut -d" " -f1-3 /proc/loadavg)"
+	$(PY312) .ci/check_stack.py py312
+	PLR_GYM_ALLOWED_SKIPS=$(ALLOWED_SKIPS312) $(PY312) -m pytest -q --durations=10 -p no:cacheprovider tests/test_verl.py
+
 bench: $(VENV)/.all-installed
 	$(PY) benchmarks/sampler/sampler_speed.py
 	$(PY) benchmarks/procgen/procgen_switch.py
@@ -163,4 +194,4 @@ docs: $(VENV)/.all-installed
 	$(PY) -m mkdocs build --strict -d site
 
 clean:
-	rm -rf $(VENV) $(VENV313) dist build .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(VENV313) $(VENV312) dist build .mypy_cache .ruff_cache .pytest_cache

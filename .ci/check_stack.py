@@ -1,6 +1,7 @@
 """Print a CI stack's versions and fail if the venv is not the stack it should be (docs/install.md).
 
 python .ci/check_stack.py py311   # Python 3.11, numpy 1.x, procgen-mirror (+ gym), Ray and RLlib
+python .ci/check_stack.py py312   # Python 3.12, numpy >= 2, verl 0.9, TransferQueue (tests/test_verl.py only)
 python .ci/check_stack.py py313   # Python 3.13, numpy >= 2, procgen-gym, no gym, Ray core, notebooks, JAX
 """
 
@@ -22,7 +23,7 @@ def main(stack: str) -> int:
     import numpy
 
     shown = ["numpy", "gymnasium", "gym", "procgen-mirror", "procgen-gym", "torch", "stable-baselines3"]
-    shown.append("ray")
+    shown += ["ray", "verl", "transferqueue"]
     print(f"stack {stack}: Python {sys.version.split()[0]}, " + ", ".join(f"{d} {version(d)}" for d in shown))
     major = int(numpy.__version__.split(".")[0])
     expect = {
@@ -31,6 +32,12 @@ def main(stack: str) -> int:
             (major == 1, "numpy 1.x (procgen-mirror is built against it)"),
             (version("procgen-mirror") is not None, "procgen-mirror installed"),
             (importlib.util.find_spec("ray.rllib") is not None, "Ray RLlib installed"),
+        ],
+        "py312": [
+            (sys.version_info[:2] == (3, 12), "Python 3.12"),
+            (major >= 2, "numpy >= 2 (verl 0.9 needs it)"),
+            ((version("verl") or "").startswith("0.9."), "verl 0.9 (the verl-v1 extra)"),
+            (version("transferqueue") is not None, "TransferQueue installed (the V1 trainer's store)"),
         ],
         "py313": [
             (sys.version_info[:2] >= (3, 13), "Python >= 3.13"),
@@ -50,6 +57,6 @@ def main(stack: str) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in ("py311", "py313"):
+    if len(sys.argv) != 2 or sys.argv[1] not in ("py311", "py312", "py313"):
         sys.exit(__doc__)
     sys.exit(main(sys.argv[1]))

@@ -711,3 +711,13 @@ def test_remote_parts_survive_an_actor_restart_exactly_once(local_ray: None, tmp
     assert a.call("scores")[7] == pytest.approx(np.abs(adv).mean())
     with pytest.raises(TypeError, match="EpisodePart"):
         a.update_parts([("ep", 0, 3)])
+
+
+def test_a_client_is_not_hosted_again(local_ray: None) -> None:
+    """``host_level_source`` refuses a ``RemoteLevelSource`` (a client) before it starts anything: the check
+    reads the client's ``is_remote_client`` marker, so the options module needs no import of the client."""
+    from plr_gym.distributed import RemoteLevelSource, host_level_source
+
+    client = object.__new__(RemoteLevelSource)  # no actor behind it: the refusal comes before any is started
+    with pytest.raises(TypeError, match="already a RemoteLevelSource; host the LevelSampler itself"):
+        host_level_source(client)

@@ -208,3 +208,129 @@ def test_state_round_trip_is_exact_with_decay(kwargs: dict, tmp_path) -> None:
     with pytest.raises(ValueError, match="has version 2, written by an older plr_gym"):
         a.load_state_dict({**good, "version": 2})
     assert repr(a.state_dict()) == before
+
+
+# ---------------------------------------------------------------- reward_noise (issue 44, round 4)
+def test_reward_noise_debiases_the_score_exactly() -> None:
+    """Score = max(0, v − ε(1 − ε)) / (1 − 2ε)², v the running variance on the unit scale; with ageing
+    the de-biased scores are the ones that relax; success rates stay the observed ones."""
+    eps = 0.1
+    cur = PromptCurriculum(6, seed=0, evidence_half_life=None, uniform_mass=0.0, reward_noise=eps)
+    _feed(cur, BATCHES)
+    v = np.array([0.25, 0.25, 0.0, 0.1875, 0.25])
+    expected = np.maximum(v - eps * (1 - eps), 0.0) / (1 - 2 * eps) ** 2
+    np.testing.assert_allclose(cur.scores[:5], expected, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(cur.reward_variance[:5], v, atol=1e-15)  # the raw estimates stay
+    assert cur.success_rate[:5].tolist() == [0.5, 0.5, 0.0, 0.75, 0.5]
+    # a group read at p_obs = 1/8 (v = 0.109) under ε = 0.2 (ε(1 − ε) = 0.16): score 0
+    low = PromptCurriculum(2, seed=0, evidence_half_life=None, reward_noise=0.2)
+    low.observe([0] * 8 + [1] * 8, [1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0])
+    np.testing.assert_allclose(low.scores, [0.0, (0.25 - 0.16) / 0.36], rtol=0, atol=1e-15)
+    # spread="std": the square root; reward_range: on its unit scale (-1/+1 rewards)
+    std = PromptCurriculum(2, seed=0, evidence_half_life=None, reward_noise=0.2, spread="std")
+    std.observe([0] * 8 + [1] * 8, [1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0])
+    np.testing.assert_allclose(std.scores, [0.0, np.sqrt(0.09 / 0.36)], rtol=0, atol=1e-15)
+    pm = PromptCurriculum(2, seed=0, evidence_half_life=None, reward_noise=0.2, reward_range=(-1, 1))
+    pm.observe([0] * 8 + [1] * 8, [1, -1, -1, -1, -1, -1, -1, -1, 1, 1, 1, 1, -1, -1, -1, -1])
+    np.testing.assert_allclose(pm.scores, low.scores, rtol=0, atol=1e-15)
+    # with ageing: w·v' + (1 − w)·v̄' of the de-biased scores v'
+    h = 2.0
+    aged = PromptCurriculum(6, seed=0, evidence_half_life=h, ageing="all", reward_noise=eps)
+    _feed(aged, BATCHES)
+    w = 2.0 ** (-np.array([0, 2, 2, 1, 1]) / h)
+    prior = (w * expected).sum() / w.sum()
+    np.testing.assert_allclose(aged.scores[:5], w * expected + (1 - w) * prior, rtol=0, atol=1e-15)
+
+
+def test_reward_noise_zero_is_the_default_bit_for_bit_and_noise_helps_on_flipped_rewards() -> None:
+    """reward_noise=0 draws exactly as the defaults; on rewards with 20% flipped, ε = 0.2 sends more
+    draws to the prompts at p = 1/2 than the defaults (seeded)."""
+    true_p = np.repeat([0.0, 0.5, 1.0], 20)
+    ways = []
+    for kwargs in ({}, {"reward_noise": 0.0}, {"reward_noise": 0.2}):
+        cur = PromptCurriculum(60, seed=1, **kwargs)
+        rng = np.random.default_rng(5)
+        middle = 0
+        for step in range(150):
+            ids = cur.next_prompts(8)
+            per = np.repeat(ids, 8)
+            seen = (rng.random(per.size) < true_p[per]) ^ (rng.random(per.size) < 0.2)
+            cur.observe(per, seen)
+            middle += int(((ids >= 20) & (ids < 40)).sum()) if step >= 50 else 0
+        ways.append((cur.scores.copy(), middle / 800))
+    np.testing.assert_array_equal(ways[0][0], ways[1][0])
+    assert ways[0][1] == ways[1][1]
+    assert ways[2][1] > ways[0][1] + 0.15, (ways[0][1], ways[2][1])
+
+
+def test_reward_noise_is_checked_and_old_states_still_load() -> None:
+    for kwargs, match in [
+        ({"reward_noise": 0.5}, r"reward_noise must lie in \[0, 0.5\)"),
+        ({"reward_noise": -0.1}, r"reward_noise must lie in \[0, 0.5\)"),
+        ({"reward_noise": 0.1, "method": "thompson"}, "applies to method='learnability' with"),
+        ({"reward_noise": 0.1, "estimate": "posterior"}, "applies to method='learnability' with"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            PromptCurriculum(4, **kwargs)
+    with pytest.raises(TypeError):
+        PromptCurriculum(4, reward_noise="0.1")
+    a = PromptCurriculum(10, seed=2)
+    _feed(a, BATCHES)
+    old = copy.deepcopy(a.state_dict())
+    del old["config"]["reward_noise"]  # a state written before the option existed
+    b = PromptCurriculum(10, seed=2)
+    b.load_state_dict(old)
+    assert np.array_equal(b.next_prompts(6), a.next_prompts(6))
+    noisy = PromptCurriculum(10, seed=2, reward_noise=0.1)
+    with pytest.raises(ValueError, match=r"reward_noise: state has 0.0, curriculum has 0.1"):
+        noisy.load_state_dict(old)
+
+
+def test_replay_prob_auto_follows_the_dataset_size() -> None:
+    """``replay_prob="auto"`` (the default): 0.6 + 0.2·clip(log10(N / 2000), 0, 1)."""
+    from plr_gym.prompts import _auto_replay_prob
+
+    for n, expected in [(1, 0.6), (2000, 0.6), (round(2000 * 10**0.5), 0.7), (20000, 0.8), (10**6, 0.8)]:
+        assert _auto_replay_prob(n) == pytest.approx(expected, abs=1e-4)
+        cur = PromptCurriculum(n, seed=0)
+        assert cur.replay_prob == pytest.approx(expected, abs=1e-4)
+        assert cur.sampler.replay_prob == cur.replay_prob
+    assert PromptCurriculum(20000, replay_prob=0.6).replay_prob == 0.6
+    assert PromptCurriculum(20000, method="thompson").replay_prob == 0.6  # not used by thompson
+    with pytest.raises(TypeError):
+        PromptCurriculum(10, replay_prob="fast")
+
+
+def test_a_state_saved_before_auto_resumes_with_its_replay_prob(tmp_path) -> None:
+    """A state written before round 4 (no ``reward_noise`` in its config) with ``replay_prob=0.6`` loads
+    into a default curriculum of any size and draws as it would have; a newer state is checked as usual."""
+    n = 5000  # "auto": 0.6797
+    old = PromptCurriculum(n, seed=4, replay_prob=0.6)
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        ids = old.next_prompts(16)
+        old.observe(np.repeat(ids, 4), rng.random(64) < 0.5)
+    state = copy.deepcopy(old.state_dict())
+    del state["config"]["reward_noise"]
+    cur = PromptCurriculum(n, seed=4)
+    assert cur.replay_prob > 0.6
+    cur.load_state_dict(copy.deepcopy(state))
+    assert cur.replay_prob == 0.6 and cur.sampler.replay_prob == 0.6
+    for _ in range(5):
+        ids = old.next_prompts(16)
+        assert np.array_equal(cur.next_prompts(16), ids)
+        r = rng.random(64) < 0.5
+        old.observe(np.repeat(ids, 4), r)
+        cur.observe(np.repeat(ids, 4), r)
+    cur.save(tmp_path / "cur.npz")  # and it saves and resumes as a round-4 state with 0.6
+    again = PromptCurriculum(n, seed=4, replay_prob=0.6)
+    again.load_from(tmp_path / "cur.npz")
+    assert np.array_equal(again.next_prompts(16), cur.next_prompts(16))
+    fresh = PromptCurriculum(n, seed=4)
+    before = repr(fresh.state_dict())
+    with pytest.raises(ValueError, match=r"replay_prob: state has 0.6, curriculum has 0.679"):
+        fresh.load_state_dict(old.state_dict())  # a round-4 state: the options must match
+    other = {**state, "config": {**state["config"], "replay_prob": 0.5}}
+    with pytest.raises(ValueError, match=r"replay_prob: state has 0.5"):
+        fresh.load_state_dict(other)
+    assert repr(fresh.state_dict()) == before

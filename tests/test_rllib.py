@@ -11,6 +11,7 @@ The end-to-end test checks, against records kept outside the code under test:
 from __future__ import annotations
 
 import os
+import time
 import warnings
 
 import gymnasium as gym
@@ -361,6 +362,92 @@ def test_ppo_two_learners_scores_every_completed_episode_exactly_once(local_ray)
     assert all(m["plr/chunks_unscored"] == 0 for m in metrics), metrics
     assert sum(m["plr/episodes_scored"] for m in metrics) == len(expected)  # summed over the learners
     assert metrics[-1]["plr/num_seen"] == ray.get(actor.call.remote("num_seen"))  # after both learners'
+
+
+class _Recorder:
+    """A plain Ray actor that keeps the learners' records (the source's actor restarts, and forgets)."""
+
+    def __init__(self) -> None:
+        self.updates: list[tuple[int, list[dict], dict]] = []
+
+    def call(self, method, args=()):
+        value = getattr(self, method)
+        return value(*args) if callable(value) else value
+
+    def record_update(self, pid, front, back):
+        self.updates.append((pid, front, back))
+
+
+_RECORDER = "plr-gym-test-restart-recorder"
+
+
+class RestartRecordingLearner(PLRPPOTorchLearner):
+    def build(self) -> None:
+        super().build()
+        self._learner_connector.prepend(_Front())
+        self._learner_connector.append(_Back(actor=ray.get_actor(_RECORDER)))
+
+
+@pytest.mark.slow
+def test_two_learners_count_every_episode_once_across_an_actor_restart(local_ray, tmp_path) -> None:
+    """Issue 43 item 6: the source's actor is killed between two updates of 2 learners and restarts from a
+    checkpoint that predates the last update. The learners' clients resend that update's parts, the
+    restarted actor joins its episodes again (it lost them) and reports none twice: ``plr/episodes_scored``,
+    summed over the learners and the updates, counts every completed episode exactly once."""
+    recorder = ray.remote(_Recorder).options(name=_RECORDER).remote()
+    actor = host_level_source(
+        LevelSampler(range(30), strategy="value_l1", seed=0),
+        checkpoint_dir=tmp_path,
+        checkpoint_every=1_000_000,  # checkpoints only when asked: the restart loses a whole update
+        checkpoint_interval=0,
+    )
+    # an actor restart takes over 30 s on 2 loaded cores: the env runners' and learners' clients wait
+    source = RemoteLevelSource(actor, prefetch=2, retry_timeout=300)
+    config = (
+        PPOConfig()
+        .env_runners(
+            num_env_runners=2,
+            num_envs_per_env_runner=2,
+            rollout_fragment_length=25,
+            num_cpus_per_env_runner=0.5,
+        )
+        .training(train_batch_size=200, minibatch_size=100, num_epochs=1, lr=3e-4)
+        .learners(num_learners=2, num_cpus_per_learner=0.5)
+        .debugging(seed=0)
+    )
+    add_plr(config, source, make_doorkey_varied, learner_class=RestartRecordingLearner)
+    algo = config.build_algo()
+    try:
+        results = [algo.train()]
+        source.checkpoint()  # holds the first update (and the parts still waiting)
+        held = source.actor_stats()
+        results.append(algo.train())
+        before = source.actor_stats()
+        ray.kill(actor, no_restart=False)
+        deadline = time.monotonic() + 300  # ray.kill does not wait: a call may still reach the old actor
+        while source.actor_stats()["restores"] < 1:
+            assert time.monotonic() < deadline, "the actor did not restart"
+            time.sleep(0.1)
+        results.append(algo.train())  # the learners' first pushes meet the restarted actor: they resend
+    finally:
+        algo.stop()
+    updates = ray.get(recorder.call.remote("updates"))
+    assert len(updates) == 6  # 2 learners x 3 updates
+    episodes, _ = _episodes_from_updates(updates)
+    completed = 0
+    for parts in episodes.values():
+        parts.sort(key=lambda p: p[0])
+        assert all(a[1] == b[0] for a, b in zip(parts, parts[1:])), "parts overlap or miss steps"
+        completed += parts[0][0] == 0 and parts[-1][2]
+    stats = source.actor_stats()
+    assert stats["restores"] == 1 and stats["parts_unscored"] == 0 and completed >= 6
+    # the second update joined episodes that the checkpoint does not hold: the restarted actor joined them
+    # again from the resent parts, and its source holds every completed episode once
+    assert before["episodes_joined"] > held["episodes_joined"], (held, before)
+    assert stats["episodes_joined"] == stats["scores_absorbed"] == completed, (stats, completed)
+    metrics = [plr_metrics(r) for r in results]
+    assert all(m["plr/chunks_unscored"] == 0 for m in metrics), metrics
+    assert sum(m["plr/episodes_scored"] for m in metrics) == completed  # each once, restart or not
 
 
 @pytest.mark.slow

@@ -863,8 +863,9 @@ def test_n1_pruning_never_deletes_the_verified_generation_a_resume_fell_back_to(
         new = run.save(model, plr_callback=plr).path
     finally:
         run.release()
-    # keep=2: the new generation and the newest *verified* older one (not the torn one, which has a manifest)
-    assert RunDirectory(tmp_path).checkpoints() == [good, new] and checkpoint_step(good) == 64
+    # keep=2: the new generation and the newest *verified* older one; the newer one the resume passed over
+    # (it has a manifest) is never pruned either: it may be intact and unreadable to this run (issue 43, M2)
+    assert RunDirectory(tmp_path).checkpoints() == [good, torn, new] and checkpoint_step(good) == 64
     os.unlink(tmp_path / CURRENT_LINK)
     (new / "rng.npz").write_bytes(b"torn")  # should the new one be lost too, resume still has a checkpoint
     assert RunDirectory(tmp_path).current().path == good  # type: ignore[union-attr]
@@ -932,25 +933,24 @@ def test_n2_deleting_the_lock_file_does_not_let_a_second_writer_in(tmp_path: Pat
 
 
 # ENOSPC where the issue found it: one write is sent to /dev/full (a real "No space left on device" from the
-# kernel) while plr-gym train runs in-process: torch.save of parameters.pt at the second checkpoint (step
+# kernel) while plr-gym train runs in-process: the write of parameters.pt at the second checkpoint (step
 # 128), TensorBoard's event file from its 30th write on (after the checkpoint at step 128; its writer thread
 # fails, the main thread reports it), evaluation.json once training is over.
 def _inject_disk_full(where: str, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = [0]
-    if where == "weights":
-        real_save = th.save
+    if where == "weights":  # parameters.pt is serialised in memory, then written with one write (issue 43)
+        import builtins
 
-        def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
-            if str(getattr(f, "name", f)).endswith("parameters.pt"):
+        import plr_gym.run.parts as parts
+
+        def open_(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+            if str(file).endswith("parameters.pt") and "w" in mode:
                 calls[0] += 1
                 if calls[0] == 2:
-                    if isinstance(f, (str, os.PathLike)):
-                        return real_save(obj, "/dev/full", *args, **kwargs)
-                    with open("/dev/full", "wb") as full:
-                        return real_save(obj, full, *args, **kwargs)
-            return real_save(obj, f, *args, **kwargs)
+                    return builtins.open("/dev/full", mode, *args, **kwargs)
+            return builtins.open(file, mode, *args, **kwargs)
 
-        monkeypatch.setattr(th, "save", save)
+        monkeypatch.setattr(parts, "open", open_, raising=False)
     elif where == "tensorboard":
         from tensorboard.compat.tensorflow_stub.io.gfile import LocalFileSystem
 

@@ -25,6 +25,49 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 import trl_grpo_run  # noqa: E402
 
+# What plr_gym.trl overrides or calls of TRL's (and transformers') private interface, with the parameters
+# plr_gym relies on, in order: (class that must define it, method, parameter names after self). TRL < 1.17 is
+# pinned because these are private; a TRL that changes one fails here, naming it.
+TRL_PRIVATE_INTERFACE = [
+    ("trl.GRPOTrainer", "_get_train_sampler", ["dataset"]),  # overridden: the curriculum's sampler
+    # overridden: every completion's reward (after TRL gathers them), observed by the curriculum
+    ("trl.GRPOTrainer", "_calculate_rewards", ["inputs", "prompts", "completions", "completion_ids_list"]),
+    ("trl.GRPOTrainer", "_generate_and_score_completions", ["inputs"]),  # overridden: filter_groups' mask
+    ("trl.GRPOTrainer", "_save_checkpoint", ["model", "trial"]),  # overridden: the curriculum file first
+    # called by the get_train_dataloader override (the rows with their index)
+    ("transformers.Trainer", "_get_dataloader", ["dataset", "description", "batch_size", "sampler_fn"]),
+    ("transformers.Trainer", "_get_output_dir", ["trial"]),  # called: the checkpoint folder
+]
+
+
+@pytest.mark.parametrize(("owner", "method", "params"), TRL_PRIVATE_INTERFACE, ids=lambda v: str(v))
+def test_each_private_trl_method_plr_gym_uses_exists_with_its_signature(
+    owner: str, method: str, params: list[str]
+) -> None:
+    """The installed TRL's own source: each private method that plr_gym.trl overrides or calls is defined
+    by the class it is expected on (GRPOTrainer's, not inherited from elsewhere) and takes the parameters
+    plr_gym passes, by name and in order; the attributes plr_gym reads are set in GRPOTrainer's source."""
+    import importlib
+    import inspect
+
+    from trl import GRPOTrainer
+
+    module, name = owner.rsplit(".", 1)
+    cls = getattr(importlib.import_module(module), name)
+    version = importlib.import_module("trl").__version__
+    assert method in vars(cls), f"{owner} no longer defines {method} (TRL {version})"
+    signature = inspect.signature(vars(cls)[method])
+    names = [p for p in signature.parameters if p != "self"]
+    assert names[: len(params)] == params, f"{owner}.{method}{signature}"
+    assert all(
+        signature.parameters[p].default is not inspect.Parameter.empty for p in names[len(params) :]
+    ), f"{owner}.{method}{signature}: a new required parameter"
+    source = inspect.getsource(GRPOTrainer)
+    for attribute in ("self._train_batch_size", "self.reward_weights", "self.reward_func_names"):
+        assert attribute in source or attribute in inspect.getsource(cls), attribute
+    for attribute in ("self.num_generations", "self.num_iterations", '"completion_mask"'):
+        assert attribute in source, attribute
+
 
 def test_sampler_keeps_trls_repeat_layout_and_draws_at_fixed_points() -> None:
     cur = PromptCurriculum(6, seed=0, reward_range=(0.0, 1.0))

@@ -1,8 +1,8 @@
 """plr_gym.verl against real verl on CPU: the dataset class (verl 0.7 and 0.9) and the sampler (verl <= 0.7).
 
-Skipped where verl is not installed. CI runs it with verl 0.7.1 (Python 3.11, numpy 1.26: the .venv stack):
-pip install torch==2.13.0 "verl==0.7.1" "pyarrow>=17,<20". The dataset tests also run against verl 0.9.1
-(numpy 2; docs/prompts.md has the environment), where the sampler tests skip (verl 0.8 removed the interface).
+Skipped where verl is not installed. CI runs it with verl 0.7.1 (Python 3.11, numpy 1.26: the .venv stack,
+where the V1 tests skip) and with verl 0.9.1 and TransferQueue (Python 3.12, numpy 2: the .venv312 stack,
+`make test-312`, pip install -e ".[verl-v1]"), where the sampler tests skip (verl 0.8 removed the interface).
 """
 
 from __future__ import annotations
@@ -553,8 +553,11 @@ class _Rollouts:
     overlap verl's polls: refills are dispatched while earlier groups run, and the batch fills with more in
     flight)."""
 
-    def __init__(self, tq, finish_seed: int | None = None) -> None:
+    def __init__(self, tq, finish_seed: int | None = None, scored: bool = True) -> None:
         self.tq, self.generated = tq, []  # generated: (position, label) per prompt, in dispatch order
+        # scored=False: no rm_scores in TransferQueue (a colocated reward model writes them later, from
+        # self.rewards: completion key -> reward)
+        self.scored, self.rewards = scored, {}
         self.calls: list[tuple[int, list[list[float]]]] = []  # per dispatch: its step, each group's rewards
         self.running: list[tuple[str, list[str], list[dict], int]] = []
         self.finish_rng = None if finish_seed is None else np.random.default_rng(finish_seed)
@@ -573,7 +576,10 @@ class _Rollouts:
                 call[-1].append(1.0 if success else -1.0)
                 keys.append(f"{uid}_{session}_0")
                 reward = torch.tensor([0.0, 1.0 if success else -1.0])
+                self.rewards[keys[-1]] = reward
                 fields.append({"rm_scores": reward, "extra_info": extra, "uid": uid})
+                if not self.scored:
+                    del fields[-1]["rm_scores"]
             self.running.append((uid, keys, fields, step))
         self.calls.append((step, call))
         if self.finish_rng is None:
@@ -742,6 +748,128 @@ def test_v1_trainer_without_the_replay_buffer_or_in_an_async_mode_is_refused(tmp
         )
     with pytest.raises(ValueError, match=r"trainer_mode='colocate_async'.*'sync' mode only"):
         _v1_ppo_trainer(tmp_path, train, "trainer.v1.trainer_mode=colocate_async")
-    plain = _v1_ppo_trainer(tmp_path, train, "data.custom_cls.path=null", "data.custom_cls.name=null")
-    with pytest.raises(RuntimeError, match=r"data\.custom_cls\.name=PromptCurriculumDataset"):
-        plain.replay_buffer.dataset()  # the buffer with verl's plain dataset: refused at its first call
+
+
+# ------------------- verl 0.9's V1 trainer through its own fit(): parameter_sync_step, colocated reward model
+def _v1_fit(trainer, rollouts: _Rollouts, tq, colocated: bool = False) -> list[dict]:
+    """verl's own ``PPOTrainer.fit()`` (its step loop, ``step()`` with its ``parameter_sync_step`` samples,
+    the reward model's place, the cleanup) with the model's parts stood in: the log-prob, advantage and
+    update calls return the batch, the weight sync does nothing, and a colocated reward model (the
+    trainer's ``_compute_reward_colocate``, patched by the test) writes the rollouts' rewards. Returns each
+    step's trained groups (rewards) and logged metrics."""
+    from types import SimpleNamespace
+
+    def same(batch, *args, **kwargs):
+        return batch
+
+    for name in ("_balance_batch", "_compute_old_log_prob", "_compute_ref_log_prob", "_compute_values"):
+        setattr(trainer, name, same)
+    for name in ("_compute_advantage", "_update_critic", "_update_actor"):
+        setattr(trainer, name, same)
+    nothing = SimpleNamespace(update_weights=lambda step: None, sleep_replicas=lambda: None)
+    trainer.checkpoint_manager = nothing  # the weight sync (on_step_end, on_sample_end)
+    trainer.reward_loop_manager = SimpleNamespace(reward_loop_worker_handles=None if colocated else [None])
+    records: list[dict] = []
+
+    def compute_metrics(batch, metrics, timing_raw, global_steps, epoch) -> None:
+        data = tq.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["rm_scores"])
+        groups: dict[str, list[float]] = {}
+        for key, reward in zip(batch.keys, data["rm_scores"], strict=True):
+            groups.setdefault(key.split("_")[0], []).append(float(reward.sum()))
+        records.append({"step": global_steps, "groups": list(groups.values()), "metrics": dict(metrics)})
+
+    trainer._compute_metrics = compute_metrics
+    trainer._init_dump_executor()  # as verl's _setup does
+    trainer.global_steps = 0
+    trainer.fit(rollouts)
+    return records
+
+
+_FIT = ("trainer.val_before_train=false", "trainer.test_freq=-1", "trainer.save_freq=-1")
+_FIT += ("trainer.logger=[console]", "trainer.total_training_steps=25")
+_COLOCATED_RM = ("reward.reward_model.enable=true", "reward.reward_model.enable_resource_pool=false")
+
+
+@needs_v1
+@pytest.mark.parametrize(
+    ("sync_step", "colocated"),
+    [(2, False), (1, True), (3, True)],
+    ids=["parameter_sync_step=2", "colocated_reward_model", "colocated_reward_model-parameter_sync_step=3"],
+)
+def test_v1_fit_with_parameter_sync_step_and_a_colocated_reward_model(
+    tmp_path: Path, transfer_queue, monkeypatch: pytest.MonkeyPatch, sync_step: int, colocated: bool
+) -> None:
+    """verl's own fit(): with trainer.v1.sync.parameter_sync_step=k each step's batch (one draw) is taken
+    in k samples of B/k groups, each trained on; with a colocated reward model the rewards exist only
+    once the trainer ran it after the sample, and the curriculum reads them then. Every drawn prompt is
+    generated, every group observed once with its true rewards, draws concentrate on the learnable third."""
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    tq = transfer_queue
+    rollouts = _Rollouts(tq, scored=not colocated)
+    calls: list[int] = []
+
+    def reward_model(self, batch, metrics=None):  # verl's writes rm_scores of batch.keys to TransferQueue
+        from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+        calls.append(len(batch.keys))
+        fields = list_of_dict_to_tensordict([{"rm_scores": rollouts.rewards[k]} for k in batch.keys])
+        tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=fields)
+        return batch
+
+    monkeypatch.setattr(PPOTrainer, "_compute_reward_colocate", reward_model)
+    train = _parquet(tmp_path / "train.parquet", range(4 * N // 3))
+    overrides = [*_FIT, f"+trainer.v1.sync.parameter_sync_step={sync_step}"]
+    trainer = _v1_ppo_trainer(tmp_path, train, *overrides, *(_COLOCATED_RM if colocated else ()))
+    assert trainer.parameter_sync_step == sync_step
+    dataset = trainer.train_dataset
+    labels = np.asarray([e["index"] for e in dataset.dataframe["extra_info"]])
+    drawn = _spy_draws(dataset)
+    records = _v1_fit(trainer, rollouts, tq, colocated=colocated)
+    assert [r["step"] for r in records] == list(range(1, 26))
+    assert len(calls) == (25 * sync_step if colocated else 0) and set(calls) <= {B // sync_step * G}
+    generated = [pos for pos, _ in rollouts.generated]
+    assert generated == drawn and len(generated) == 25 * B
+    cur = dataset.curriculum
+    state = cur.state_dict()
+    assert state["num_groups"] == len(generated) and state["num_completions"] == len(generated) * G
+    assert dataset.ledger.groups_without_outcome == 0 and not dataset.ledger.outstanding
+    p_true = np.array([0.0, 0.5, 1.0])[labels % 3]
+    assert (cur.success_rate[cur.seen & (p_true == 0)] == 0).all()
+    assert (cur.success_rate[cur.seen & (p_true == 1)] == 1).all()
+    assert all(len(r["groups"]) == B and all(len(g) == G for g in r["groups"]) for r in records)
+    assert all("curriculum/seen_fraction" in r["metrics"] for r in records)
+    late = labels[np.asarray(drawn[len(drawn) // 2 :])]
+    assert (late % 3 == 1).mean() >= 0.6  # uniform: 1/3
+
+
+@needs_v1
+def test_v1_misconfigurations_are_refused_when_verl_builds_the_trainer(tmp_path: Path) -> None:
+    """Refused in PPOTrainer.__init__ (where verl builds the replay buffer: before the dataset, the
+    workers and the model), each naming the option and the fix."""
+    train = _parquet(tmp_path / "train.parquet", range(4 * N // 3))
+    cases = [
+        (
+            ("data.custom_cls.path=null", "data.custom_cls.name=null"),
+            r"data\.custom_cls is not set: .*data\.custom_cls\.name=PromptCurriculumDataset",
+        ),
+        (
+            ("data.custom_cls.path=pkg://verl.utils.dataset.rl_dataset", "data.custom_cls.name=RLHFDataset"),
+            r"data\.custom_cls is pkg://verl\.utils\.dataset\.rl_dataset:RLHFDataset",
+        ),
+        (("+data.plr.reward_key=acc",), r"data\.plr\.reward_key='acc': .*drop data\.plr\.reward_key"),
+        (
+            (
+                "+trainer.v1.sync.parameter_sync_step=2",
+                "algorithm.filter_groups.enable=true",
+                "algorithm.filter_groups.metric=reward",
+            ),
+            r"parameter_sync_step=2 with algorithm\.filter_groups: .*parameter_sync_step=1",
+        ),
+    ]
+    for overrides, message in cases:
+        with pytest.raises(ValueError, match=message) as refused:
+            _v1_ppo_trainer(tmp_path, train, *overrides)
+        # from PPOTrainerSync.__init__'s _build_replay_buffer: before _init_dataloader, workers and model
+        names = [entry.name for entry in refused.traceback]
+        assert "_build_replay_buffer" in names and "_init_dataloader" not in names

@@ -74,6 +74,23 @@ LEARNERS: dict[str, tuple[float, float, float, bool]] = {
 }
 #: the informative groups per step that an ``adam`` step's increments are normalised to
 ADAM_REFERENCE = 8.0
+#: round 4 (issue 44, item 3): regime name -> (learner, prompts, prompts per step B, steps, flip probability
+#: ε). A flipped reward is seen by the curriculum only (LLM judges, flaky verifiers): each observed outcome
+#: is the true one XOR a Bernoulli(ε) flip from its own generator; the learner learns from the true
+#: outcomes, so every arm's learner meets the same task. ``None`` sizes: the study's (2000 prompts, B = 32,
+#: 500 steps; ``--quick``: 300, 32, 60). The learners' names are regimes too (no flips, the study's sizes).
+REGIMES: dict[str, tuple[str, int | None, int | None, int | None, float]] = {
+    "transfer": ("transfer", None, None, None, 0.0),
+    "fast": ("fast", None, None, None, 0.0),
+    "adam": ("adam", None, None, None, 0.0),
+    "noise10": ("transfer", None, None, None, 0.10),
+    "noise20": ("transfer", None, None, None, 0.20),
+    "noise15": ("transfer", None, None, None, 0.15),  # round 4's held-out noise level
+    "large20k": ("transfer", 20000, 64, 400, 0.0),  # 25,600 draws: 1.28 passes over the prompts
+    "large50k": ("transfer", 50000, 64, 400, 0.0),  # round 4's held-out size: 0.51 passes
+    "large20k_fast": ("fast", 20000, 64, 400, 0.0),
+    "large20k_adam": ("adam", 20000, 64, 400, 0.0),
+}
 #: arm name -> PromptCurriculum keyword arguments (``uniform`` and ``oracle`` are not curricula)
 #: the pre-registered arms of the study (docs/prompts.md, "Study: estimates that keep up"); ``prompt_labels``
 #: given as a string is the learner's ``"topics"`` or ``"difficulty"`` kind (options, not default candidates).
@@ -166,6 +183,11 @@ ROUND3_ARMS = [
     "u0_rp0.7_h40",
     "u0.02_rp0.7_h40",
 ]
+#: round 4 (plan in docs/prompts.md, "Round 4 plan"): noisy rewards and large datasets. ``r3_default``
+#: pins round 3's defaults (``default`` is ``replay_prob="auto"`` from round 4's plan commit on);
+#: ``noise_known``: ``reward_noise`` = the regime's flip probability ε; ``noise_known1.5``: 1.5·ε
+ROUND4_ARMS = ["uniform", "oracle", "default", "r3_default", "noise_known", "noise_known1.5"]
+ROUND4_SEEDS = list(range(40, 50))
 #: every arm but ``default`` pins the floor and the replay probability that were the defaults when it ran
 #: (0.1 and 0.5 in rounds 1-3), so that its recorded results reproduce at later commits
 for _kwargs in ARMS.values():
@@ -178,11 +200,30 @@ STUDY_SEEDS = list(range(10))
 ROUND2_SEEDS = list(range(10, 20))
 ROUND3_SEEDS = list(range(20, 30))
 #: the oracles' uniform floor ``λ``: ``oracle`` (the study's reference, fixed since round 1) and ``oracle_u0``
-ORACLES: dict[str, float] = {"oracle": 0.1, "oracle_u0": 0.0}
+ORACLES: dict[str, float] = {"oracle": 0.1, "oracle_u0": 0.0, "oracle_pobs": 0.1}
 ORACLE_UNIFORM_MASS = ORACLES["oracle"]
 #: post-hoc diagnostics, not in the study: the oracle's rule over the *measured* prompts only, with the
 #: curriculum's exploration of unseen prompts (``replay_prob``): what discovering the prompts costs
-DIAGNOSTICS: dict[str, float] = {"oracle_measured": 0.5, "oracle_measured_rp0.8": 0.8}
+DIAGNOSTICS: dict[str, float] = {
+    "oracle_measured": 0.5,
+    "oracle_measured_rp0.8": 0.8,
+    "oracle_measured_rp0.6": 0.6,  # round 4: with the replay probability of round 3's defaults
+    "oracle_measured_rp0.9": 0.9,
+    "oracle_measured_rp0.7": 0.7,
+}
+#: round 4, noise diagnostics: the oracle's rule (λ = 0.1) on a score from ONE fresh group of G noisy
+#: outcomes of every prompt at every step, de-biased with ``reward_noise`` = factor × ε: what an estimator
+#: that sees one group per prompt could reach if it re-measured every prompt at every step for free
+GROUP_ORACLES: dict[str, float] = {"oracle_group": 1.0, "oracle_group1.5": 1.5}
+ARMS.update({name: None for name in GROUP_ORACLES})
+ARMS.update(
+    {
+        "r3_default": {"replay_prob": 0.6, "uniform_mass": 0.0},
+        "noise_known": {"reward_noise": "regime", "uniform_mass": 0.0, "replay_prob": "auto"},
+        "noise_known1.5": {"reward_noise": "regime*1.5", "uniform_mass": 0.0, "replay_prob": "auto"},
+    }
+)
+ARMS["oracle_pobs"] = None  # round 4: the oracle's rule on the observed success rate (a diagnostic)
 
 
 def difficulties(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -222,16 +263,23 @@ class Learner:
         self.s += self.shared * scale * ids.size
 
 
-def run(learner_name: str, arm: str, *, n: int, g: int, b: int, steps: int, seed: int) -> dict[str, float]:
+def run(
+    learner_name: str, arm: str, *, n: int, g: int, b: int, steps: int, seed: int, noise: float = 0.0
+) -> dict[str, float]:
     learner = Learner(learner_name, n, np.random.default_rng([seed, 0]))  # the same prompts for every arm
     outcome_rng = np.random.default_rng([seed, 1])
     arm_rng = np.random.default_rng([seed, 2])
+    flip_rng = np.random.default_rng([seed, 3])  # the flips of observed rewards (round 4), its own stream
     kwargs = ARMS.get(arm)
     seen = np.zeros(n, dtype=bool)
     if kwargs is not None and isinstance(kwargs.get("prompt_labels"), str):
         # labels a dataset could carry: the prompts' topics, or their difficulty kind (easy/hard/between)
         kwargs = {**kwargs, "prompt_labels": {"topics": learner.topic, "difficulty": learner.kind}[
             kwargs["prompt_labels"]]}  # fmt: skip
+    if kwargs is not None and str(kwargs.get("reward_noise", "")).startswith("regime"):
+        # round 4: the regime's flip probability ε ("regime"), or a multiple of it ("regime*1.5")
+        factor = float(str(kwargs["reward_noise"]).partition("*")[2] or 1.0)
+        kwargs = {**kwargs, "reward_noise": min(factor * noise, 0.45)}
     cur = None if kwargs is None else PromptCurriculum(n, seed=seed, **kwargs)
     buf = np.empty(0, dtype=np.int64)
     acc = np.empty(steps)
@@ -261,15 +309,25 @@ def run(learner_name: str, arm: str, *, n: int, g: int, b: int, steps: int, seed
                 ]
             ).astype(np.int64)
             seen[ids] = True
+        elif arm in GROUP_ORACLES:  # round 4: every prompt's score from one fresh noisy group, each step
+            p_obs = noise + (1.0 - 2.0 * noise) * learner.p()
+            share = arm_rng.binomial(g, p_obs) / g
+            c = GROUP_ORACLES[arm] * noise
+            v = np.maximum(share * (1.0 - share) - c * (1.0 - c), 0.0)
+            w = (1.0 - ORACLE_UNIFORM_MASS) * v / max(v.sum(), 1e-300) + ORACLE_UNIFORM_MASS / n
+            ids = arm_rng.choice(n, size=b, p=w / w.sum())
         else:  # an oracle
             p = learner.p()
+            if arm == "oracle_pobs":  # round 4: the observed success rate ε + (1 − 2ε)p, ε unknown
+                p = noise + (1.0 - 2.0 * noise) * p
             v = p * (1.0 - p)
             lam = ORACLES[arm]
             w = (1.0 - lam) * v / v.sum() + lam / n
             ids = arm_rng.choice(n, size=b, p=w / w.sum())
         out = learner.generate(ids, g, outcome_rng)
         if cur is not None:
-            cur.observe(np.repeat(ids, g), out.reshape(-1), groups=labels)
+            seen_out = out ^ (flip_rng.random(out.shape) < noise) if noise > 0 else out
+            cur.observe(np.repeat(ids, g), seen_out.reshape(-1), groups=labels)
         k = out.sum(axis=1)
         learner.learn(ids[(k > 0) & (k < g)])
         acc[step] = learner.p().mean()
@@ -307,7 +365,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small run (seconds), for the test suite")
     parser.add_argument("--seeds", type=int, nargs="+", default=None)
     parser.add_argument("--arms", nargs="+", default=None, choices=sorted(ARMS) + sorted(DIAGNOSTICS))
-    parser.add_argument("--learners", nargs="+", default=None, choices=sorted(LEARNERS))
+    parser.add_argument(
+        "--learners",
+        nargs="+",
+        default=None,
+        choices=sorted(REGIMES),
+        help="learners, or round 4's regimes (noisy rewards, large datasets): REGIMES",
+    )
     parser.add_argument(
         "--extra",
         nargs="+",
@@ -324,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     n, steps = (300, 60) if args.quick else (2000, 500)
     g, b = 8, 32
     seeds = args.seeds or ([0, 1] if args.quick else STUDY_SEEDS)
-    later = set(ROUND2_ARMS + ROUND3_ARMS) - {"uniform", "oracle", "default"}
+    later = set(ROUND2_ARMS + ROUND3_ARMS + ROUND4_ARMS) - {"uniform", "oracle", "default"}
+    later |= set(GROUP_ORACLES) | {"oracle_pobs"}
     round1 = [a for a in ARMS if a not in later]
     arms = list(args.arms or (["uniform", "oracle", "default"] if args.quick else round1))
     arms += [item.partition("=")[0] for item in args.extra]
@@ -343,6 +408,12 @@ def main(argv: list[str] | None = None) -> int:
         f"- machine: {cpu_model()}, {os.cpu_count()} logical cores, {platform.platform()}",
         f"- load average at start: {load_average()}",
         f"- setting: {n} prompts in {TOPICS} topics, G = {g}, B = {b}, {steps} steps; seeds {seeds}",
+        *[
+            f"- regime {r}: learner {REGIMES[r][0]}, {REGIMES[r][1] or n} prompts, B = {REGIMES[r][2] or b}, "
+            f"{REGIMES[r][3] or steps} steps, {REGIMES[r][4]:.0%} of observed rewards flipped"
+            for r in learners
+            if r not in LEARNERS
+        ],
         "",
         "AUC = mean accuracy over all prompts, averaged over the steps. Gain = AUC − uniform's AUC on "
         "the same seed. Fraction = mean gain / the oracle's mean gain [95% bootstrap CI over seeds]. "
@@ -356,7 +427,11 @@ def main(argv: list[str] | None = None) -> int:
     records: list[dict[str, Any]] = []
     boot_rng = np.random.default_rng(12345)
     for name in learners:
-        res = {arm: [run(name, arm, n=n, g=g, b=b, steps=steps, seed=s) for s in seeds] for arm in arms}
+        kind, n_r, b_r, steps_r, noise = REGIMES[name]
+        size = {"n": n_r or n, "b": b_r or b, "steps": steps_r or steps, "g": g, "noise": noise}
+        if args.quick:
+            size.update(n=min(size["n"], 3000), steps=min(size["steps"], 60))
+        res = {arm: [run(kind, arm, seed=s, **size) for s in seeds] for arm in arms}
         base_auc = np.array([r["auc"] for r in res["uniform"]])
         base_fin = np.array([r["final"] for r in res["uniform"]])
         oracle_gain = np.array([r["auc"] for r in res["oracle"]]) - base_auc

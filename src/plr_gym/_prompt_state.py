@@ -52,9 +52,13 @@ def check_config(mine: dict[str, Any], theirs: Any) -> dict[str, Any]:
     """The state's config (``theirs``), refused unless it matches the curriculum's (``mine``) but its seed."""
     if not isinstance(theirs, dict):
         raise ValueError("state 'config' must be a dict")
-    diff = sorted(k for k in mine if k != "seed" and mine[k] != theirs.get(k))
+    # options added after a state version: a state written before them was written with their default
+    later = {"reward_noise": 0.0}
+    diff = sorted(k for k in mine if k != "seed" and mine[k] != theirs.get(k, later.get(k)))
     if diff:
-        details = ", ".join(f"{k}: state has {theirs.get(k)!r}, curriculum has {mine[k]!r}" for k in diff)
+        details = ", ".join(
+            f"{k}: state has {theirs.get(k, later.get(k))!r}, curriculum has {mine[k]!r}" for k in diff
+        )
         raise ValueError(f"state was saved with a different configuration ({details})")
     return theirs
 
@@ -116,8 +120,9 @@ def save_state(path: str | os.PathLike[str], state: dict[str, Any], extra: dict[
     save_npz(path, {"meta": np.array(text), **arrays, **sampler_arrays})
 
 
-def load_state(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Any]:
-    """The state and the ``extra`` that :func:`save_state` wrote to ``path`` (the state not yet checked)."""
+def load_state(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The state and the ``extra`` that :func:`save_state` wrote to ``path`` (the state not yet checked;
+    ``extra`` checked here, so that a bad one is refused before anything is assigned)."""
     npz = load_npz(path)
     try:
         meta = json.loads(str(npz["meta"]))
@@ -129,6 +134,12 @@ def load_state(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Any]:
             if k.startswith("sampler."):
                 sampler[k[len("sampler.") :]] = npz[k]
         state["sampler"] = sampler
-    except (KeyError, ValueError, TypeError) as exc:
+        extra = meta.get("extra")
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
         raise ValueError(f"{os.fspath(path)} is not a PromptCurriculum checkpoint: {exc}") from exc
-    return state, meta
+    if extra is not None and not isinstance(extra, dict):
+        raise ValueError(
+            f"{os.fspath(path)} is not a PromptCurriculum checkpoint: its 'extra' must be a JSON object "
+            f"or null, got {type(extra).__name__}"
+        )
+    return state, extra

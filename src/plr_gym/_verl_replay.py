@@ -10,9 +10,9 @@ agent loop), which the dataset and the sampler do not need. Its steps live here 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, ClassVar
 
-from plr_gym.verl import DRAW_KEY, PROMPT_POSITION_KEY, PromptCurriculumDataset
+from plr_gym._verl_dataset import DRAW_KEY, PROMPT_POSITION_KEY, PromptCurriculumDataset
 
 
 def _check_replay_buffer_arguments(
@@ -33,7 +33,46 @@ def _check_replay_buffer_arguments(
         )
     if kwargs:
         raise TypeError(f"unexpected arguments {sorted(kwargs)} (a newer verl?)")
+    _check_trainer_config(trainer)
     return trainer
+
+
+def _check_trainer_config(trainer: Any) -> None:
+    """Refuse, when verl's trainer builds its replay buffer (in ``PPOTrainer.__init__``, before the dataset,
+    the workers and the model), a config under which the curriculum would fail or see nothing."""
+    from verl.utils.import_utils import load_extern_object
+
+    from plr_gym._verl_dataset import _check_v1_config, _select
+
+    config = trainer.config
+    path, name = _select(config, "data.custom_cls.path"), _select(config, "data.custom_cls.name")
+    cls = load_extern_object(path, name) if path and name else None
+    if not (isinstance(cls, type) and issubclass(cls, PromptCurriculumDataset)):
+        got = f"{path}:{name}" if path and name else "not set"
+        raise ValueError(
+            f"data.custom_cls is {got}: PromptCurriculumReplayBuffer reports outcomes to the curriculum of "
+            "the training set, which verl builds from data.custom_cls; set "
+            "data.custom_cls.path=pkg://plr_gym.verl data.custom_cls.name=PromptCurriculumDataset"
+        )
+    _check_v1_config(config)
+    sync_step = int(getattr(trainer, "parameter_sync_step", 1) or 1)
+    if sync_step > 1 and trainer._resolve_filter_groups_metric() is not None:
+        raise ValueError(
+            f"trainer.v1.sync.parameter_sync_step={sync_step} with algorithm.filter_groups: verl 0.9's sync "
+            "replay buffer discards every group beyond the first of the step's parameter_sync_step samples "
+            "as surplus and then waits for the next sample's groups with nothing in flight (it hangs without "
+            "the curriculum too); drop algorithm.filter_groups or set trainer.v1.sync.parameter_sync_step=1"
+        )
+
+
+def _colocated_reward_model(config: Any) -> bool:
+    """Whether verl computes the rewards with a colocated reward model, after the replay buffer's sample
+    (``reward.reward_model.enable`` without its own resource pool), rather than in the rollout."""
+    from plr_gym._verl_dataset import _select
+
+    return bool(_select(config, "reward.reward_model.enable", False)) and not bool(
+        _select(config, "reward.reward_model.enable_resource_pool", False)
+    )
 
 
 def _filtering_arguments(trainer: Any) -> dict[str, Any]:
@@ -88,6 +127,8 @@ class _CurriculumReplaySteps(_V1ReplayBuffer):  # type: ignore[misc,valid-type,u
     so that this module imports without verl's V1 trainer; :func:`_replay_buffer_class` joins the two."""
 
     _trainer_class: type  # verl's V1 PPOTrainer, set by _replay_buffer_class
+    #: what ``plr_gym._verl_dataset._check_v1_config`` looks for in ``trainer.v1.sampler.custom_sampler``
+    is_plr_curriculum_replay_buffer: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -112,6 +153,11 @@ class _CurriculumReplaySteps(_V1ReplayBuffer):  # type: ignore[misc,valid-type,u
         self._trainer = trainer
         self._trainer_refill = refill_fn
         self._reported: set[str] = set()  # groups reported to the dataset, still in the buffer
+        self._rows_sampled = 0  # groups taken so far for this step (parameter_sync_step samples take B/k)
+        self._colocated = _colocated_reward_model(trainer.config)
+        if self._colocated:  # rewards exist only once the trainer's reward model wrote them
+            self._trainer_reward = trainer._compute_reward_colocate
+            trainer._compute_reward_colocate = self._reward_then_report
 
     def dataset(self) -> PromptCurriculumDataset:
         """The trainer's training set, which draws the prompts and holds the curriculum."""
@@ -128,8 +174,10 @@ class _CurriculumReplaySteps(_V1ReplayBuffer):  # type: ignore[misc,valid-type,u
         after every outcome known so far."""
         ledger = self.dataset().ledger
         assert ledger is not None
-        # every group finished so far (this poll's snapshot), the kept ones too, before the draw
-        self._report("train", self.finished_keys["train"] | self.failure_keys["train"], leaving=False)
+        # every group finished so far (this poll's snapshot), the kept ones too, before the draw; with a
+        # colocated reward model they have no rewards yet: the trained ones are reported after it ran
+        if not self._colocated:
+            self._report("train", self.finished_keys["train"] | self.failure_keys["train"], leaving=False)
         ledger.draw(num_prompts)
         return self._trainer_refill(num_prompts)
 
@@ -149,14 +197,16 @@ class _CurriculumReplaySteps(_V1ReplayBuffer):  # type: ignore[misc,valid-type,u
         else:
             self._reported |= new
 
-    def _observe(self, partition_id: str, new: set[str]) -> None:
+    def _observe(self, partition_id: str, new: set[str], keys: Any = None) -> None:
         import transfer_queue as tq  # imported by _replay_buffer_class already
 
         dataset = self.dataset()
         # one completion per rollout: key {uid}_{session}_{index}, a multi-output agent loop's outputs
         # of one session share the session's reward
         keys = sorted(
-            k for k in self.partitions[partition_id] if k.split("_")[0] in new and k.split("_")[-1] == "0"
+            k
+            for k in (self.partitions[partition_id] if keys is None else keys)
+            if k.split("_")[0] in new and k.split("_")[-1] == "0"
         )
         if not keys:
             return
@@ -169,7 +219,8 @@ class _CurriculumReplaySteps(_V1ReplayBuffer):  # type: ignore[misc,valid-type,u
             dataset.ledger.record(serial, position, rewards)
 
     def _clear_groups(self, partition_id: str, uids: set[str]) -> None:
-        self._report(partition_id, uids, leaving=True)
+        if not self._colocated:  # a colocated reward model scores only the trained groups
+            self._report(partition_id, uids, leaving=True)
         super()._clear_groups(partition_id, uids)
 
     def _materialize_batch(
@@ -178,19 +229,40 @@ class _CurriculumReplaySteps(_V1ReplayBuffer):  # type: ignore[misc,valid-type,u
         selected_prompt_uids: list[str],
         partition_snapshot: dict[str, dict[str, Any]],
     ) -> Any:
-        self._report(partition_id, selected_prompt_uids, leaving=True)
+        if not self._colocated:
+            self._report(partition_id, selected_prompt_uids, leaving=True)
         return super()._materialize_batch(partition_id, selected_prompt_uids, partition_snapshot)
 
     def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[Any, dict[str, Any]]:
         batch, metrics = super().sample(global_steps, partition_id, batch_size)
         if partition_id == "train":
-            ledger = self.dataset().ledger
-            assert ledger is not None
-            ledger.end_of_batch()
+            # a step takes its batch in parameter_sync_step samples of train_batch_size / k groups
+            self._rows_sampled += batch_size
             metrics = dict(metrics)
-            metrics.update({f"curriculum/{k}": v for k, v in ledger.curriculum.stats().items()})
-            metrics["curriculum/groups_without_outcome"] = float(ledger.groups_without_outcome)
+            if not self._colocated:
+                self._end_of_sample(metrics)
         return batch, metrics
+
+    def _end_of_sample(self, metrics: dict[str, Any]) -> None:
+        """After a sample's groups were reported: the step's batch is complete once its last sample is
+        taken; then the curriculum observes the rest and its ``stats()`` join ``metrics``."""
+        ledger = self.dataset().ledger
+        assert ledger is not None
+        if self._rows_sampled >= int(self._trainer.config.data.train_batch_size):
+            self._rows_sampled = 0
+            ledger.end_of_batch()
+        metrics.update({f"curriculum/{k}": v for k, v in ledger.curriculum.stats().items()})
+        metrics["curriculum/groups_without_outcome"] = float(ledger.groups_without_outcome)
+
+    def _reward_then_report(self, batch: Any, metrics: dict[str, Any] | None = None) -> Any:
+        """The trainer's ``_compute_reward_colocate`` (a colocated reward model), then the trained groups'
+        rewards, which it has just written to TransferQueue, to the curriculum."""
+        out = self._trainer_reward(batch, metrics=metrics)
+        if batch.partition_id == "train":
+            uids = {key.split("_")[0] for key in batch.keys}
+            self._observe("train", uids, keys=batch.keys)
+            self._end_of_sample(metrics if metrics is not None else {})
+        return out
 
 
 @functools.cache
@@ -237,8 +309,18 @@ _REPLAY_BUFFER_DOC = """verl 0.9's V1 replay buffer that reports every generated
             trainer.v1.sampler.custom_sampler.name=PromptCurriculumReplayBuffer \\
             +data.plr.method=learnability +data.plr.reward_range=[-1,1]
 
+    With ``trainer.v1.sync.parameter_sync_step=k`` a step's batch (one draw) is taken in ``k`` samples; the
+    step's draws close after the last. With a colocated reward model (``reward.reward_model.enable=true``
+    without ``enable_resource_pool``) verl writes ``rm_scores`` only after the sample: the trained groups
+    are reported right after the trainer's ``_compute_reward_colocate``, which the buffer wraps.
+
     Only ``trainer.v1.trainer_mode=sync`` (the default); the arguments are those verl's trainer passes to a
-    custom sampler. verl gives a custom sampler neither its config nor its training set: the buffer finds
+    custom sampler. Refused when verl builds the buffer (in its trainer's ``__init__``, before the dataset,
+    the workers and the model): ``data.custom_cls`` not :class:`PromptCurriculumDataset`, a
+    ``data.plr.reward_key`` other than ``rm_scores``, ``parameter_sync_step > 1`` with
+    ``algorithm.filter_groups`` (verl's own sync buffer hangs there), and what the dataset refuses.
+
+    verl gives a custom sampler neither its config nor its training set: the buffer finds
     the trainer through ``refill_fn``, the trainer's own ``_add_prompts_to_generate`` (verl 0.9.0 and 0.9.1;
     anything else is refused with a ``TypeError``), and gives verl's ``ReplayBuffer`` the filtering
     arguments verl's ``_build_replay_buffer`` gives its built-in one.

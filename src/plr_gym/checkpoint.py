@@ -35,6 +35,7 @@ import secrets
 import shutil
 import stat
 import struct
+import tokenize
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -131,7 +132,8 @@ def save_npz(path: str | os.PathLike[str], arrays: Mapping[str, Any]) -> None:
 
 #: What ``zipfile`` and ``numpy`` raise on a corrupt archive: a flipped bit can name an unsupported
 #: compression method (``NotImplementedError``) or set the encryption flag (``RuntimeError``), a size
-#: field can overflow or ask for absurd memory; all of them mean "not a readable checkpoint".
+#: field can overflow or ask for absurd memory, a flipped ``.npy`` header (a Python literal) fails to
+#: tokenize or parse (``TokenError``, ``SyntaxError``); all of them mean "not a readable checkpoint".
 _CORRUPT = (
     ValueError,
     OSError,
@@ -146,6 +148,8 @@ _CORRUPT = (
     MemoryError,
     struct.error,
     zlib.error,
+    SyntaxError,
+    tokenize.TokenError,
 )
 
 
@@ -282,6 +286,7 @@ def commit_generation(
     visible: Iterable[str],
     keep: int = 1,
     complete: Callable[[Path], bool] | None = None,
+    protect: Iterable[Path] = (),
 ) -> None:
     """Make ``gen`` the current generation of ``directory``: one atomic switch of ``.plr-current``.
 
@@ -290,7 +295,8 @@ def commit_generation(
     ``keep - 1`` newest that ``complete(path)`` accepts (all, without ``complete``): a generation left
     unfinished by a killed save, or one that no longer verifies, never takes the place of a good one, and a
     generation ``complete`` accepts is removed only when newer ones it accepts are kept (``gen`` among them).
-    ``complete`` is asked newest first, and only until ``keep - 1`` generations are accepted.
+    ``complete`` is asked newest first, and only until ``keep - 1`` generations are accepted. A generation
+    in ``protect`` is never removed (nor counted towards ``keep``).
     """
     base = Path(directory)
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
@@ -300,7 +306,8 @@ def commit_generation(
         _replace_link(base / name, os.path.join(CURRENT_LINK, name))
     _replace_link(base / CURRENT_LINK, gen.name)
     _fsync_dir(base)
-    others = [path for _, path in generations(base) if path != gen]
+    protected = set(protect)
+    others = [path for _, path in generations(base) if path != gen and path not in protected]
     kept: set[Path] = set()
     for path in reversed(others):  # newest first
         if len(kept) >= keep - 1:

@@ -16,7 +16,6 @@ the policy, as in the PLR paper's evaluation. Ask for greedy actions with ``dete
 
 from __future__ import annotations
 
-import csv
 import numbers
 import os
 import time
@@ -29,6 +28,7 @@ import numpy.typing as npt
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
+from plr_gym._eval_csv import append_rows
 from plr_gym._levels import check_level_id
 
 __all__ = [
@@ -535,13 +535,8 @@ class HeldOutEvalCallback(BaseCallback):
         self.logger.record("time/total_timesteps", self.num_timesteps, exclude="tensorboard")
         self.logger.dump(self.num_timesteps)
         if self.log_path is not None:
-            new = not self.log_path.exists()
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            with self.log_path.open("a", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=EVAL_CSV_FIELDS)
-                if new:
-                    writer.writeheader()
-                writer.writerows(rows)
+            append_rows(self.log_path, rows, EVAL_CSV_FIELDS)  # atomic: never half a row (a full disk)
         if self.verbose:
             parts = [f"{r['split']} {r['mean']:.3f} [{r['mean_lo']:.3f}, {r['mean_hi']:.3f}]" for r in rows]
             print(f"  step {self.num_timesteps:>8}: mean return  " + "  ".join(parts), flush=True)

@@ -145,6 +145,30 @@ def _positive_float(text: str) -> float:
     return value
 
 
+#: Smallest temperature: below it (a subnormal float) 1/temperature overflows to inf.
+MIN_TEMPERATURE = 2.2250738585072014e-308
+
+
+def _temperature(text: str) -> float:
+    value = _positive_float(text)
+    if value < MIN_TEMPERATURE:
+        raise argparse.ArgumentTypeError(
+            f"expected a number >= {MIN_TEMPERATURE:.4g} (1/temperature must be finite), got {text!r}"
+        )
+    return value
+
+
+#: Largest ``--save-minutes`` (about 19 years): 60 x a larger value could overflow to inf seconds.
+MAX_SAVE_MINUTES = 10_000_000
+
+
+def _save_minutes(text: str) -> float:
+    value = _finite_float(text)
+    if not 0 < value <= MAX_SAVE_MINUTES:
+        raise argparse.ArgumentTypeError(f"expected minutes in (0, {MAX_SAVE_MINUTES:,}], got {text!r}")
+    return value
+
+
 def _nonneg_float(text: str) -> float:
     value = _finite_float(text)
     if value < 0:
@@ -564,7 +588,7 @@ _SHARED: tuple[Option, ...] = (
         presets=_paper_sampler("score_transform", "rank prioritisation"),
     ),
     Option(
-        "temperature", "beta (default {default})", _SAMPLER, type=_positive_float,
+        "temperature", "beta (default {default})", _SAMPLER, type=_temperature,
         library_default=_SAMPLER_DEFAULTS["temperature"],
         presets=_paper_sampler("temperature", lambda value: f"beta = {value}"),
     ),
@@ -579,7 +603,7 @@ _SHARED: tuple[Option, ...] = (
         presets=_both("power", "staleness P_C", _PAPER),
     ),
     Option(
-        "staleness_temperature", "default {default}", _SAMPLER, type=_positive_float,
+        "staleness_temperature", "default {default}", _SAMPLER, type=_temperature,
         library_default=_SAMPLER_DEFAULTS["staleness_temperature"],
         presets=_both(1.0, "staleness temperature 1", _CODE_ARGS + " `--staleness_temperature`"),
     ),
@@ -609,7 +633,7 @@ _SHARED: tuple[Option, ...] = (
     Option(
         "temperature_end",
         "anneal the temperature linearly to this value over training (default: no annealing)",
-        _SAMPLER, type=_positive_float, library_default=_SAMPLER_DEFAULTS["temperature_end"],
+        _SAMPLER, type=_temperature, library_default=_SAMPLER_DEFAULTS["temperature_end"],
     ),
     Option(
         "uniform_mass", "share of replay draws uniform over the levels (default {default})", _SAMPLER,
@@ -636,14 +660,14 @@ _SHARED: tuple[Option, ...] = (
     Option(
         "save_freq",
         "save a checkpoint every STEPS env steps, at the next rollout boundary (default %(default)s); "
-        "SIGTERM, SIGINT and SIGUSR1 save at the current step",
+        "SIGTERM, SIGINT, SIGHUP and SIGUSR1 save at the current step",
         _OUTPUT, type=_step_count, default=DEFAULT_SAVE_FREQ, metavar="STEPS", resumable=True
     ),
     Option(
         "save_minutes",
         "also save a checkpoint at the first rollout boundary after M minutes of wall clock since the last "
         "one (runs in short slices of machine time: at most M minutes plus a rollout are lost)",
-        _OUTPUT, type=_positive_float, default=None, metavar="M", resumable=True
+        _OUTPUT, type=_save_minutes, default=None, metavar="M", resumable=True
     ),
     Option(
         "keep_checkpoints", "keep the last K checkpoints (default %(default)s)", _OUTPUT, type=_positive_int,

@@ -12,7 +12,6 @@ Example:
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -23,6 +22,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from plr_gym._eval_csv import read_rows
 
 __all__ = [
     "Run",
@@ -80,8 +81,7 @@ def load_run(path: Path) -> Run:
 
     config_path = path / "config.json"
     config: dict[str, Any] = json.loads(config_path.read_text()) if config_path.is_file() else {}
-    with (path / "eval.csv").open(newline="") as f:
-        curve = list(csv.DictReader(f))
+    curve = read_rows(path / "eval.csv")  # a torn last row (a full disk) ignored with a warning
     final_path = path / "evaluation.json"
     final = json.loads(final_path.read_text()) if final_path.is_file() else None
     sampler_name = config.get("sampler", path.name)

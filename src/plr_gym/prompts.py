@@ -20,9 +20,10 @@ Two selection rules, each from its paper:
     plus an optional staleness term; that sampling rule is plr_gym's, the score is the paper's. By default
     the estimates of prompts solved less than half the time age (``evidence_half_life=50``,
     ``ageing="unsolved"``): a prompt read as never solved is measured again as the policy moves, which
-    replaces the uniform floor; unseen prompts get 40% of the draws while some remain
-    (``replay_prob=0.6``). These are the settings chosen by the study "Estimates that keep up" in
-    docs/prompts.md.
+    replaces the uniform floor; unseen prompts get 40% of the draws while some remain, 20% on datasets of
+    20,000 prompts or more (``replay_prob="auto"``). These are the settings chosen by the study "Estimates
+    that keep up" in docs/prompts.md. Rewards that an LLM judge or a flaky verifier flips now and then:
+    ``reward_noise`` (not by default; docs/prompts.md, "Noisy rewards and large datasets").
 ``method="thompson"``
     Model Predictive Prompt Selection (MoPPS; Qu et al. 2025, arXiv 2507.04632): a ``Beta(a, b)`` posterior
     on each prompt's success rate, updated with the successes and failures of every group; each batch
@@ -80,6 +81,8 @@ from plr_gym._prompt_state import (
     load_state,
     save_state,
 )
+from plr_gym._prompt_stats import _DEFAULT_REPLAY_PROB, _auto_replay_prob, _group_stats, _rounds
+from plr_gym._sizes import allocating
 from plr_gym.sampler import LevelSampler, _check_positive, _check_real, _check_unit, _state_rng
 
 __all__ = ["AGEINGS", "ESTIMATES", "METHODS", "P_HISTOGRAM_BINS", "SPREADS", "PromptCurriculum"]
@@ -94,7 +97,6 @@ AGEINGS: tuple[str, ...] = ("all", "unsolved")
 #: the defaults chosen by the study "Estimates that keep up" (docs/prompts.md, rounds 2 and 3)
 _DEFAULT_HALF_LIFE = 50.0
 _DEFAULT_AGEING = "unsolved"
-_DEFAULT_REPLAY_PROB = 0.6
 #: ``uniform_mass=None`` means: no floor for ``learnability`` whose estimates age (round 3: ageing re-measures
 #: instead), else 0.1 (estimates that never age; MoPPS's uniform slots for ``thompson``, not in the study)
 _FLOOR = 0.1
@@ -116,35 +118,6 @@ def _reward_spread(episode: Any) -> float:
     raise TypeError(
         "a PromptCurriculum's sampler is fed by PromptCurriculum.observe, not by an episode scorer"
     )
-
-
-def _group_stats(values: FloatArray, success: BoolArray, inv: IntArray, k: int) -> tuple[Any, ...]:
-    """Per group (``inv``: each entry's group of ``k``): its size ``n``, successes ``s``, mean reward, reward
-    variance (0 when its rewards are all equal) and whether its rewards differ."""
-    n = np.bincount(inv, minlength=k)
-    s = np.bincount(inv, weights=success.astype(np.float64), minlength=k)
-    group_mean = np.bincount(inv, weights=values, minlength=k) / n
-    dev = values - group_mean[inv]
-    low = np.full(k, np.inf)
-    high = np.full(k, -np.inf)
-    np.minimum.at(low, inv, values)
-    np.maximum.at(high, inv, values)
-    mixed = high > low
-    with np.errstate(over="ignore", invalid="ignore"):
-        group_var = np.where(mixed, np.bincount(inv, weights=dev * dev, minlength=k) / n, 0.0)
-    return n, s, group_mean, group_var, mixed
-
-
-def _rounds(prompt_of: IntArray) -> IntArray:
-    """Each group's round: a prompt with several groups in a batch takes them one after the other, in
-    order (its first group in round 0, its second in round 1, ...)."""
-    k = prompt_of.size
-    order = np.argsort(prompt_of, kind="stable")
-    rank = np.empty(k, dtype=np.int64)
-    first = np.r_[True, prompt_of[order][1:] != prompt_of[order][:-1]]
-    starts = np.maximum.accumulate(np.where(first, np.arange(k), 0))
-    rank[order] = np.arange(k) - starts
-    return rank
 
 
 class PromptCurriculum:
@@ -174,7 +147,10 @@ class PromptCurriculum:
     :param replay_prob: ``learnability`` only: probability, in ``[0, 1]``, that a draw replays a prompt
         already measured rather than trying an unseen one, while some are unseen (afterwards every draw
         replays). Replay starts with the first measured prompt: there is no uniform epoch first. Default
-        0.6 (0.5 until round 3 of the study).
+        ``"auto"``: set from the dataset's size, ``0.6 + 0.2·clip(log10(num_prompts / 2000), 0, 1)``
+        (0.6 up to 2000 prompts, 0.8 from 20,000: on a dataset the budget does not exhaust, fewer draws go
+        to unseen prompts; round 4 of the study in docs/prompts.md). It was 0.6 for every size until round
+        4, 0.5 until round 3. A state saved before round 4 with 0.6 resumes with 0.6 under ``"auto"``.
     :param staleness_coef: ``learnability`` only: weight in ``[0, 1)`` of the PLR staleness distribution
         (prompts not drawn for long come back; see :class:`~plr_gym.LevelSampler`). Default 0.
     :param success_rate_alpha: smallest step of the running average of ``p`` over groups, in ``(0, 1]``.
@@ -219,6 +195,14 @@ class PromptCurriculum:
     :param prompt_labels: with ``evidence_half_life``: one int label per prompt (a topic, a difficulty
         level), so that stale estimates decay towards what prompts *like them* score now. ``None``
         (default): one label for all.
+    :param reward_noise: ``learnability`` with ``estimate="running"`` only: ``ε`` in ``[0, 1/2)``, the
+        probability that a 0/1 reward is flipped (an LLM judge, a flaky verifier). A prompt solved with
+        probability ``p`` is then seen succeed with ``p_obs = ε + (1 − 2ε)·p``, whose variance is
+        ``p_obs(1 − p_obs) = ε(1 − ε) + (1 − 2ε)²·p(1 − p)``: every prompt, solved or out of reach, looks
+        learnable by ``ε(1 − ε)``. The score is de-biased: ``max(0, v − ε(1 − ε)) / (1 − 2ε)²``, ``v`` the
+        running variance on the unit scale (0/1 rewards, or ``reward_range``'s ends); with ``spread="std"``
+        its square root. Default 0 (the scores as measured). ``success_rate`` and the stats stay the
+        observed ones. See docs/prompts.md, "Noisy rewards and large datasets" (round 4).
 
     An option of one method set away from its default with the other (``replay_prob``, ``staleness_coef``
     with ``thompson``; ``target`` with ``learnability``) is refused (``ValueError``), not ignored. ``prior``
@@ -245,7 +229,7 @@ class PromptCurriculum:
         method: str = "learnability",
         seed: int | None = None,
         uniform_mass: float | None = None,
-        replay_prob: float = _DEFAULT_REPLAY_PROB,
+        replay_prob: float | str = "auto",
         staleness_coef: float = 0.0,
         success_rate_alpha: float = 1.0,
         spread: str = "variance",
@@ -260,6 +244,7 @@ class PromptCurriculum:
         evidence_half_life: float | None = _DEFAULT_HALF_LIFE,
         prompt_labels: Any = None,
         ageing: str = _DEFAULT_AGEING,
+        reward_noise: float = 0.0,
     ) -> None:
         if not _is_int(num_prompts) or int(num_prompts) < 1:
             raise ValueError(f"num_prompts must be a positive int, got {num_prompts!r}")
@@ -270,32 +255,45 @@ class PromptCurriculum:
         self._set_reward_options(reward_range, success_threshold, success_fn, filter_groups)
         self._set_posterior_options(target, prior, posterior_decay)
         self._set_ageing_options(estimate, evidence_half_life, prompt_labels, ageing)
+        self._set_noise_option(reward_noise)
         if uniform_mass is None and self.evidence_half_life is not None:
             self.uniform_mass = 0.0  # ageing re-measures the prompts read as never solved: no floor
         self._refuse_other_methods_options()
         self.seed = check_seed(seed)
-        # the sampler stores the spread that observe() computes (alpha = 1: each update replaces the score)
-        self.sampler = LevelSampler(
+        with allocating(
+            "num_prompts", self.num_prompts
+        ):  # refused as this class's argument, not the sampler's
+            np.empty((16, self.num_prompts))  # about the arrays the curriculum and its sampler hold
+        self.sampler = self._new_sampler(self.replay_prob)
+        self._start_estimates()
+
+    def _new_sampler(self, replay_prob: float) -> LevelSampler:
+        """The sampler: it stores the spread that observe() computes (alpha = 1: each update replaces it)."""
+        return LevelSampler(
             levels=range(self.num_prompts),
             strategy=_reward_spread,
             score_transform="power",
             temperature=1.0,
             staleness_coef=self.staleness_coef,
             replay_schedule="fixed",
-            replay_prob=self.replay_prob,
+            replay_prob=replay_prob,
             min_seen_ratio=0.0,
             uniform_mass=self.uniform_mass,
             alpha=1.0,
             seed=self.seed,
         )
-        self._start_estimates()
 
     # ------------------------------------------------------------------ construction steps
     def _set_draw_options(
         self, uniform_mass: Any, replay_prob: Any, staleness_coef: Any, success_rate_alpha: Any, spread: Any
     ) -> None:
         self.uniform_mass = _FLOOR if uniform_mass is None else _check_unit("uniform_mass", uniform_mass)
-        self.replay_prob = _check_unit("replay_prob", replay_prob)
+        self._replay_auto = isinstance(replay_prob, str) and replay_prob == "auto"
+        self.replay_prob = (
+            (_auto_replay_prob(self.num_prompts) if self.method == "learnability" else _DEFAULT_REPLAY_PROB)
+            if self._replay_auto
+            else _check_unit("replay_prob", replay_prob)
+        )
         self.staleness_coef = _check_unit("staleness_coef", staleness_coef)
         if self.staleness_coef == 1.0:
             raise ValueError("staleness_coef must be < 1 (at 1 the success rates would play no part)")
@@ -366,6 +364,17 @@ class PromptCurriculum:
                 f"ageing={ageing!r} chooses which estimates age: it needs evidence_half_life (it is None)"
             )
         self.ageing = ageing
+
+    def _set_noise_option(self, reward_noise: Any) -> None:
+        self.reward_noise = _check_real("reward_noise", reward_noise)
+        if not 0.0 <= self.reward_noise < 0.5:
+            raise ValueError(f"reward_noise must lie in [0, 0.5), got {reward_noise!r}")
+        if self.reward_noise > 0 and (self.method != "learnability" or self.estimate != "running"):
+            raise ValueError(
+                f"reward_noise={reward_noise!r} de-biases the running learnability score: it applies to "
+                f"method='learnability' with estimate='running' only (method={self.method!r}, "
+                f"estimate={self.estimate!r} would ignore it)"
+            )
 
     def _refuse_other_methods_options(self) -> None:
         """An option of the other method, set away from its default, is refused, not ignored."""
@@ -631,6 +640,10 @@ class PromptCurriculum:
     def _score_of(self, var: FloatArray) -> FloatArray:
         """The learnability score of running variances: on ``reward_range``'s unit scale if one is set."""
         scale = 1.0 if self.reward_range is None else self.reward_range[1] - self.reward_range[0]
+        if self.reward_noise > 0:  # de-biased for flipped rewards: (v − ε(1 − ε)) / (1 − 2ε)², at least 0
+            eps = self.reward_noise
+            unit = np.maximum(var / (scale * scale) - eps * (1.0 - eps), 0.0) / (1.0 - 2.0 * eps) ** 2
+            return np.asarray(np.sqrt(unit) if self.spread == "std" else unit)
         if self.spread == "std":
             return np.asarray(np.sqrt(var) / scale)
         return np.asarray(var / (scale * scale))
@@ -708,6 +721,7 @@ class PromptCurriculum:
             "evidence_half_life": self.evidence_half_life,
             "prompt_labels": None if self.prompt_labels is None else self.prompt_labels.tolist(),
             "ageing": self.ageing,
+            "reward_noise": self.reward_noise,
             "seed": self.seed,
         }
 
@@ -738,7 +752,10 @@ class PromptCurriculum:
         """Restore a :meth:`state_dict`; every member is checked first, a refused state (``ValueError``)
         leaves the curriculum unchanged."""
         check_header(state, self.state_dict())
-        theirs = check_config(self._config(), state["config"])
+        mine = self._config()
+        if self._adopts_old_replay_prob(state["config"]):
+            mine["replay_prob"] = _DEFAULT_REPLAY_PROB
+        theirs = check_config(mine, state["config"])
         arrays = checked_arrays(state, self.num_prompts)
         counters = checked_counters(state, arrays)
         rng = _state_rng(state["rng"])
@@ -756,7 +773,13 @@ class PromptCurriculum:
         )
         if scores.shape != (self.num_prompts,) or not np.array_equal(scores[measured], expected[measured]):
             raise ValueError("state 'sampler' scores do not match 'reward_variance': the state is corrupt")
-        self.sampler.load_state_dict(sampler_state)  # checks everything before it assigns anything
+        sampler = (
+            self.sampler
+            if mine["replay_prob"] == self.replay_prob
+            else self._new_sampler(mine["replay_prob"])
+        )
+        sampler.load_state_dict(sampler_state)  # checks everything before it assigns anything
+        self.sampler, self.replay_prob = sampler, mine["replay_prob"]
         self.seed = seed
         self._a = arrays["posterior_a"]
         self._b = arrays["posterior_b"]
@@ -773,6 +796,17 @@ class PromptCurriculum:
         self._measured_at = arrays["measured_at"]
         self._rng = rng
 
+    def _adopts_old_replay_prob(self, theirs: Any) -> bool:
+        """A state written before round 4 (its config has no ``reward_noise``) with round 3's default
+        ``replay_prob=0.6`` resumes with it under ``replay_prob="auto"``, whatever the dataset's size."""
+        return (
+            self._replay_auto
+            and self.method == "learnability"
+            and isinstance(theirs, dict)
+            and "reward_noise" not in theirs
+            and theirs.get("replay_prob") == _DEFAULT_REPLAY_PROB
+        )
+
     def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None) -> None:
         """Write :meth:`state_dict` to ``path`` as ``.npz`` (arrays + JSON, never unpickled), atomically.
 
@@ -782,8 +816,14 @@ class PromptCurriculum:
         save_state(path, self.state_dict(), extra)
 
     def load_from(self, path: str | os.PathLike[str]) -> dict[str, Any] | None:
-        """Restore the state written by :meth:`save`; returns the ``extra`` saved with it."""
-        state, meta = load_state(path)
-        self.load_state_dict(state)
-        extra = meta.get("extra")
-        return None if extra is None else dict(extra)
+        """Restore the state written by :meth:`save`; returns the ``extra`` saved with it.
+
+        :raises ValueError: naming ``path`` if the file is not a readable PromptCurriculum checkpoint (its
+            ``extra`` included), or if its state is refused; either leaves the curriculum unchanged.
+        """
+        state, extra = load_state(path)
+        try:
+            self.load_state_dict(state)
+        except ValueError as exc:
+            raise ValueError(f"{os.fspath(path)}: {exc}") from exc
+        return extra

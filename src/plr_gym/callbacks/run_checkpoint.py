@@ -122,7 +122,7 @@ class RunCheckpointCallback(BaseCallback):
             )
             raise RunDirectoryError(
                 f"cannot save a checkpoint at step {self.num_timesteps} in {self.run.path}: "
-                f"{exc.strerror or exc}; {kept}"
+                f"{exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''}; {kept}"
             ) from exc
         self._last_step = self.last.timestep
         self._last_time = self.clock()

@@ -9,11 +9,13 @@ import io
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from plr_gym import training
+from plr_gym._eval_csv import TornRowWarning
 from plr_gym.cli.common import CLIError, Interrupted, _has_modules, import_gym_packages
 from plr_gym.cli.train import train
 from plr_gym.options import SAMPLERS
@@ -55,10 +57,10 @@ def _train_all(jobs: list[argparse.Namespace], n_jobs: int) -> list[Path]:
     one after the other, or with ``n_jobs > 1`` up to that many at once, each in its own process
     (:func:`_train_job`), its output lines prefixed with its directory's name, without progress bars.
 
-    In parallel, ``SIGINT`` (Ctrl-C), ``SIGTERM`` and ``SIGUSR1`` stop the runs under way as they stop
-    ``plr-gym train`` (a checkpoint at the current step; the parent passes the signal on, ``SIGTERM`` for
-    ``SIGINT``, which a terminal sends to every process anyway), start no other run, and raise
-    :class:`Interrupted`. A run that fails stops the others the same way, and its error is raised.
+    In parallel, ``SIGINT`` (Ctrl-C), ``SIGTERM``, ``SIGHUP`` and ``SIGUSR1`` stop the runs under way as
+    they stop ``plr-gym train`` (a checkpoint at the current step; the parent passes the signal on,
+    ``SIGTERM`` for ``SIGINT``, which a terminal sends to every process anyway), start no other run, and
+    raise :class:`Interrupted`. A run that fails stops the others the same way, and its error is raised.
     """
     if n_jobs <= 1 or len(jobs) <= 1:
         return [train(ns) for ns in jobs]
@@ -204,9 +206,16 @@ def compare_command(args: argparse.Namespace) -> list[Path]:
                 "train one with plr-gym train"
             )
     try:
-        table = compare_runs(run_dirs, out)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", TornRowWarning)
+            table = compare_runs(run_dirs, out)
     except (OSError, ValueError, KeyError) as exc:  # a malformed run directory, or an unusable --out
         raise CLIError(f"cannot compare {', '.join(map(str, run_dirs))} into {out}: {exc!r}") from None
+    for w in caught:  # a torn last row of an eval.csv (an older plr-gym on a full disk): one line each
+        if issubclass(w.category, TornRowWarning):
+            print(f"note: {w.message}", file=sys.stderr, flush=True)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     print(table)
     written = [out / name for name in ("comparison.md", "comparison.csv", "comparison.png")]
     print("\nwrote " + ", ".join(str(p) for p in written if p.exists()))

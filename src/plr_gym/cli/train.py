@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import dataclasses
 import errno
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,7 +153,8 @@ def train(args: argparse.Namespace) -> Path:
     """Run ``plr-gym train`` with parsed arguments; returns the run directory.
 
     The run directory is a :class:`plr_gym.run.RunDirectory`: it is locked for the run, checkpointed
-    every ``--save-freq`` steps and on SIGTERM, SIGINT and SIGUSR1, and continued by ``--resume``.
+    every ``--save-freq`` steps and on SIGTERM, SIGINT, SIGHUP and SIGUSR1, and continued by
+    ``--resume``.
 
     :raises Interrupted: a signal stopped training after saving a checkpoint at the current step (exit
         code 128 + the signal's number), or a second Ctrl-C stopped it at once (130).
@@ -194,21 +195,29 @@ def _run_config(args: argparse.Namespace, out: Path, eval_levels: list[int]) -> 
 
 def _begin(run_dir: Any, args: argparse.Namespace, out: Path, config: dict[str, Any]) -> Any:
     """Start the run in ``run_dir`` or continue it (``--resume``); the checkpoint to restore, or ``None``."""
-    from plr_gym.run import RunDirectoryError
+    from plr_gym.run import RunDirectoryError, RunDirectoryWarning
 
     resume = getattr(args, "resume", None) is not None
     if resume:
         _check_options_added_since(out, args)
     try:
-        return run_dir.begin(
-            config,
-            resume=resume,
-            overwrite=getattr(args, "overwrite", False),
-            mutable=(RESUME_MAY_CHANGE | _same_envs_other_processes(run_dir, args)) if resume else (),
-            run_files=RUN_FILES,
-        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RunDirectoryWarning)
+            return run_dir.begin(
+                config,
+                resume=resume,
+                overwrite=getattr(args, "overwrite", False),
+                mutable=(RESUME_MAY_CHANGE | _same_envs_other_processes(run_dir, args)) if resume else (),
+                run_files=RUN_FILES,
+            )
     except RunDirectoryError as exc:
         raise CLIError(str(exc)) from None
+    finally:  # a resume never passes over a generation, or starts again, without a line saying so
+        for w in caught:
+            if issubclass(w.category, RunDirectoryWarning):
+                print(f"note: {w.message}", file=sys.stderr, flush=True)
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 def _train_and_finish(
@@ -397,9 +406,10 @@ def _needs_final_evaluation(out: Path, steps: int, args: argparse.Namespace) -> 
 
 def _logged_steps(log: Path) -> set[int]:
     """The steps of the rows of ``eval.csv`` (empty if there is none)."""
+    from plr_gym._eval_csv import read_rows
+
     try:
-        with log.open(newline="") as f:
-            return {int(row["timesteps"]) for row in csv.DictReader(f)}
+        return {int(row["timesteps"]) for row in read_rows(log)}  # a torn last row dropped, with a warning
     except (OSError, KeyError, ValueError, TypeError):
         return set()
 

@@ -21,6 +21,7 @@ import numpy as np
 import ray
 
 from plr_gym._levels import load_values, save_values
+from plr_gym._sizes import allocating
 from plr_gym.checkpoint import checkpoint_files, write_checkpoint_dir
 from plr_gym.distributed.options import _actor_options, _check_count, _check_seconds, _check_source
 from plr_gym.distributed.wire import _checked_push, _portable, _wire
@@ -173,13 +174,15 @@ class LevelSourceActor:
     def draw(self, n: int) -> tuple[str, Any]:
         """``n`` levels of a per-episode source (each counted as sampled now), for a client's queue."""
         n = _check_count("n", n, 0)
-        levels = self.source.next_levels(np.arange(n, dtype=np.int64))
+        with allocating("n", n, "draw the levels in smaller batches"):
+            envs = np.arange(n, dtype=np.int64)
+        levels = self.source.next_levels(envs)
         self.counters["levels_served"] += n
         return self.incarnation, _wire(levels)
 
     def plan(self, envs: Any) -> tuple[str, Any]:
         """The levels of ``envs`` in the open plan of a source that plans rollouts."""
-        envs = np.asarray(envs, dtype=np.int64)
+        envs = _env_indices(envs)
         levels = self.source.next_levels(envs)
         self.counters["levels_served"] += int(envs.size)
         return self.incarnation, levels
@@ -465,6 +468,16 @@ class LevelSourceActor:
         except BaseException:
             self.source.load_state_dict(state)
             raise
+
+
+def _env_indices(envs: Any) -> Any:
+    """``envs`` of :meth:`LevelSourceActor.plan` as a 1-D int64 array (float or bool indices refused)."""
+    arr = np.asarray(envs)
+    if arr.ndim != 1 or (arr.size and (arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer))):
+        raise TypeError(f"envs must be a 1-D array of int env indices, got {arr.dtype} {arr.shape}")
+    if arr.size and int(arr.min()) < 0:
+        raise ValueError(f"envs must be env indices >= 0, got {int(arr.min())}")
+    return arr.astype(np.int64)
 
 
 def _has_checkpoint(directory: str, names: list[str]) -> bool:

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -24,7 +24,7 @@ from ray.exceptions import RayActorError
 
 from plr_gym.checkpoint import atomic_open
 from plr_gym.distributed import options
-from plr_gym.distributed.options import _check_count, _check_seconds, _QueueRules
+from plr_gym.distributed.options import _MAX_AHEAD, _check_count, _check_seconds, _QueueRules
 from plr_gym.distributed.wire import (
     _GONE,
     ActorUnavailableError,
@@ -52,8 +52,8 @@ class RemoteLevelSource(_QueueRules):
     :param actor: the handle :func:`host_level_source` returned, or the actor's name.
     :param namespace: the Ray namespace of a named actor.
     :param prefetch: levels kept ready per env of this client, at least (``0``: no queue, one blocking call
-        per :meth:`next_levels`, exact). Ignored for sources that plan rollouts (their levels are fixed per
-        rollout and fetched once per rollout).
+        per :meth:`next_levels`, exact; at most 4,096). Ignored for sources that plan rollouts (their
+        levels are fixed per rollout and fetched once per rollout).
     :param prefetch_seconds: also keep ready as many levels as this client's envs take in this many
         seconds (measured; at most 4,096), refilled when an eighth is left, so that a refill call comes
         about every ``7/8 × prefetch_seconds`` seconds whatever the reset rate. A level is then drawn up
@@ -63,13 +63,14 @@ class RemoteLevelSource(_QueueRules):
         queue keeps ``8/7 × min_refill`` ready) where the envs reset too rarely for ``prefetch_seconds``
         to fill one, but never more than ``3 × prefetch_seconds`` of resets: the actor's fixed cost per
         call (≈ 0.6 ms) is shared by at least this many levels, at the price of a longer lag for such
-        envs (up to ``8/7 × min_refill / rate`` seconds). ``0``: no floor.
+        envs (up to ``8/7 × min_refill / rate`` seconds). ``0``: no floor; at most 4,096.
     :param push_every: push the buffered scores every this many :meth:`update_batch` calls; ``None``
         (default): with the next refill, or once the oldest is as old as the time the queue lasts
         (``prefetch_seconds``, or up to ``3 × prefetch_seconds`` where ``min_refill`` sets the queue).
-        Always at :meth:`end_rollout` and :meth:`flush`.
+        Always at :meth:`end_rollout` and :meth:`flush` (so a very large ``push_every`` is accepted: it
+        pushes there only).
     :param retry_timeout: seconds to keep retrying while the actor is dead or restarting before
-        :class:`LevelSourceUnavailable` is raised.
+        :class:`LevelSourceUnavailable` is raised (``math.inf``: retry for ever, accepted on purpose).
 
     Example:
         >>> import numpy as np, ray
@@ -85,6 +86,10 @@ class RemoteLevelSource(_QueueRules):
         ValueError: RemoteLevelSource.update_batch: scores must be finite, got nan at position 1
         >>> ray.shutdown()
     """
+
+    #: a client, not a source to host: ``host_level_source`` refuses it (read by ``options._check_source``,
+    #: which cannot import this module: this one imports it)
+    is_remote_client: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -108,9 +113,9 @@ class RemoteLevelSource(_QueueRules):
             )
         if namespace is not None and not isinstance(namespace, str):
             raise ValueError(f"{owner}: namespace must be a str or None, got {namespace!r}")
-        self.prefetch = _check_count("prefetch", prefetch, low=0)
+        self.prefetch = _check_count("prefetch", prefetch, low=0, high=_MAX_AHEAD)
         self.prefetch_seconds = _check_seconds("prefetch_seconds", prefetch_seconds)
-        self.min_refill = _check_count("min_refill", min_refill, low=0)
+        self.min_refill = _check_count("min_refill", min_refill, low=0, high=_MAX_AHEAD)
         self.push_every = None if push_every is None else _check_count("push_every", push_every, low=1)
         if (
             isinstance(retry_timeout, bool)

@@ -31,9 +31,7 @@ _clock = time.monotonic
 
 # ------------------------------------------------------------------------------------------------ checks
 def _check_source(source: Any, owner: str) -> None:
-    from plr_gym.distributed.client import RemoteLevelSource  # the client module imports this one
-
-    if isinstance(source, RemoteLevelSource):
+    if getattr(type(source), "is_remote_client", False) is True:  # a RemoteLevelSource
         raise TypeError(f"{owner}: source is already a RemoteLevelSource; host the LevelSampler itself")
     if isinstance(source, type) or not isinstance(source, LevelSource):
         raise TypeError(
@@ -43,14 +41,21 @@ def _check_source(source: Any, owner: str) -> None:
 
 
 def _check_seconds(name: str, value: Any) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
+    """A finite number of seconds >= 0 (``inf`` would overflow the sizes and times computed from it)."""
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, (int, float))
+        or not 0 <= value < math.inf
+    ):
+        raise ValueError(f"{name} must be a number of seconds >= 0 (and finite), got {value!r}")
     return float(value)
 
 
-def _check_count(name: str, value: Any, low: int) -> int:
+def _check_count(name: str, value: Any, low: int, high: int | None = None) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < low:
         raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be an int in [{low}, {high}], got {value!r}")
     return int(value)
 
 
@@ -151,10 +156,11 @@ class _QueueRules:
             return base
         if rate is None:
             return max(base, min(_MAX_AHEAD, 4 * self._rate_count))
-        ahead = math.ceil(rate * self.prefetch_seconds)
+        ahead = math.ceil(min(rate * self.prefetch_seconds, _MAX_AHEAD))
         if self.min_refill:
             floor = math.ceil(8 * self.min_refill / 7)
-            ahead = max(ahead, min(floor, math.ceil(rate * _MAX_LAG_FACTOR * self.prefetch_seconds)))
+            lag = math.ceil(min(rate * _MAX_LAG_FACTOR * self.prefetch_seconds, _MAX_AHEAD))
+            ahead = max(ahead, min(floor, lag))
         return max(base, min(_MAX_AHEAD, ahead))
 
     def _refill_at(self, target: int) -> int:

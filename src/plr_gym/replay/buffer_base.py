@@ -136,6 +136,7 @@ class _PrioritizedBufferBase(StepChecks, BufferFiles):
                 "observation_space and action_space must be gymnasium spaces, got "
                 f"{type(observation_space).__name__} and {type(action_space).__name__}"
             )
+        _check_array_spaces(type(self).__name__, observation_space)
 
     # ------------------------------------------------------------------ state and hyper-parameters
 
@@ -498,4 +499,27 @@ class _PrioritizedBufferBase(StepChecks, BufferFiles):
             mask=self.to_torch(mask),
             weights=self.to_torch(weights.astype(np.float32).reshape(-1, 1)),
             indices=anchors,
+        )
+
+
+#: The observation spaces SB3's buffers store as arrays (a Dict buffer: a flat Dict of these).
+_ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+
+
+def _check_array_spaces(owner: str, observation_space: spaces.Space[Any]) -> None:
+    """Refuse, naming ``observation_space``, a space SB3's storage would fail on late or unclearly (a
+    nested Dict: "'str' object cannot be interpreted as an integer"; a Tuple: NotImplementedError)."""
+    accepted = "Box, Discrete, MultiDiscrete or MultiBinary"
+    if isinstance(observation_space, spaces.Dict):
+        for key, sub in observation_space.spaces.items():
+            if not isinstance(sub, _ARRAY_SPACES):
+                raise TypeError(
+                    f"observation_space: {owner} stores a flat Dict of {accepted} spaces, got a "
+                    f"{type(sub).__name__} under {key!r}; flatten the nested space (e.g. gymnasium's "
+                    "FlattenObservation, or a Dict whose values are arrays)"
+                )
+    elif not isinstance(observation_space, _ARRAY_SPACES):
+        raise TypeError(
+            f"observation_space must be a {accepted} space (a flat Dict of them for "
+            f"PrioritizedDictReplayBuffer), got {type(observation_space).__name__}"
         )

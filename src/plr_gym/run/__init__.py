@@ -84,6 +84,7 @@ from plr_gym.run.layout import RNG as RNG
 from plr_gym.run.layout import STATE as STATE
 from plr_gym.run.layout import VECNORMALIZE as VECNORMALIZE
 from plr_gym.run.logs import cut_event_logs
+from plr_gym.run.manifest import RunDirectoryWarning, UnreadableCheckpointError
 from plr_gym.run.signals import StopOnSignals
 
 __all__ = [
@@ -96,7 +97,9 @@ __all__ = [
     "Checkpoint",
     "RunDirectory",
     "RunDirectoryError",
+    "RunDirectoryWarning",
     "RunLockedError",
     "StopOnSignals",
+    "UnreadableCheckpointError",
     "cut_event_logs",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -31,7 +32,7 @@ from plr_gym.run.layout import (
 )
 from plr_gym.run.lock import acquire_lock
 from plr_gym.run.logs import cut_event_logs, put_logs_back
-from plr_gym.run.manifest import Generations
+from plr_gym.run.manifest import TORN_PREFIX, Generations, RunDirectoryWarning
 from plr_gym.run.restore import restore_checkpoint
 from plr_gym.run.save import write_checkpoint
 
@@ -186,6 +187,8 @@ class RunDirectory:
             if not resume:
                 if overwrite:
                     self.clear(files)
+                    for torn in self.path.glob(TORN_PREFIX + "*"):  # saves cut short, set aside earlier
+                        shutil.rmtree(torn, ignore_errors=True)
                 self.write_config(config)
                 return None
             return self._continue(config, frozenset(mutable), files)
@@ -213,9 +216,11 @@ class RunDirectory:
         if previous is not None:
             _check_same_run(self.path, previous, config, mutable)
         if ckpt is None:  # nothing to continue from: a fresh start, without the logs of the lost one
+            self._set_aside_torn()
             self.clear(run_files)
             self.write_config(config)
             return None
+        self._generations.protected = self._generations.newer_than(ckpt)  # never pruned by this run
         resumed = previous.get("resumed_at", []) if previous is not None else []
         if not isinstance(resumed, list):
             raise RunDirectoryError(f"{self.path / CONFIG_FILE}: resumed_at must be a list of steps")
@@ -224,6 +229,19 @@ class RunDirectory:
         # written by restore() once the checkpoint is restored: a failed resume records nothing
         self._resuming = (ckpt.path, {**config, "resumed_at": [*resumed, ckpt.timestep]})
         return ckpt
+
+    def _set_aside_torn(self) -> None:
+        """A run killed while writing its first checkpoint: its torn generations (no manifest) renamed
+        ``.plr-torn-<N>`` for inspection, named in a :class:`~plr_gym.run.manifest.RunDirectoryWarning`."""
+        moved = self._generations.set_aside_torn()
+        if moved:
+            warnings.warn(
+                f"{self.path}: no checkpoint was completed (a save cut short: "
+                f"{', '.join(p.name for p in moved)} kept aside for inspection); the run starts again "
+                "from step 0",
+                RunDirectoryWarning,
+                stacklevel=3,
+            )
 
     def clear(self, run_files: Iterable[str] = ()) -> None:
         """Remove the checkpoints (generations and their links) and ``run_files``; nothing else."""

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,35 @@ from plr_gym.run.layout import (
     visible_names,
 )
 
-__all__ = ["Generations", "file_entries", "stat_signature", "write_manifest"]
+__all__ = [
+    "GEN_PREFIX",
+    "TORN_PREFIX",
+    "Generations",
+    "RunDirectoryWarning",
+    "UnreadableCheckpointError",
+    "file_entries",
+    "stat_signature",
+    "write_manifest",
+]
+
+#: The name of a generation is ``GEN_PREFIX + <N>`` (:mod:`plr_gym.checkpoint`); a torn one set aside at
+#: a resume (a save killed before its manifest) is renamed ``TORN_PREFIX + <N>``.
+GEN_PREFIX = ".plr-gen-"
+TORN_PREFIX = ".plr-torn-"
+
+
+class UnreadableCheckpointError(RunDirectoryError):
+    """A checkpoint file exists but cannot be read by this process (owned by another user, a read error):
+    not a corrupt checkpoint, so a resume never passes over it to an older one."""
+
+
+class RunDirectoryWarning(UserWarning):
+    """A resume passed over a newer generation that is not a checkpoint (torn or corrupt)."""
+
+
+def generation_number(gen: Path) -> int:
+    """``N`` of ``.plr-gen-<N>``."""
+    return int(gen.name[len(GEN_PREFIX) :])
 
 
 class Generations:
@@ -48,6 +77,8 @@ class Generations:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._known_good: dict[Path, tuple[Any, ...]] = {}  # generations verified: their files' stat
+        #: generations newer than the one a resume chose (see :meth:`newer_than`): never pruned
+        self.protected: set[Path] = set()
 
     def paths(self) -> list[Path]:
         """The generation directories, oldest first."""
@@ -74,20 +105,76 @@ class Generations:
         return self.verified(gen)
 
     def newest_verified(self) -> Checkpoint | None:
-        """Without ``.plr-current``: the newest generation that verifies; ``None`` without generations."""
+        """Without ``.plr-current``: the newest generation that verifies; ``None`` without generations, or
+        when every generation is torn (a save killed before its manifest: no step was ever completed).
+
+        A newer generation that exists but cannot be read (a file another user owns, a read error) is never
+        passed over: :class:`UnreadableCheckpointError` names the file. One passed over because it is
+        torn or corrupt is named in a :class:`RunDirectoryWarning`.
+        """
         gens = self.paths()
         reasons = []
         for gen in reversed(gens):
             try:
-                return self.verified(gen, hint=False)
+                ckpt = self.verified(gen, hint=False)
+            except UnreadableCheckpointError as exc:
+                raise UnreadableCheckpointError(
+                    f"{exc}; without a {CURRENT_LINK} link the run resumes from its newest checkpoint "
+                    f"({gen.name} or newer), never from an older one: make the file readable (its owner, "
+                    "permissions, the file system) and resume again; nothing was changed"
+                ) from None
             except RunDirectoryError as exc:
                 reasons.append(str(exc))
-        if not gens:
-            return None
+                continue
+            for reason_ in reasons:
+                warnings.warn(
+                    f"{self.path}: resuming from {gen.name} (step {ckpt.timestep}), a newer generation "
+                    f"is not a checkpoint: {reason_}",
+                    RunDirectoryWarning,
+                    stacklevel=2,
+                )
+            return ckpt
+        if not gens or all(self.torn(gen) for gen in gens):
+            return None  # no save ever completed: the run starts again from step 0
         raise RunDirectoryError(
             f"{self.path} has no {CURRENT_LINK} link and none of its {len(gens)} checkpoint generations "
             f"verifies (the newest: {reasons[0]}); nothing was changed"
         )
+
+    def torn(self, gen: Path) -> bool:
+        """Whether ``gen`` is a save cut short before its manifest (never a checkpoint). A manifest that
+        exists but cannot be looked up raises :class:`UnreadableCheckpointError`."""
+        try:
+            os.lstat(gen / MANIFEST)
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            raise UnreadableCheckpointError(f"{gen / MANIFEST} is unreadable: {reason(exc)}") from None
+        return False
+
+    def set_aside_torn(self) -> list[Path]:
+        """Rename every torn generation ``.plr-gen-<N>`` to ``.plr-torn-<N>`` (kept for inspection, no
+        longer a generation); returns the new paths."""
+        moved = []
+        for gen in self.paths():
+            if self.torn(gen):
+                aside = gen.with_name(TORN_PREFIX + gen.name[len(GEN_PREFIX) :])
+                os.rename(gen, aside)
+                moved.append(aside)
+        return moved
+
+    def newer_than(self, ckpt: Checkpoint) -> set[Path]:
+        """The generations newer than ``ckpt`` that claim to be checkpoints (they have a manifest): a run
+        resumed from ``ckpt`` never prunes them (they may be intact and unreadable to this process only)."""
+        number = generation_number(ckpt.path)
+        newer = set()
+        for gen in self.paths():
+            if generation_number(gen) > number:
+                with contextlib.suppress(UnreadableCheckpointError):
+                    if self.torn(gen):
+                        continue
+                newer.add(gen)
+        return newer
 
     # ------------------------------------------------------------------ verifying
     def verified(self, gen: Path, hint: bool = True) -> Checkpoint:
@@ -191,7 +278,9 @@ def read_manifest(gen: Path) -> tuple[int, dict[str, Any]]:
         manifest = json.loads(where.read_bytes())
     except FileNotFoundError:
         raise RunDirectoryError(f"{where} is missing: the checkpoint is incomplete") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except OSError as exc:  # it exists: another user's file, a read error (not a corrupt checkpoint)
+        raise UnreadableCheckpointError(f"{where} is unreadable: {reason(exc)}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise RunDirectoryError(f"{where} is not a valid manifest ({reason(exc)})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise RunDirectoryError(f"{where} is not a plr-gym checkpoint manifest of format {FORMAT!r}")
@@ -220,8 +309,10 @@ def _check_files(gen: Path, files: dict[Any, Any], older: Callable[[], str]) -> 
         try:
             size = os.lstat(path).st_size
             digest = sha256(path)
-        except OSError as exc:
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:  # missing: incomplete
             raise RunDirectoryError(f"checkpoint file {path} is unreadable: {reason(exc)}") from None
+        except OSError as exc:  # it exists: another user's file, a read error
+            raise UnreadableCheckpointError(f"checkpoint file {path} is unreadable: {reason(exc)}") from None
         if size != entry["bytes"] or digest != entry["sha256"]:
             raise RunDirectoryError(
                 f"checkpoint file {path} is corrupt: {size} bytes with SHA-256 {digest[:12]}..., the "

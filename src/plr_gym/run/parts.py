@@ -10,6 +10,7 @@ nothing until every part has been checked. Nothing is unpickled: weights load wi
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import random
@@ -41,9 +42,17 @@ def save_model_state(model: Any, gen: Path) -> None:
     statistics (``state.json``)."""
     import torch as th
 
-    # through a Python file: a failed write (disk full) raises OSError, not torch's RuntimeError
-    with open(gen / PARAMETERS, "wb") as f:
-        th.save(model.get_parameters(), f)
+    # serialised in memory, then written with one Python write: a full disk raises OSError naming the file
+    # (torch writing to the file itself raises its RuntimeError "unexpected pos" on a short write)
+    buffer = io.BytesIO()
+    th.save(model.get_parameters(), buffer)
+    try:
+        with open(gen / PARAMETERS, "wb") as f:
+            f.write(buffer.getbuffer())
+    except OSError as exc:  # a failed write names no file: name it
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(gen / PARAMETERS)) from None
     state = {
         "num_timesteps": int(model.num_timesteps),
         "n_updates": int(getattr(model, "_n_updates", 0)),

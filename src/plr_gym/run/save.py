@@ -69,7 +69,12 @@ def write_checkpoint(
         write_manifest(gen, manifest)  # last: a generation without it is not a checkpoint
         generations.remember(gen)  # its files were hashed for the manifest just now
         commit_generation(
-            path, gen, [MANIFEST, MODEL_ZIP, *visible, *extra], keep=keep, complete=generations.verifies
+            path,
+            gen,
+            [MANIFEST, MODEL_ZIP, *visible, *extra],
+            keep=keep,
+            complete=generations.verifies,
+            protect=generations.protected,
         )
     except BaseException:
         _discard(path, gen)

@@ -1,5 +1,6 @@
-"""Signals as requests: ``SIGTERM``, ``SIGINT`` and ``SIGUSR1`` (SLURM's ``--signal``) ask training to
-save at the current step and stop, instead of killing it inside a checkpoint write."""
+"""Signals as requests: ``SIGTERM``, ``SIGINT``, ``SIGHUP`` (a closed terminal or SSH session) and
+``SIGUSR1`` (SLURM's ``--signal``) ask training to save at the current step and stop, instead of killing
+it inside a checkpoint write."""
 
 from __future__ import annotations
 
@@ -13,21 +14,22 @@ from typing import Any
 
 __all__ = ["StopOnSignals"]
 
-_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1")
+_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1")
 
 
 class StopOnSignals:
-    """Turn ``SIGTERM``, ``SIGINT`` and ``SIGUSR1`` into a request to stop training after the current step.
+    """Turn ``SIGTERM``, ``SIGINT``, ``SIGHUP`` and ``SIGUSR1`` into a request to stop training after the
+    current step.
 
     While :meth:`installed`, the first of these signals sets :attr:`signal` (its number) and returns; a
     :class:`~plr_gym.RunCheckpointCallback` given this object then saves at the current step and stops
     training (its ``on_step`` returns ``False``), so a signal never lands inside a checkpoint write, a
     sampler update or a logger. A second ``SIGINT`` (Ctrl-C twice) raises ``KeyboardInterrupt`` at once;
-    repeated ``SIGTERM``/``SIGUSR1`` keep the request. Outside the main thread nothing is installed
-    (Python delivers signals to the main thread only).
+    repeated ``SIGTERM``/``SIGHUP``/``SIGUSR1`` keep the request. Outside the main thread nothing is
+    installed (Python delivers signals to the main thread only).
 
-    :param signals: names of the signals to handle (default ``SIGTERM``, ``SIGINT``, ``SIGUSR1``; those
-        this platform lacks are skipped).
+    :param signals: names of the signals to handle (default ``SIGTERM``, ``SIGINT``, ``SIGHUP``,
+        ``SIGUSR1``; those this platform lacks are skipped).
     :param on_request: called (in the main thread, from the signal handler) when the first one arrives.
 
     Example:

@@ -84,10 +84,21 @@ def _check_unit(name: str, value: Any, *, open_low: bool = False) -> float:
     return out
 
 
+#: The smallest positive normal float: a temperature or half-life below it is a subnormal whose
+#: reciprocal overflows to inf (issue 43, D13: ``temperature=1e-320``).
+_SMALLEST_DIVISOR = float(np.finfo(np.float64).tiny)
+
+
 def _check_positive(name: str, value: Any) -> float:
+    """A finite number > 0 that something is divided by (a temperature, a half-life): a subnormal value
+    is refused, since ``1/value`` would overflow."""
     out = _check_real(name, value)
     if out <= 0.0:
         raise ValueError(f"{name} must be > 0, got {value!r}")
+    if out < _SMALLEST_DIVISOR:
+        raise ValueError(
+            f"{name} must be at least {_SMALLEST_DIVISOR:.4g} (1/{name} must be finite), got {value!r}"
+        )
     return out
 
 
