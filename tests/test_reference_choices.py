@@ -303,6 +303,9 @@ def test_registry_names_both_sides_of_each_choice() -> None:
         "time_limit",
         "value_loss",
         "advantage_normalization",
+        "level_draw",
+        "unseen_rank",
+        "power_offset",
     ]
     for c in REFERENCE_CHOICES:
         assert c.default in c.choices and c.reference in c.choices and c.default != c.reference
@@ -313,6 +316,9 @@ def test_registry_names_both_sides_of_each_choice() -> None:
         "time_limit": "bootstrap",
         "value_loss": "mse",
         "advantage_normalization": "minibatch",
+        "level_draw": "episode_start",
+        "unseen_rank": "seen",
+        "power_offset": "none",
     }
 
 
@@ -410,3 +416,150 @@ def test_the_harness_maps_every_policy_parameter_to_one_of_level_replays() -> No
         len(names) == len(set(names)) == 36
     )  # 15 convolutions, fc, critic and the logits' layer: weight + bias
     assert "base.layer2.3.conv1.weight" in names and "dist.linear.bias" in names and "base.fc.weight" in names
+
+
+class _Recorder:
+    """Stands in for ``torch`` in plr_gym.ppo: records the first argument of every ``th.min`` (the
+    surrogate ``advantages * ratio``, ratio 1 with a zero learning rate), delegates everything else."""
+
+    def __init__(self) -> None:
+        self.seen: list[torch.Tensor] = []
+
+    def min(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        self.seen.append(a.detach().clone())
+        return torch.min(a, b)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch, name)
+
+
+@pytest.mark.parametrize(
+    ("mode", "eps", "scale", "batch"), [("rollout", 1e-5, 1e-4, 16), ("minibatch", 1e-8, 1e-7, 64)]
+)
+def test_each_normalisations_epsilon_is_pinned(
+    monkeypatch: pytest.MonkeyPatch, mode: str, eps: float, scale: float, batch: int
+) -> None:
+    """The advantages PPO's surrogate sees are (A - mean) / (std + eps) with level-replay's 1e-5 (rollout:
+    the whole rollout's mean and std, ddof 1, whatever the minibatch) or SB3's 1e-8 (per minibatch; here one
+    minibatch of the whole rollout): advantages with a standard deviation of about 10 * eps make a change
+    of eps (e.g. 1e-5 -> 1e-8) move them by ~10%, far outside the tolerance."""
+    import plr_gym.ppo as ppo_module
+
+    rng = np.random.default_rng(0)
+    known = (scale * rng.standard_normal((32, 2))).astype(np.float32)
+
+    class Known(LevelReplayPPO):
+        def train(self) -> None:
+            self.rollout_buffer.advantages = known.copy()
+            super().train()
+
+    recorder = _Recorder()
+    monkeypatch.setattr(ppo_module, "th", recorder)
+    venv = make_vec_env("CartPole-v1", n_envs=2, seed=3)
+    Known("MlpPolicy", venv, n_steps=32, batch_size=batch, n_epochs=2, seed=3, learning_rate=0.0,
+          advantage_normalization=mode).learn(64)  # fmt: skip
+    assert len(recorder.seen) == 2 * (64 // batch)
+    flat = known.astype(np.float64).ravel()
+    seen = torch.cat(recorder.seen).double().numpy()[:64]  # the first epoch: every step once
+    expected = (flat - flat.mean()) / (flat.std(ddof=1) + eps)
+    np.testing.assert_allclose(np.sort(seen), np.sort(expected), rtol=1e-5, atol=0)
+    for other in (1e-5, 1e-8, 1e-6, 1e-7, 0.0):
+        if other != eps:  # another epsilon moves them by far more than the tolerance
+            wrong = (flat - flat.mean()) / (flat.std(ddof=1) + other)
+            assert np.max(np.abs(np.sort(wrong) - np.sort(seen))) > 1e-3 * np.max(np.abs(expected))
+
+
+# ------------------------------------------------------------------ the sampler's two reference behaviours
+
+
+def _reference_rank_weights(scores: np.ndarray, seen: np.ndarray, temperature: float) -> np.ndarray:
+    """level-replay's ``sample_weights`` for ``rank`` without staleness (level_sampler.py L262-299), with
+    ties broken as ours (none in these tests)."""
+    all_scores = np.where(seen, scores, 0.0)
+    order = np.argsort(-all_scores, kind="stable")
+    ranks = np.empty(scores.size)
+    ranks[order] = np.arange(1, scores.size + 1)
+    w = ranks ** (-1.0 / temperature) * seen
+    return w / w.sum()
+
+
+def test_unseen_rank_zero_ranks_negative_scores_below_the_unseen_levels() -> None:
+    scores = np.array([-1.0, 0.5, -0.2, 0.0, 0.0, 0.3])
+    seen = np.array([True, True, True, False, False, True])
+    for mode, expected in (
+        ("zero", _reference_rank_weights(scores, seen, 0.5)),
+        ("seen", None),
+    ):
+        sampler = LevelSampler(range(6), strategy="gae", temperature=0.5, staleness_coef=0.0,
+                               uniform_mass=0.0, min_seen_ratio=0.0, unseen_rank=mode, seed=0)  # fmt: skip
+        for level in np.flatnonzero(seen).tolist():
+            sampler.update(level, float(scores[level]))
+        weights = sampler.sample_weights()
+        if expected is None:  # ranks 4, 1, 3, -, -, 2 among the seen levels
+            ranks = np.array([4.0, 1.0, 3.0, np.inf, np.inf, 2.0])
+            expected = ranks**-2.0 / (ranks**-2.0).sum()
+        np.testing.assert_allclose(weights, expected, rtol=1e-15, atol=0)
+        # the draws follow the weights (replay draws only: every 2nd is a replay with 4 of 6 seen)
+        counts = np.zeros(6)
+        for _ in range(6000):
+            counts[sampler._sample_score_index()] += 1
+        np.testing.assert_allclose(counts / 6000, expected, atol=0.02)
+    # ranks 6 and 5 (the unseen levels at 0 take ranks 3 and 4): 1/36 and 1/25 against 1/16 and 1/9 of "seen"
+    reference = _reference_rank_weights(scores, seen, 0.5)
+    np.testing.assert_allclose(
+        reference[[0, 2]] * (1 + 1 / 4 + 1 / 25 + 1 / 36), [1 / 36, 1 / 25], rtol=1e-12
+    )
+
+
+def test_unseen_rank_zero_changes_nothing_without_negative_scores_or_unseen_levels() -> None:
+    for scores, seen in (
+        (np.array([0.1, 0.5, 0.2, 0.0]), np.array([True, True, True, False])),
+        (np.array([-1.0, 0.5, -0.2, 0.3]), np.array([True, True, True, True])),
+    ):
+        weights = []
+        for mode in ("seen", "zero"):
+            sampler = LevelSampler(range(4), strategy="gae", staleness_coef=0.1, unseen_rank=mode,
+                                   min_seen_ratio=0.0, seed=0)  # fmt: skip
+            for level in np.flatnonzero(seen).tolist():
+                sampler.update(level, float(scores[level]))
+            weights.append(sampler.sample_weights())
+        np.testing.assert_array_equal(weights[0], weights[1])
+
+
+def test_power_offset_is_level_replays_1e_3_without_staleness() -> None:
+    from plr_gym.reference import REFERENCE_POWER_OFFSET, power_offset
+
+    assert REFERENCE_POWER_OFFSET == 1e-3
+    assert power_offset("without_staleness", "power", 0.0) == 1e-3
+    assert power_offset("without_staleness", "power", 0.1) == 0.0  # level-replay: eps = 0 with staleness
+    assert power_offset("without_staleness", "rank", 0.0) == 0.0
+    assert power_offset("none", "power", 0.0) == 0.0
+    scores = np.array([0.0, 0.5, 0.25, 2.0])
+    for offset in (0.0, 1e-3):
+        sampler = LevelSampler(range(4), score_transform="power", temperature=0.5, staleness_coef=0.0,
+                               uniform_mass=0.0, power_offset=offset, seed=0)  # fmt: skip
+        for level, score in enumerate(scores.tolist()):
+            sampler.update(level, score)
+        w = (scores + offset) ** 2.0
+        np.testing.assert_allclose(sampler.sample_weights(), w / w.sum(), rtol=1e-14, atol=0)
+        counts = np.bincount([sampler.sample() for _ in range(4000)], minlength=4) / 4000
+        np.testing.assert_allclose(counts, w / w.sum(), atol=0.03)
+    with pytest.raises(ValueError, match=r"power_offset=0\.001 applies to score_transform='power' only"):
+        LevelSampler(range(4), power_offset=1e-3)
+    with pytest.raises(ValueError, match="power_offset must be a finite number >= 0"):
+        LevelSampler(range(4), score_transform="power", power_offset=-1.0)
+    with pytest.raises(ValueError, match="unseen_rank='all' is not supported; choose one of seen, zero"):
+        LevelSampler(range(4), unseen_rank="all")
+
+
+def test_the_sampler_options_round_trip_and_old_states_load(tmp_path: Path) -> None:
+    sampler = LevelSampler(range(4), strategy="gae", unseen_rank="zero", seed=0)
+    sampler.update(1, -0.5)
+    sampler.save(tmp_path / "s.npz")
+    assert LevelSampler.load(tmp_path / "s.npz").unseen_rank == "zero"
+    state = LevelSampler(range(4), seed=0).state_dict()
+    for key in ("unseen_rank", "power_offset"):  # written before the options existed
+        del state["config"][key]
+    LevelSampler(range(4), seed=0).load_state_dict(state)
+    with pytest.raises(ValueError, match="unseen_rank: state has 'seen', sampler has 'zero'"):
+        LevelSampler(range(4), seed=0, unseen_rank="zero").load_state_dict(state)

@@ -35,6 +35,13 @@ so the harness gives ``level_replay.model`` a stand-in ``level_replay.envs`` wit
 the alias (``float``) before importing it. Nothing else of level-replay is changed or copied.
 
 ``--quick`` runs 8 envs x 64 steps on BigFish with PLR (a minute on a CPU) to check the machinery.
+``--strategy``, ``--score-transform``, ``--staleness-coef``, ``--min-seen-ratio`` and ``--num-levels`` change
+the sampler on both sides (the preset then keeps level-replay's ``--unseen-rank zero`` and ``--power-offset
+without_staleness``, which matter for ``gae`` and for ``power`` without staleness).
+
+``--curriculum`` compares the curriculum between updates instead: ``--rollouts`` rollouts (warm-up included)
+in which level-replay's own ``step_wait`` and ``LevelSampler`` decide every level on its side and plr_gym's
+wrapper and sampler on ours, the distribution of every draw compared (``curriculum_equivalence.py``).
 ``--ours KEY=VALUE`` builds plr_gym's side with another choice (e.g. ``--ours value_loss=mse``): the table
 then shows what that choice changes (a check that the harness does fail when the code differs).
 """
@@ -373,7 +380,7 @@ def compare(
     # the sampler, from plr_gym's state before the scoring
     level_sampler = lr.LevelSampler(
         list(train_levels), None, model.action_space, num_actors=N,
-        strategy="value_l1" if sampler_name == "plr" else "random", replay_schedule=args.replay_schedule,
+        strategy=args.strategy if sampler_name == "plr" else "random", replay_schedule=args.replay_schedule,
         score_transform=args.score_transform, temperature=args.temperature, eps=args.eps,
         rho=args.min_seen_ratio, nu=1.0 - args.replay_prob, alpha=args.alpha,
         staleness_coef=args.staleness_coef, staleness_transform=args.staleness_transform,
@@ -494,10 +501,20 @@ def main(argv: list[str] | None = None) -> int:
         "the initial policy rarely reaches): makes the recorded rollout hold time-limit endings",
     )
     p.add_argument("--quick", action="store_true", help="8 envs x 64 steps, BigFish, PLR")
+    for flag in ("--strategy", "--score-transform", "--staleness-coef", "--min-seen-ratio", "--num-levels"):
+        p.add_argument(flag, default=None, help="the sampler on both sides (default: the preset's)")
+    p.add_argument(
+        "--curriculum", action="store_true", help="compare the curriculum over --rollouts rollouts"
+    )
+    p.add_argument("--rollouts", type=int, default=4, help="--curriculum: rollouts, warm-up included")
     p.add_argument("--out", type=Path, default=None, help="write the tables and facts as JSON here")
     args = p.parse_args(argv)
     if args.quick:
         args.games, args.samplers, args.n_envs, args.n_steps = ["bigfish"], ["plr"], 8, 64
+    sampler_flags = ("strategy", "score_transform", "staleness_coef", "min_seen_ratio", "num_levels")
+    extra = [f"{k}={v}" for k in sampler_flags if (v := getattr(args, k)) is not None]
+    if args.curriculum:
+        return curriculum_main(args, extra)
     import torch
 
     torch.set_num_threads(1)
@@ -518,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.n_steps,
                 args.warmup,
                 args.seed,
-                args.ours,
+                args.ours + extra,
                 args.time_limit_steps,
             )
             seconds = time.perf_counter() - start
@@ -539,6 +556,51 @@ def main(argv: list[str] | None = None) -> int:
         }, indent=1))  # fmt: skip
     verdict = "within" if worst <= args.tolerance else "ABOVE"
     print(f"\nlargest relative difference {worst:.3g}: {verdict} the tolerance {args.tolerance:g}")
+    return 0 if worst <= args.tolerance else 1
+
+
+def curriculum_main(args: argparse.Namespace, extra: list[str]) -> int:
+    """``--curriculum``: the curriculum of ``--rollouts`` rollouts both ways, per game (PLR only)."""
+    import torch
+    from curriculum_equivalence import compare_curriculum
+
+    torch.set_num_threads(1)
+    commit = git_commit()
+    lr = import_level_replay(args.level_replay.resolve())
+    worst, results = 0.0, []
+    print(f"# plr_gym {commit} against level-replay ({args.level_replay}): the curriculum")
+    print(f"# {cpu_model()}, load {load_average()}")
+    for game in args.games:
+        start = time.perf_counter()
+        rows, facts = compare_curriculum(
+            lr, args.level_replay.resolve(), game, args.n_envs, args.n_steps, args.rollouts, args.seed,
+            args.ours, args.time_limit_steps, extra,
+        )  # fmt: skip
+        seconds = time.perf_counter() - start
+        worst = max([worst, *(r["max_abs"] for r in rows)])
+        print(
+            f"\n## {game}: {args.n_envs} envs x {args.n_steps} steps x {args.rollouts} rollouts "
+            f"({seconds:.0f} s)"
+        )
+        print("facts: " + ", ".join(f"{k} {v}" for k, v in facts.items() if k != "per_rollout"))
+        for r in facts["per_rollout"]:
+            print(f"  after rollout {r['rollout']}: {r['seen']} levels seen ({r['negative scores']} with a "
+                  f"negative score), {r['draws']} draws ({r['replay draws']} replays)")  # fmt: skip
+        print("| quantity | max abs. difference | within |\n| --- | --- | --- |")
+        for r in rows:
+            ok = "yes" if r["max_abs"] <= args.tolerance else "**no**"
+            print(f"| {r['quantity']} | {r['max_abs']:.3g} | {ok} |", flush=True)
+        results.append({"game": game, "seconds": round(seconds, 1), "facts": facts, "rows": rows})
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({
+            "commit": commit, "cpu": cpu_model(), "mode": "curriculum", "n_envs": args.n_envs,
+            "n_steps": args.n_steps, "rollouts": args.rollouts, "seed": args.seed, "ours": args.ours,
+            "sampler": extra, "tolerance": args.tolerance, "time_limit_steps": args.time_limit_steps,
+            "results": results,
+        }, indent=1))  # fmt: skip
+    verdict = "within" if worst <= args.tolerance else "ABOVE"
+    print(f"\nlargest difference {worst:.3g}: {verdict} the tolerance {args.tolerance:g}")
     return 0 if worst <= args.tolerance else 1
 
 

@@ -1,7 +1,7 @@
-"""Where the PLR paper's code trains differently from SB3: five named choices, one registry.
+"""Where the PLR paper's code trains differently from SB3: eight named choices, one registry.
 
 ``--preset paper-procgen`` copies every number of the paper's code (facebookresearch/level-replay,
-commit :data:`LEVEL_REPLAY_COMMIT`). Five *behaviours* of that code are not numbers, and Stable-Baselines3
+commit :data:`LEVEL_REPLAY_COMMIT`). Eight *behaviours* of that code are not numbers, and Stable-Baselines3
 (or the paper's text) does them differently. Each is an option of ``plr-gym train`` with both behaviours
 available; :data:`REFERENCE_CHOICES` lists them with the library's default, level-replay's choice and the
 file and lines that show it, and the recipes that select level-replay's. This registry is their one home:
@@ -17,7 +17,13 @@ from it, and the documentation's tables are written from it (:func:`choices_tabl
 - ``value_loss``: ``mse`` (``mean((R - V)^2)``) or ``clipped_max`` (level-replay:
   ``0.5 * mean(max((V - R)^2, (V_clip - R)^2))``);
 - ``advantage_normalization``: ``minibatch`` (``std + 1e-8``) or ``rollout`` (level-replay: once per
-  rollout, ``std + 1e-5``), or ``none``.
+  rollout, ``std + 1e-5``), or ``none``;
+- ``level_draw``: ``episode_start`` (each env's next level drawn when its current episode starts) or
+  ``episode_end`` (level-replay: drawn when the previous episode ends);
+- ``unseen_rank``: ``seen`` (``rank`` among the seen levels) or ``zero`` (level-replay: among all levels,
+  the unseen ones at score 0; matters for signed scores, e.g. ``gae``, before every level was seen);
+- ``power_offset``: ``none`` (``power``: ``S^(1/β)``) or ``without_staleness`` (level-replay: ``(S +
+  1e-3)^(1/β)`` when the staleness coefficient is 0).
 
 This module imports neither torch nor Stable-Baselines3; the implementations are in
 :mod:`plr_gym.scoring` (``EpisodeScorer``), :mod:`plr_gym.policies` (``ImpalaCNN``),
@@ -25,8 +31,8 @@ This module imports neither torch nor Stable-Baselines3; the implementations are
 
 Example:
     >>> from plr_gym.reference import REFERENCE_CHOICES, library_default_values, reference_values
-    >>> [c.dest for c in REFERENCE_CHOICES]
-    ['partial_episodes', 'residual_skip', 'time_limit', 'value_loss', 'advantage_normalization']
+    >>> len(REFERENCE_CHOICES), REFERENCE_CHOICES[0].dest, REFERENCE_CHOICES[-1].dest
+    (8, 'partial_episodes', 'power_offset')
     >>> reference_values()["value_loss"], library_default_values()["value_loss"]
     ('clipped_max', 'mse')
 """
@@ -35,19 +41,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from plr_gym.sampler import UNSEEN_RANKS
 from plr_gym.scoring import PARTIAL_EPISODES
 
 __all__ = [
     "ADVANTAGE_NORMALIZATIONS",
+    "LEVEL_DRAWS",
     "LEVEL_REPLAY_COMMIT",
     "PARTIAL_EPISODES",
+    "POWER_OFFSETS",
     "REFERENCE_CHOICES",
+    "REFERENCE_POWER_OFFSET",
     "RESIDUAL_SKIPS",
     "TIME_LIMITS",
+    "UNSEEN_RANKS",
     "VALUE_LOSSES",
     "ReferenceChoice",
     "choices_table",
     "library_default_values",
+    "power_offset",
     "reference_values",
 ]
 
@@ -65,6 +77,14 @@ TIME_LIMITS: tuple[str, ...] = ("bootstrap", "terminal")
 VALUE_LOSSES: tuple[str, ...] = ("mse", "clipped_max")
 #: PPO's advantage normalisation: ``"minibatch"`` (SB3), ``"rollout"`` (level-replay) or ``"none"``.
 ADVANTAGE_NORMALIZATIONS: tuple[str, ...] = ("minibatch", "rollout", "none")
+#: ``PrioritizedLevelReplay(level_draw=...)``: ``"episode_start"`` draws env ``i``'s next level when its
+#: current episode starts (queued in the sub-env), ``"episode_end"`` when it ends (level-replay).
+LEVEL_DRAWS: tuple[str, ...] = ("episode_start", "episode_end")
+#: ``--power-offset``: ``"none"`` (``LevelSampler(power_offset=0)``) or ``"without_staleness"``
+#: (level-replay: :data:`REFERENCE_POWER_OFFSET` when the staleness coefficient is 0, else 0).
+POWER_OFFSETS: tuple[str, ...] = ("none", "without_staleness")
+#: What level-replay adds to every score before its ``power`` transform when ``staleness_coef == 0``.
+REFERENCE_POWER_OFFSET = 1e-3
 
 
 @dataclass(frozen=True)
@@ -98,7 +118,7 @@ class ReferenceChoice:
         return "--" + self.dest.replace("_", "-")
 
 
-#: The five choices, in the order of the documentation's table.
+#: The choices, in the order of the documentation's table.
 REFERENCE_CHOICES: tuple[ReferenceChoice, ...] = (
     ReferenceChoice(
         dest="partial_episodes",
@@ -161,21 +181,73 @@ REFERENCE_CHOICES: tuple[ReferenceChoice, ...] = (
         default_does="advantages normalised per minibatch: (A - mean) / (std + 1e-8) (SB3's PPO)",
         implemented_by="LevelReplayPPO(advantage_normalization=...)",
     ),
+    ReferenceChoice(
+        dest="level_draw",
+        choices=LEVEL_DRAWS,
+        default="episode_start",
+        reference="episode_end",
+        where="`level_replay/envs.py` L147-160 (`VecPyTorchProcgen.step_wait`: `for e in done.nonzero()[0]: "
+        "seed = level_sampler.sample(); self.venv.seed(seed, e)`, then `observe()`), L238-248 "
+        "(`VecPyTorchMinigrid.step_wait`)",
+        reference_does="each env's next level is drawn from the sampler as it is when the previous episode "
+        "ends, and the env restarts on it in the same step",
+        default_does="each env's next level is drawn when its current episode starts and queued in the "
+        "sub-env (SB3 resets a finished sub-env inside the step), so the draw is up to one episode older",
+        implemented_by="PrioritizedLevelReplay(level_draw=...) (SB3 and Gymnasium)",
+    ),
+    ReferenceChoice(
+        dest="unseen_rank",
+        choices=UNSEEN_RANKS,
+        default="seen",
+        reference="zero",
+        where="`level_replay/level_sampler.py` L295-299 (`rank`: `scores.argsort()` over every level, the "
+        "unseen ones at score 0), L263-264 (unseen levels' weights zeroed after the transform)",
+        reference_does="rank over all levels, unseen ones at score 0: a seen level with a negative score "
+        "(e.g. gae) ranks below every unseen level while replay starts before every level was seen",
+        default_does="rank among the seen levels only (the paper's P_S over the levels that have a score)",
+        implemented_by="LevelSampler(unseen_rank=...)",
+    ),
+    ReferenceChoice(
+        dest="power_offset",
+        choices=POWER_OFFSETS,
+        default="none",
+        reference="without_staleness",
+        where="`level_replay/level_sampler.py` L300-302 (`power`: `eps = 0 if self.staleness_coef > 0 else "
+        "1e-3`, `(scores + eps) ** (1/temperature)`)",
+        reference_does="power transform (S + 1e-3)^(1/beta) when the staleness coefficient is 0 (S^(1/beta) "
+        "otherwise)",
+        default_does="power transform S^(1/beta) (the paper's definition)",
+        implemented_by="LevelSampler(power_offset=...)",
+    ),
 )
 
 
+def power_offset(choice: str, score_transform: str, staleness_coef: float) -> float:
+    """``LevelSampler(power_offset=...)`` for a ``--power-offset`` choice: level-replay's
+    :data:`REFERENCE_POWER_OFFSET` for ``power`` without staleness under ``"without_staleness"``, else 0.
+
+    Example:
+        >>> power_offset("without_staleness", "power", 0.0), power_offset("without_staleness", "power", 0.1)
+        (0.001, 0.0)
+    """
+    if choice not in POWER_OFFSETS:
+        raise ValueError(f"power_offset must be one of {', '.join(POWER_OFFSETS)}, got {choice!r}")
+    reference = choice == "without_staleness" and score_transform == "power" and staleness_coef == 0.0
+    return REFERENCE_POWER_OFFSET if reference else 0.0
+
+
 def reference_values() -> dict[str, str]:
-    """``dest -> level-replay's value`` for the five choices."""
+    """``dest -> level-replay's value`` for the choices."""
     return {c.dest: c.reference for c in REFERENCE_CHOICES}
 
 
 def library_default_values() -> dict[str, str]:
-    """``dest -> the library's default`` for the five choices."""
+    """``dest -> the library's default`` for the choices."""
     return {c.dest: c.default for c in REFERENCE_CHOICES}
 
 
 def choices_table() -> str:
-    """The five choices as a Markdown table (docs/paper.md's): option, default, level-replay's, where.
+    """The choices as a Markdown table (docs/paper.md's): option, default, level-replay's, where.
 
     Example:
         >>> print(choices_table().splitlines()[2].split(" | ")[:3])

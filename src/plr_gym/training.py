@@ -183,6 +183,7 @@ def build_run(
     normalize_reward_gamma: float = 0.99,
     time_limit: str = "bootstrap",
     residual_skip: str = "identity",
+    level_draw: str = "episode_start",
     load_path: str | os.PathLike[str] | None = None,
     torch_threads: int | str | None = "auto",
 ) -> TrainingRun:
@@ -219,6 +220,8 @@ def build_run(
         :class:`~plr_gym.wrappers.time_limit.TimeLimitAsTerminal` over the PLR wrapper; the level scores
         follow, as they are computed from the rollout buffer's rewards and advantages).
     :param residual_skip: the IMPALA-CNN's residual skip (``encoder="impala"``), see :func:`policy_for`.
+    :param level_draw: when each env's next level is drawn, ``PrioritizedLevelReplay(level_draw=...)``:
+        ``"episode_start"`` or ``"episode_end"`` (the PLR paper's code; not with ``subproc``).
     :param load_path: continue a saved model (``algo``'s ``load``) instead of building a new one; the
         hyperparameters are the saved model's (reward-normalisation statistics: see
         :func:`load_reward_normalization`).
@@ -236,7 +239,9 @@ def build_run(
     base = make_level_venv(
         env_id, n_envs, env_seed, env_kwargs, subproc=subproc, full_obs=full_obs, batched=batched
     )
-    venv = _wrap_training_venv(base, sampler, batched, time_limit, normalize_reward, normalize_reward_gamma)
+    venv = _wrap_training_venv(
+        base, sampler, batched, time_limit, normalize_reward, normalize_reward_gamma, level_draw
+    )
     try:
         eval_venv = make_level_venv(
             env_id, eval_n_envs or n_envs, eval_seed, env_kwargs, full_obs=full_obs, batched=batched
@@ -296,17 +301,24 @@ def _check_wrappers(normalize_reward_gamma: float, time_limit: str) -> None:
 
 
 def _wrap_training_venv(
-    base: Any, sampler: Any, batched: bool, time_limit: str, normalize_reward: bool, gamma: float
+    base: Any,
+    sampler: Any,
+    batched: bool,
+    time_limit: str,
+    normalize_reward: bool,
+    gamma: float,
+    level_draw: str = "episode_start",
 ) -> Any:
-    """``base`` under :class:`~plr_gym.PrioritizedLevelReplay`, then (batched Procgen) ``VecMonitor``, then
-    (``time_limit="terminal"``) :class:`~plr_gym.wrappers.time_limit.TimeLimitAsTerminal`, then (reward
-    normalisation) ``VecNormalize``; ``base`` is closed if the sampler does not fit it."""
+    """``base`` under :class:`~plr_gym.PrioritizedLevelReplay` (with ``level_draw``), then (batched
+    Procgen) ``VecMonitor``, then (``time_limit="terminal"``)
+    :class:`~plr_gym.wrappers.time_limit.TimeLimitAsTerminal`, then (reward normalisation)
+    ``VecNormalize``; ``base`` is closed if the sampler does not fit it."""
     from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
     from plr_gym.wrappers.sb3 import PrioritizedLevelReplay
 
     try:
-        venv: Any = PrioritizedLevelReplay(base, sampler=sampler)
+        venv: Any = PrioritizedLevelReplay(base, sampler=sampler, level_draw=level_draw)
     except (ValueError, TypeError) as exc:
         base.close()
         raise SetupError(str(exc)) from None

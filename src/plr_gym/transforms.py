@@ -290,17 +290,21 @@ class Power(ExponentialTransform):
 
     name = "power"
     nonnegative = True
+    #: Added to every value before the power (``(v + offset)^(1/β)``): 0 here; level-replay adds 1e-3 to the
+    #: scores when its staleness coefficient is 0 (``LevelSampler(power_offset=...)`` sets it).
+    offset: float = 0.0
 
     def exponent(self, value: float) -> float:
+        value = value + self.offset
         return math.log(value) if value > 0.0 else -math.inf
 
     def exponents(self, values: npt.NDArray[Any]) -> FloatArray:
-        out: FloatArray = np.log(values)
+        out: FloatArray = np.log(values + self.offset) if self.offset else np.log(values)
         return out
 
     @property
     def linear(self) -> bool:
-        return self.temperature == 1.0
+        return self.temperature == 1.0 and self.offset == 0.0
 
 
 @register_transform

@@ -95,6 +95,8 @@ def sampler_kwargs(args: argparse.Namespace, levels: Sequence[int]) -> dict[str,
     no staleness, ``min_seen_ratio=0`` and the proportionate schedule draw every training level with
     probability ``1/N`` at every draw. ``args`` is resolved (:func:`resolve_train_args`).
     """
+    from plr_gym.reference import power_offset
+
     kwargs: dict[str, Any] = {
         "levels": list(levels),
         "strategy": args.strategy,
@@ -121,6 +123,8 @@ def sampler_kwargs(args: argparse.Namespace, levels: Sequence[int]) -> dict[str,
             eps=args.eps,
             uniform_mass=args.uniform_mass,
             temperature_end=args.temperature_end,
+            unseen_rank=args.unseen_rank,
+            power_offset=power_offset(args.power_offset, args.score_transform, args.staleness_coef),
         )
     if kwargs["strategy"] == "learnability":
         kwargs["success_rate_alpha"] = args.success_rate_alpha
@@ -320,6 +324,14 @@ def _check_train_args(args: argparse.Namespace) -> CheckedArgs:
             f"--vec-env batched (which --preset paper-procgen sets) is for Procgen games only "
             f"(plr_gym/procgen-<game>-v0), got {args.env_id}"
         )
+    if args.level_draw == "episode_end" and args.vec_env == "subproc":  # refused before the run directory
+        raise CLIError(
+            "--level-draw episode_end (which the paper presets set) draws each level when the previous "
+            "episode ends, from inside the envs' step: the envs must run in this process, but --vec-env "
+            "subproc runs them in worker processes (one round trip to the learner per ended episode). Use "
+            "--vec-env dummy "
+            "(or batched for Procgen), or --level-draw episode_start"
+        )
     _algorithm_class(args.algo)  # refused before the run directory is touched
     if args.num_levels > MAX_LEVELS:
         raise CLIError(f"--num-levels {args.num_levels} exceeds the supported maximum {MAX_LEVELS}")
@@ -446,6 +458,7 @@ def _build_training(
             normalize_reward_gamma=args.normalize_reward_gamma,
             time_limit=args.time_limit,
             residual_skip=args.residual_skip,
+            level_draw=args.level_draw,
         )
     except SetupError as exc:
         raise CLIError(str(exc)) from None

@@ -39,6 +39,10 @@ class ProcgenVecEnv(VecEnv):
     are. Put ``VecMonitor`` (episode statistics) outside: ``VecMonitor(PrioritizedLevelReplay(venv, ...))``.
     ``terminal_observation`` of an episode the game ended is read from the observations the previous step
     returned (see :class:`~plr_gym.envs.ProcgenVectorEnv`, "Final observations"): do not edit them in place.
+    ``env_method("set_level_provider", function, indices=[i])`` sets ``LevelWrapper.level_provider``: the
+    engine calls it for env ``i``'s next level when an episode of env ``i`` ends, inside the step, so
+    ``PrioritizedLevelReplay(..., level_draw="episode_end")`` works on it
+    (:attr:`level_providers_in_process`).
 
     :param game: one of :data:`~plr_gym.envs.GAMES`.
     :param n_envs: number of games stepped together.
@@ -58,6 +62,9 @@ class ProcgenVecEnv(VecEnv):
         True
         >>> venv.close()
     """
+
+    #: The sub-envs' level providers run in this process (``level_draw="episode_end"`` is possible).
+    level_providers_in_process = True
 
     def __init__(self, game: str, n_envs: int = 1, **kwargs: Any) -> None:
         self._batch = ProcgenBatch(game, n_envs, **kwargs)
@@ -158,16 +165,20 @@ class ProcgenVecEnv(VecEnv):
     def env_method(
         self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **method_kwargs: Any
     ) -> list[Any]:
-        """``env_method("set_next_level", level, indices=...)``, the ``LevelWrapper`` method."""
-        if method_name != "set_next_level":
+        """``env_method("set_next_level", level, indices=...)`` and ``env_method("set_level_provider",
+        function, indices=...)``, the ``LevelWrapper`` methods."""
+        if method_name not in ("set_next_level", "set_level_provider"):
             raise AttributeError(
-                "ProcgenVecEnv sub-envs only offer the LevelWrapper method 'set_next_level', "
-                f"got {method_name!r}"
+                "ProcgenVecEnv sub-envs only offer the LevelWrapper methods 'set_next_level' and "
+                f"'set_level_provider', got {method_name!r}"
             )
-        (level,) = (*method_args, *method_kwargs.values())
+        (value,) = (*method_args, *method_kwargs.values())
         targets = self._indices(indices)
         for i in targets:
-            self._batch.set_next_level(i, level)
+            if method_name == "set_next_level":
+                self._batch.set_next_level(i, value)
+            else:
+                self._batch.set_level_provider(i, value)
         return [None] * len(targets)
 
     def env_is_wrapped(

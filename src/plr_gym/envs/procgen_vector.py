@@ -24,7 +24,7 @@ are (SB3: ``env_is_wrapped(LevelWrapper)`` is ``True`` for every sub-env).
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -51,7 +51,7 @@ _NONE_ENDED = np.zeros(0, dtype=np.intp)
 _NONE_ENDED.flags.writeable = False
 
 #: Per-env attributes and methods of the ``LevelWrapper`` contract that the batched envs expose.
-LEVEL_ATTRIBUTES = ("level", "next_level", "set_next_level")
+LEVEL_ATTRIBUTES = ("level", "next_level", "set_next_level", "level_provider", "set_level_provider")
 
 
 def _check_num_envs(num_envs: object) -> int:
@@ -129,6 +129,7 @@ class ProcgenBatch:
         n = self.num_envs
         self.current = np.zeros(n, dtype=np.int64)  # level of each env's current episode
         self.queued: list[int | None] = [None] * n  # next_level of each env (LevelWrapper semantics)
+        self.providers: list[Callable[[], Any] | None] = [None] * n  # level_provider of each env
         # steps of each env's episode = clock - started; the clock is a Python int, so a step that no time
         # limit can touch (the oldest episode is not near it) costs no per-env arithmetic
         self.clock = 0
@@ -153,6 +154,9 @@ class ProcgenBatch:
             return seed
         if queued is not None:
             return queued
+        provider = self.providers[i]
+        if provider is not None:  # level_draw="episode_end": drawn now, after the episode ended
+            return _check_level(provider(), "the level_provider's level")
         return int(self.rng.integers(self._level_low, self._level_high))
 
     def load(self, indices: Sequence[int], levels: Sequence[int]) -> None:
@@ -273,10 +277,19 @@ class ProcgenBatch:
             return int(self.current[i])
         if name == "next_level":
             return self.queued[i]
+        if name == "level_provider":
+            return self.providers[i]
         raise AttributeError(f"sub-envs of a batched Procgen env have no attribute {name!r}")
 
     def set_next_level(self, i: int, level: object) -> None:
         self.queued[i] = _check_queued_level(level, "next_level")
+
+    def set_level_provider(self, i: int, provider: Callable[[], Any] | None) -> None:
+        """``LevelWrapper.level_provider`` of env ``i``: called for a level when env ``i`` starts an episode
+        that has no other level (given, seeded or queued)."""
+        if provider is not None and not callable(provider):
+            raise TypeError(f"level_provider must be a function or None, got {type(provider).__name__}")
+        self.providers[i] = provider
 
     def set_next_levels(self, levels: list[Any]) -> None:
         """Queue ``levels[i]`` (an int level id, or ``None`` to clear) for every env ``i``; all are checked
@@ -373,6 +386,8 @@ class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
     """
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP}  # noqa: RUF012 (as in VectorEnv)
+    #: The sub-envs' level providers (``set_attr("level_provider", ...)``) run in this process.
+    level_providers_in_process = True
 
     def __init__(
         self,
@@ -536,7 +551,12 @@ class ProcgenVectorEnv(VectorEnv[Any, Any, Any]):
 
     def set_attr(self, name: str, values: Any) -> None:
         """``set_attr("next_level", levels)``: queue one level per env (a list of ``num_envs``, ``None``
-        entries clear an env's queue) or one level for all."""
+        entries clear an env's queue) or one level for all; ``set_attr("level_provider", functions)``: each
+        env's ``LevelWrapper.level_provider`` (a list of ``num_envs`` functions or ``None``)."""
+        if name == "level_provider":
+            for i, provider in enumerate(per_env(values, self.num_envs, "values")):
+                self._batch.set_level_provider(i, provider)
+            return
         if name != "next_level":
             raise AttributeError(
                 f"only 'next_level' can be set on the sub-envs of {type(self).__name__}, got {name!r}"

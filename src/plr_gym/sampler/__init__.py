@@ -40,10 +40,12 @@ Differences from the reference code, all deliberate:
 - ``max`` transform: the reference writes ``-inf`` into the stored scores of unseen levels (``scores[:]``
   is a view in numpy). Here stored scores are never touched by a transform.
 - ``rank`` transform: levels are ranked among *seen* levels only (the reference also ranks unseen levels,
-  with score 0, which only matters when replay starts before every level was seen). Ties are broken by
+  with score 0, which only matters when replay starts before every level was seen and some seen score is
+  negative; ``unseen_rank="zero"`` does as the reference). Ties are broken by
   the order of ``levels`` (earlier first), where the reference's ``argsort`` breaks them arbitrarily.
 - ``power`` transform: ``S^(1/β)`` as in the paper; the reference adds ``1e-3`` to every score when
-  ``staleness_coef == 0``. Negative scores are rejected for ``power`` (their fractional powers are NaN).
+  ``staleness_coef == 0`` (``power_offset=1e-3`` does the same). Negative scores are rejected for ``power``
+  (their fractional powers are NaN).
 - ``eps_greedy`` spreads ``eps`` uniformly over the seen levels (the reference over all levels before
   zeroing the unseen ones and renormalising; identical once every level is seen).
 - The first score of a level is stored as is; later scores are mixed in with ``alpha`` (the reference
@@ -72,6 +74,7 @@ from plr_gym.sampler.options import (
     SCORE_TRANSFORMS,
     STALENESS_TRANSFORMS,
     STRATEGIES,
+    UNSEEN_RANKS,
 )
 
 # ``X as X``: names of the module before it became a package that other plr_gym modules and the tests
@@ -91,6 +94,7 @@ __all__ = [
     "SCORE_TRANSFORMS",
     "STALENESS_TRANSFORMS",
     "STRATEGIES",
+    "UNSEEN_RANKS",
     "LevelSampler",
     "sampler_defaults",
 ]

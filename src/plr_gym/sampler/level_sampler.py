@@ -18,8 +18,10 @@ from plr_gym.sampler.options import (
     PAPER_PRESETS,
     REPLAY_SCHEDULES,
     STRATEGIES,
+    UNSEEN_RANKS,
     _check_choice,
     _check_positive,
+    _check_power_offset,
     _check_progress,
     _check_seed,
     _check_unit,
@@ -78,6 +80,12 @@ class LevelSampler(_Sampling, _Updates, _Checkpoints):
         episodes so far: the plain mean of the first ``1/success_rate_alpha`` outcomes, then an
         exponentially weighted one). The level's score is ``p·(1 − p)``. Default 0.1.
     :param seed: seed of the sampler's own ``numpy.random.Generator``; same seed, same draws.
+    :param unseen_rank: ``score_transform="rank"`` while some levels are unseen: ``"seen"`` (default) ranks
+        a seen level among the seen levels; ``"zero"`` ranks it among all levels with the unseen ones at
+        score 0, as level-replay does (a seen level with a negative score, e.g. ``strategy="gae"``, then
+        ranks below every unseen one; ties at 0: seen levels first). ``O(N)`` per score draw in that case.
+    :param power_offset: ``score_transform="power"`` only: ``(S_i + power_offset)^(1/β)``. Default 0 (the
+        paper's ``S_i^(1/β)``); level-replay adds ``1e-3`` when ``staleness_coef`` is 0.
     :param temperature_end: anneal ``β`` linearly from ``temperature`` (at the start of training) to this
         value (at its end), following :meth:`set_progress`, which :class:`~plr_gym.PLRCallback` calls at
         every rollout with the share of ``total_timesteps`` done (your own loop calls it yourself).
@@ -135,6 +143,8 @@ class LevelSampler(_Sampling, _Updates, _Checkpoints):
         success_rate_alpha: float = 0.1,
         seed: int | None = None,
         temperature_end: float | None = None,
+        unseen_rank: str = "seen",
+        power_offset: float = 0.0,
     ) -> None:
         if callable(strategy):
             self.strategy: Strategy = strategy
@@ -158,8 +168,10 @@ class LevelSampler(_Sampling, _Updates, _Checkpoints):
         self.eps = _check_unit("eps", eps)
         self.uniform_mass = _check_unit("uniform_mass", uniform_mass)
         self.success_rate_alpha = _check_unit("success_rate_alpha", success_rate_alpha, open_low=True)
+        self.unseen_rank = _check_choice("unseen_rank", unseen_rank, UNSEEN_RANKS)
+        self.power_offset = _check_power_offset(power_offset, self.score_transform)
         # h and g: the transform objects behind P_S and P_C (definition + fast sampling)
-        self._h = TRANSFORMS[self.score_transform](temperature=self.temperature, eps=self.eps)
+        self._h = self._score_transform_object(self.temperature)
         self._g = TRANSFORMS[self.staleness_transform](temperature=self.staleness_temperature, eps=self.eps)
         if self.learns_outcomes and self.alpha != 1.0:
             raise ValueError(

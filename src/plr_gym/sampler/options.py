@@ -33,6 +33,9 @@ SCORE_TRANSFORMS: tuple[str, ...] = transform_names(_TRANSFORM_PARAMS)
 STALENESS_TRANSFORMS: tuple[str, ...] = SCORE_TRANSFORMS
 #: Replay schedules (see :mod:`plr_gym.sampler.schedule`).
 REPLAY_SCHEDULES: tuple[str, ...] = ("proportionate", "fixed")
+#: How ``rank`` ranks a seen level while some levels are unseen: ``"seen"`` (among the seen levels only, the
+#: default) or ``"zero"`` (level-replay: among all levels, the unseen ones at score 0).
+UNSEEN_RANKS: tuple[str, ...] = ("seen", "zero")
 #: The PLR paper's settings (Jiang et al. 2021, appendix): L1 value loss, rank transform, β = 0.1, and the
 #: staleness coefficient ρ = 0.1 on Procgen, 0.3 on MiniGrid. ``LevelSampler.paper_defaults`` uses them.
 PAPER_PRESETS: dict[str, dict[str, Any]] = {
@@ -191,3 +194,16 @@ class _LevelIndex:
         if bad.any():
             raise KeyError(f"level {int(lv[np.argmax(bad)])} is not one of this sampler's levels")
         return np.asarray(idx, dtype=np.int64)
+
+
+def _check_power_offset(power_offset: Any, score_transform: str) -> float:
+    """``power_offset``: a finite number >= 0, non-zero only with the ``power`` score transform."""
+    out = _check_real("power_offset", power_offset)
+    if out < 0.0:
+        raise ValueError(f"power_offset must be a finite number >= 0, got {power_offset!r}")
+    if out and score_transform != "power":
+        raise ValueError(
+            f"power_offset={power_offset!r} applies to score_transform='power' only, got "
+            f"score_transform={score_transform!r}"
+        )
+    return out

@@ -63,6 +63,8 @@ class _SamplerRecord:
     staleness_transform: str
     replay_schedule: str
     temperature: float  # the current β (annealed by set_progress with temperature_end)
+    unseen_rank: str  # "seen" or "zero" (level-replay's rank over all levels, unseen at 0)
+    power_offset: float  # added to the scores before the power transform (level-replay: 1e-3)
     temperature_start: float
     temperature_end: float | None
     staleness_temperature: float

@@ -111,7 +111,7 @@ class _Sampling(_SamplerRecord):
             if temperature != self.temperature:
                 old = (self.temperature, self._h, self._softmax_shift)
                 self.temperature = temperature
-                self._h = TRANSFORMS[self.score_transform](temperature=temperature, eps=self.eps)
+                self._h = self._score_transform_object(temperature)
                 try:  # re-anchored: exp((g − shift)/β) must stay finite at the new, lower β
                     self._build_structures(reanchor=True)
                 except BaseException:
@@ -173,7 +173,42 @@ class _Sampling(_SamplerRecord):
         seen_idx = np.flatnonzero(self.seen)
         return int(seen_idx[transform.draw_position(values(seen_idx), self._rng)])
 
+    def _score_transform_object(self, temperature: float) -> ScoreTransform:
+        """``h`` at ``temperature`` (with :attr:`power_offset` for ``power``)."""
+        h = TRANSFORMS[self.score_transform](temperature=temperature, eps=self.eps)
+        if self.power_offset:
+            h.offset = self.power_offset  # type: ignore[attr-defined]  # Power (checked in __init__)
+        return h
+
+    def _ranks_unseen_at_zero(self) -> bool:
+        """``unseen_rank="zero"`` changes the rank weights now: some level unseen, some seen score < 0."""
+        return (
+            self.unseen_rank == "zero"
+            and self.score_transform == "rank"
+            and 0 < self._n_seen < self._levels.size
+            and bool((self._scores[self._perm[: self._n_seen]] < 0.0).any())
+        )
+
+    def _score_weights(self, seen_idx: IntArray) -> FloatArray:
+        """``P_S`` over the seen levels ``seen_idx`` (in level order)."""
+        values = self._scores[seen_idx]
+        if not self._ranks_unseen_at_zero():
+            return self._h.weights(values)
+        # level-replay's ranks: the unseen levels (score 0) rank above every negative seen score
+        order = np.argsort(-values, kind="stable")
+        ranks = np.empty(values.size, dtype=np.float64)
+        ranks[order] = np.arange(1, values.size + 1, dtype=np.float64)
+        ranks += (self._levels.size - self._n_seen) * (values < 0.0)
+        w = ranks ** (-1.0 / self.temperature)
+        out: FloatArray = w / w.sum()
+        return out
+
     def _sample_score_index(self) -> int:
+        if self._ranks_unseen_at_zero():  # O(N): the unseen levels' count shifts the negative scores' ranks
+            seen_idx = np.flatnonzero(self.seen)
+            cdf = np.cumsum(self._score_weights(seen_idx))
+            k = int(np.searchsorted(cdf, self._rng.random() * cdf[-1], side="right"))
+            return int(seen_idx[min(k, seen_idx.size - 1)])
         if self._score_keys is not None:
             return self._sample_ordered(self._h, self._score_keys)
         if self._score_tree is not None:
@@ -226,7 +261,7 @@ class _Sampling(_SamplerRecord):
         if self._n_seen == 0:
             return out
         seen_idx = np.flatnonzero(self.seen)
-        p = self._h.weights(self._scores[seen_idx])
+        p = self._score_weights(seen_idx)
         if self.staleness_coef > 0.0:
             stale = (self._t - self._last[seen_idx]).astype(np.float64)
             pc = self._g.weights(stale)

@@ -88,6 +88,8 @@ class _Checkpoints(_SamplerRecord):
             "uniform_mass": self.uniform_mass,
             "success_rate_alpha": self.success_rate_alpha,
             "seed": self.seed,
+            "unseen_rank": self.unseen_rank,
+            "power_offset": self.power_offset,
         }
 
     def _state_record(self) -> dict[str, Any]:
@@ -172,6 +174,8 @@ class _Checkpoints(_SamplerRecord):
         theirs.setdefault("uniform_mass", 0.0)
         theirs.setdefault("success_rate_alpha", 0.1)
         theirs.setdefault("temperature_end", None)
+        theirs.setdefault("unseen_rank", "seen")
+        theirs.setdefault("power_offset", 0.0)
         diff = sorted(k for k in mine if k != "seed" and mine[k] != theirs.get(k))
         if diff:
             details = ", ".join(f"{k}: state has {theirs.get(k)!r}, sampler has {mine[k]!r}" for k in diff)

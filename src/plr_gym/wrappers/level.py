@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import numbers
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -142,7 +142,10 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
     3. the level queued with :meth:`set_next_level` (or the :attr:`next_level` attribute), which is how
        vectorized environments choose the level of an autoreset: neither Stable-Baselines3 nor
        Gymnasium passes a seed when it resets a finished sub-environment;
-    4. none: the env is reset as usual (e.g. ``reset()`` continues its random stream) and the episode's
+    4. the level returned by :attr:`level_provider`, a function the wrapper calls at that reset (set by
+       ``PrioritizedLevelReplay(..., level_draw="episode_end")`` in the learner's process, so that the level
+       is drawn when the previous episode has ended);
+    5. none: the env is reset as usual (e.g. ``reset()`` continues its random stream) and the episode's
        level is ``None``.
 
     Every reset consumes the queued level. An ``int`` level ``L`` resets the wrapped env with
@@ -202,6 +205,7 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         self.max_checked_levels = int(max_checked_levels)
         self._level: Any = None
         self._next_level: Any = None
+        self._level_provider: Callable[[], Any] | None = None
         self._first_obs: dict[int, bytes] = {}
         self._warned = False
 
@@ -228,6 +232,22 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         """
         self.next_level = level
 
+    @property
+    def level_provider(self) -> Callable[[], Any] | None:
+        """A function that returns the level of a reset that has no other level (precedence 4 above), or
+        ``None``; settable (e.g. by ``SyncVectorEnv.set_attr``). Called once per such reset."""
+        return self._level_provider
+
+    @level_provider.setter
+    def level_provider(self, provider: Callable[[], Any] | None) -> None:
+        if provider is not None and not callable(provider):
+            raise TypeError(f"level_provider must be a function or None, got {type(provider).__name__}")
+        self._level_provider = provider
+
+    def set_level_provider(self, provider: Callable[[], Any] | None) -> None:
+        """Set :attr:`level_provider` (callable through ``VecEnv.env_method`` in a ``DummyVecEnv``)."""
+        self.level_provider = provider
+
     # ------------------------------------------------------------------ gymnasium API
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -241,8 +261,10 @@ class LevelWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         elif seed is not None:
             level = check_level_id(seed, "seed")
             from_seed = True
-        else:
+        elif self._next_level is not None or self._level_provider is None:
             level = self._next_level
+        else:
+            level = _checked_level(self._level_provider(), "the level_provider's level")
         self._next_level = None
 
         if level is None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from stable_baselines3.common.vec_env import SubprocVecEnv, VecEnv, VecEnvWrapper
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
 
 from plr_gym._levels import level_key
@@ -23,6 +23,7 @@ from plr_gym.sampler import LevelSampler
 from plr_gym.scoring import EpisodeScorer
 from plr_gym.source import LevelSource, ScoreWatch, make_level_source
 from plr_gym.wrappers._access import SourceAccess
+from plr_gym.wrappers._draw import check_level_draw, level_provider
 from plr_gym.wrappers.level import LevelWrapper
 
 __all__ = ["PrioritizedLevelReplay"]
@@ -49,7 +50,17 @@ class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
     as the current episode starts: the level of env ``i``'s next episode (:attr:`next_levels` ``[i]``) is
     chosen before the score of its current episode reaches the sampler. Exactly one level per env is queued
     ahead, so the lag is at most one episode per env. (:meth:`reset` draws ``2 * num_envs`` levels: the
-    first episode's and the queued one of each env.)
+    first episode's and the queued one of each env.) ``level_draw="episode_end"`` removes the lag: see below.
+
+    **When levels are drawn** (``level_draw``). ``"episode_start"`` (default): as just described.
+    ``"episode_end"``: env ``i``'s next level is drawn from the source as it is when its previous episode
+    ends, as level-replay does (``level_replay/envs.py`` L151-155): the sub-env calls back into this wrapper
+    at its autoreset (:attr:`~plr_gym.wrappers.LevelWrapper.level_provider`), in env index order, and starts
+    the drawn level at once (no second reset; ``infos[i]["terminal_observation"]`` and ``infos[i]["level"]``
+    stay the finished episode's). This needs the sub-envs in this process: a ``DummyVecEnv`` or plr_gym's
+    batched ``ProcgenVecEnv``; a ``SubprocVecEnv`` is refused (it resets inside the worker process, so each
+    ended episode would cost a round trip to the learner), and so is a level source that plans whole
+    rollouts (``buffer=``).
 
     **Order of wrappers.** Wrap the raw ``DummyVecEnv``/``SubprocVecEnv`` (or any VecEnv that is not a
     ``VecEnvWrapper``); ``VecNormalize``, ``VecFrameStack``, ``VecMonitor``, ``VecTransposeImage``... go
@@ -85,6 +96,8 @@ class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
         rollout evaluates one child of each replayed level (``n_mutations`` edits each) and offers it to
         the buffer.
     :param n_mutations: edits per ACCEL child.
+    :param level_draw: ``"episode_start"`` (default) or ``"episode_end"``: when each env's next level is
+        drawn (see above).
 
     Example:
         >>> import gymnasium as gym
@@ -113,6 +126,7 @@ class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
         generator: Callable[[np.random.Generator], Any] | None = None,
         mutator: Callable[[Any, np.random.Generator], Any] | None = None,
         n_mutations: int = 1,
+        level_draw: str = "episode_start",
         **sampler_kwargs: Any,
     ) -> None:
         owner = type(self).__name__
@@ -127,6 +141,9 @@ class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
         self.source: LevelSource = make_level_source(
             owner, venv.num_envs, sampler, sampler_kwargs, buffer, generator, mutator, n_mutations
         )
+        self.level_draw = check_level_draw(owner, level_draw, self.source)
+        if self.level_draw == "episode_end":
+            _check_in_process(owner, venv)
         wrapped = venv.env_is_wrapped(LevelWrapper)
         if not all(wrapped):
             missing = [i for i, w in enumerate(wrapped) if not w]
@@ -151,6 +168,11 @@ class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
         self._score_watch = ScoreWatch(
             owner, "Did you add PLRCallback? model.learn(..., callback=PLRCallback())"
         )
+        if self.level_draw == "episode_end":  # each sub-env asks for its next level when it autoresets
+            for i in range(n):
+                self.venv.env_method(
+                    "set_level_provider", level_provider(self.source, i, self._next), indices=[i]
+                )
 
     # ------------------------------------------------------------------ levels
     @property
@@ -171,7 +193,10 @@ class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
 
     @property
     def next_levels(self) -> npt.NDArray[np.int64]:
-        """Level queued for each env's next episode, shape ``(num_envs,)``, a copy (see the lag above)."""
+        """Level queued for each env's next episode, shape ``(num_envs,)``, a copy (see the lag above).
+
+        With ``level_draw="episode_end"`` nothing is queued: the level drawn last for each env (its current
+        level once the episode it was drawn for has started)."""
         return self._next.copy()
 
     def _queue(self, indices: npt.NDArray[np.int64], levels: Sequence[Any] | npt.NDArray[Any]) -> None:
@@ -238,7 +263,7 @@ class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
         self.source.begin_rollout()  # a plan-making source plans one if none is open (else: a no-op)
         drawn = self.source.next_levels(everyone)
         first: list[Any] = drawn.tolist() if isinstance(drawn, np.ndarray) else list(drawn)
-        queued = self.source.next_levels(everyone)
+        queued = self.source.next_levels(everyone) if self.level_draw == "episode_start" else None
         self.venv.set_options([{**o, "level": lvl} for o, lvl in zip(self._user_options, first)])
         self._user_options = [{} for _ in range(n)]
         try:
@@ -246,7 +271,10 @@ class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
             for i, lvl in enumerate(first):
                 self._current[i] = lvl
             self._check_reset_levels(np.arange(n))
-            self._queue(np.arange(n), queued)
+            if queued is not None:
+                self._queue(np.arange(n), queued)
+            else:
+                self._next[:] = self._current
         except _WORKER_DEATH as exc:
             raise _worker_died("reset") from exc
         except Exception as exc:
@@ -283,10 +311,12 @@ class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
             done = np.asarray(dones).nonzero()[0]
             self._score_watch.step(done.size, self.source)
             if done.size:
-                # Autoreset envs started the episode queued for them; queue the one after.
+                # Autoreset envs started the episode queued for them (episode_end: drawn for them at the
+                # autoreset, into self._next); episode_start: queue the one after.
                 self._current[done] = self._next[done]
                 self._check_reset_levels(done)
-                self._queue(done, self.source.next_levels(done))
+                if self.level_draw == "episode_start":
+                    self._queue(done, self.source.next_levels(done))
         except _WORKER_DEATH as exc:
             raise _worker_died("step") from exc
         self.reset_infos = self.venv.reset_infos
@@ -348,6 +378,23 @@ class PrioritizedLevelReplay(SourceAccess, VecEnvWrapper):
     def end_rollout(self) -> None:
         """Close the level source's rollout (buffer mode, ACCEL: mutate the levels it replayed)."""
         self.source.end_rollout()
+
+
+def _check_in_process(owner: str, venv: VecEnv) -> None:
+    """``level_draw="episode_end"`` needs sub-envs that can call the wrapper at their autoreset."""
+    if isinstance(venv, DummyVecEnv) or getattr(venv, "level_providers_in_process", False):
+        return
+    why = (
+        "its sub-envs reset inside their worker processes during step_wait, so drawing each level when the "
+        "previous episode ends would need a round trip to the learner's process per ended episode"
+        if isinstance(venv, SubprocVecEnv)
+        else "it is neither a DummyVecEnv nor plr_gym's ProcgenVecEnv, whose sub-envs live in this process "
+        "and can ask the wrapper for a level when they autoreset"
+    )
+    raise ValueError(
+        f"{owner}: level_draw='episode_end' cannot be used with {type(venv).__name__}: {why}. Use a "
+        "DummyVecEnv (or plr_gym.envs.ProcgenVecEnv for Procgen), or level_draw='episode_start'"
+    )
 
 
 def _worker_died(call: str) -> RuntimeError:

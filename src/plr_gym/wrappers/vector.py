@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
+from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv, VectorWrapper
 
 from plr_gym._levels import level_key
 from plr_gym.level_buffer import LevelBuffer
@@ -21,6 +21,7 @@ from plr_gym.sampler import LevelSampler
 from plr_gym.scoring import EpisodeScorer, _check_gamma, episode_success
 from plr_gym.source import LevelSource, ScoreWatch, make_level_source
 from plr_gym.wrappers._access import SourceAccess
+from plr_gym.wrappers._draw import check_level_draw, level_provider
 
 __all__ = ["PrioritizedLevelReplay"]
 
@@ -67,6 +68,16 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
     - ``DISABLED``: call ``reset(options={"reset_mask": done})`` yourself; the wrapper draws the levels of
       the reset envs then: no lag.
 
+    **When levels are drawn** (``level_draw``). ``"episode_start"`` (default): as above. ``"episode_end"``:
+    each env's next level is drawn from the source as it is when its previous episode ends, as level-replay
+    does (``level_replay/envs.py`` L151-155): in ``NEXT_STEP`` mode at the end of the step that ends it (and
+    queued for the reset step, so a :meth:`report_rollout` in between does not change it); in ``SAME_STEP``
+    mode by the sub-env itself at its autoreset (:attr:`~plr_gym.wrappers.LevelWrapper.level_provider`),
+    which needs the sub-envs in this process: ``SyncVectorEnv`` or plr_gym's ``ProcgenVectorEnv``
+    (``AsyncVectorEnv`` is refused: each ended episode would cost a round trip to the learner); in
+    ``DISABLED`` mode at your ``reset(options={"reset_mask": done})``, as with ``"episode_start"``. A level
+    source that plans whole rollouts (``buffer=``) is refused.
+
     A ``seed`` passed to :meth:`reset` does not choose levels: each sub-env's reset seed is its level, and
     the sequence of levels is set by the sampler's own ``seed``. If a sub-environment raises, the exception
     reaches the caller and the sampler stays consistent; call :meth:`reset` (or ``close()``) before stepping
@@ -92,6 +103,8 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
     :param generator: buffer mode: ``generator(rng) -> level``.
     :param mutator: buffer mode, ACCEL: ``mutator(level, rng) -> level``.
     :param n_mutations: edits per ACCEL child.
+    :param level_draw: ``"episode_start"`` (default) or ``"episode_end"``: when each env's next level is
+        drawn (see above).
 
     Example:
         >>> import gymnasium as gym
@@ -118,6 +131,7 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
         generator: Callable[[np.random.Generator], Any] | None = None,
         mutator: Callable[[Any, np.random.Generator], Any] | None = None,
         n_mutations: int = 1,
+        level_draw: str = "episode_start",
         **sampler_kwargs: Any,
     ) -> None:
         super().__init__(env)
@@ -154,7 +168,7 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
         n = self.num_envs
         dtype = self.source.level_dtype
         self._current: npt.NDArray[Any] = np.zeros(n, dtype=dtype)
-        self._next: npt.NDArray[Any] = np.zeros(n, dtype=dtype)  # SAME_STEP only: queued in each LevelWrapper
+        self._next: npt.NDArray[Any] = np.zeros(n, dtype=dtype)  # the next episode's level: see next_levels
         self._autoreset = np.zeros(n, dtype=bool)  # NEXT_STEP only: envs that reset on the next step
         self._needs_reset = True  # before the first reset, and after anything raised mid-step
         # per-step record for report_rollout: (levels, episode starts, valid rows, dones)
@@ -169,6 +183,17 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
         self._score_watch = ScoreWatch(
             owner, "Call report_rollout(...) after each rollout to score the episodes (see its docstring)."
         )
+        self._start_level_draw(owner, level_draw)
+
+    def _start_level_draw(self, owner: str, level_draw: str) -> None:
+        """``level_draw`` checked; SAME_STEP + ``"episode_end"``: each sub-env gets a level provider, which it
+        calls at its autoreset (NEXT_STEP: drawn at the end step and queued, see :meth:`_step_next_step`)."""
+        self.level_draw = check_level_draw(owner, level_draw, self.source)
+        self._provides = self.level_draw == "episode_end" and self.autoreset_mode == AutoresetMode.SAME_STEP
+        if self._provides:
+            _check_in_process(owner, self._base)
+            providers = [level_provider(self.source, i, self._next) for i in range(self.num_envs)]
+            self._base.set_attr("level_provider", providers)
 
     # ------------------------------------------------------------------ levels
     @property
@@ -181,13 +206,16 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
 
     @property
     def next_levels(self) -> npt.NDArray[np.int64]:
-        """``SAME_STEP`` mode: the level queued for each env's next episode; shape ``(num_envs,)``, a copy."""
+        """``SAME_STEP`` mode: the level queued for each env's next episode; shape ``(num_envs,)``, a copy.
+
+        With ``level_draw="episode_end"``: the level drawn last for each env (``NEXT_STEP``: for the reset
+        step of an env whose episode just ended)."""
         return self._next.copy()
 
     def _set_next_levels(self, indices: npt.NDArray[np.int64], levels: Sequence[Any]) -> None:
         """Queue ``levels`` in the ``LevelWrapper`` of the envs ``indices`` (one ``set_attr`` call)."""
         values: list[Any] = [None] * self.num_envs
-        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+        if self.autoreset_mode == AutoresetMode.SAME_STEP and not self._provides:
             for i, level in zip(indices.tolist(), levels):
                 self._next[i] = level
             values = self._next.tolist()
@@ -249,9 +277,7 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
         self.source.begin_rollout()  # a plan-making source plans one if none is open (else: a no-op)
         levels = self._draw(indices)
         # each reset env's LevelWrapper consumes the level queued in it (ids and level objects alike)
-        queued: list[Any] = (
-            self._next.tolist() if self.autoreset_mode == AutoresetMode.SAME_STEP else [None] * n
-        )
+        queued = self._queued_elsewhere()
         for i, level in zip(indices.tolist(), levels):
             queued[i] = level
         self._base.set_attr("next_level", queued)
@@ -260,12 +286,23 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
         self._autoreset[indices] = False
         self._start[indices] = True
         self._check_reported(info, indices)
-        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+        if self.autoreset_mode == AutoresetMode.SAME_STEP and not self._provides:
             self._set_next_levels(indices, self._draw(indices))
         info["level"] = self._current.copy()
         info["_level"] = mask.copy()
         self._needs_reset = False
         return obs, info
+
+    def _queued_elsewhere(self) -> list[Any]:
+        """What a reset leaves queued in each sub-env (the reset envs' entries are then overwritten)."""
+        n = self.num_envs
+        if self.autoreset_mode == AutoresetMode.SAME_STEP and not self._provides:
+            queued: list[Any] = self._next.tolist()
+            return queued
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP and self.level_draw == "episode_end":
+            # envs whose episode ended keep the level drawn for their reset step
+            return [self._next[i].item() if self._autoreset[i] else None for i in range(n)]
+        return [None] * n
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step every env; ``info["level"]`` is the level of each env's transition (see the class doc)."""
@@ -287,15 +324,25 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
     def _step_next_step(self, actions: Any) -> tuple[Any, ...]:
         """:meth:`step` in ``NEXT_STEP`` mode: envs that ended last step reset now (a row of no episode)."""
         starting = np.flatnonzero(self._autoreset)
+        drawn_at_end = self.level_draw == "episode_end"
         if starting.size:
-            new = self._draw(starting)
-            self._set_next_levels(starting, new)
+            if drawn_at_end:  # drawn and queued when the episode ended (the previous step)
+                new = [self._next[i].item() for i in starting.tolist()]
+            else:
+                new = self._draw(starting)
+                self._set_next_levels(starting, new)
         obs, rewards, terminated, truncated, info = self.env.step(actions)
         if starting.size:
             self._set_current(starting, new)
             self._check_reported(info, starting)
         ended = np.logical_or(terminated, truncated)
         self._autoreset = ended
+        if drawn_at_end and ended.any():
+            finished = np.flatnonzero(ended)
+            levels_next = self._draw(finished)
+            self._set_next_levels(finished, levels_next)
+            for i, level in zip(finished.tolist(), levels_next):
+                self._next[i] = level
         levels = self._current.copy()
         valid = np.ones(self.num_envs, dtype=bool)
         valid[starting] = False  # reset steps: no transition of any episode
@@ -335,9 +382,10 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
         if mode == AutoresetMode.SAME_STEP:
             done = ended.nonzero()[0]
             if done.size:
-                self._set_current(done, [self._next[i] for i in done.tolist()])
+                self._set_current(done, [self._next[i] for i in done.tolist()])  # episode_end: just drawn
                 self._check_reported(info, done)
-                self._set_next_levels(done, self._draw(done))
+                if not self._provides:
+                    self._set_next_levels(done, self._draw(done))
         return obs, rewards, terminated, truncated, info, levels, ended
 
     def _step_outcomes(self, info: dict[str, Any], ended: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
@@ -523,6 +571,21 @@ class PrioritizedLevelReplay(SourceAccess, VectorWrapper):  # type: ignore[type-
         """
         self.source.begin_rollout()
         return self.source.rollout_mode
+
+
+def _check_in_process(owner: str, base: Any) -> None:
+    """SAME_STEP with ``level_draw="episode_end"`` needs sub-envs that can call the wrapper at their
+    autoreset: in this process."""
+    if isinstance(base, SyncVectorEnv) or getattr(base, "level_providers_in_process", False):
+        return
+    raise ValueError(
+        f"{owner}: level_draw='episode_end' cannot be used with {type(base).__name__} in SAME_STEP "
+        "autoreset mode: its sub-envs reset inside the step (in their worker processes for "
+        "AsyncVectorEnv), so drawing each level when the previous episode ends would need a round "
+        "trip to the learner's process per ended episode. Use SyncVectorEnv (or "
+        "plr_gym.envs.ProcgenVectorEnv for Procgen), NEXT_STEP autoreset, or "
+        "level_draw='episode_start'"
+    )
 
 
 def _constant_row(row: npt.NDArray[Any]) -> npt.NDArray[Any]:
