@@ -18,6 +18,8 @@ collect_ignore = [
     for path, needs in (
         ("src/plr_gym/trl.py", "trl"),
         ("src/plr_gym/verl.py", "verl"),
+        ("src/plr_gym/_verl_dataset.py", "verl"),
+        ("src/plr_gym/_verl_replay.py", "verl"),
         ("src/plr_gym/jax", "jax"),  # the jax extra: Python >= 3.12 (the 3.13 stack)
     )
     if importlib.util.find_spec(needs) is None

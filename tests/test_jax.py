@@ -706,3 +706,14 @@ def test_jaxued_adapter_options_reproduce_jaxued_0_0_1(x64: None) -> None:
     assert not bool(ls.sample_replay_decision(empty, jax.random.key(0)))
     after, (idx, _) = ls.sample_replay_level(empty, jax.random.key(0))
     assert int(idx) == -1 and int(after["episode_count"]) == 0
+
+
+def test_from_numpy_refuses_level_replays_sampler_options() -> None:
+    """The numpy sampler's ``unseen_rank``/``power_offset`` (level-replay's behaviours) have no JAX
+    counterpart: ``from_numpy`` takes their defaults and refuses other values by name."""
+    levels = np.arange(5)
+    LevelSampler.from_numpy(NumpyLevelSampler(levels, seed=0))  # defaults: accepted
+    for option in ({"unseen_rank": "zero"}, {"power_offset": 1e-3, "score_transform": "power"}):
+        name = next(iter(option))
+        with pytest.raises(ValueError, match=f"has {name}=.*does not implement"):
+            LevelSampler.from_numpy(NumpyLevelSampler(levels, seed=0, staleness_coef=0.0, **option))

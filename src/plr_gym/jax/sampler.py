@@ -46,6 +46,11 @@ _TRANSFORMS = ("rank", "power", "softmax", "eps_greedy", "constant", "max")
 _ON_INVALID = ("skip", "raise")
 
 
+#: options of the numpy :class:`plr_gym.LevelSampler` that reproduce level-replay's sampler outside the
+#: paper's definitions (``unseen_rank``, ``power_offset``); plr_gym.jax has their defaults only
+_NUMPY_ONLY: dict[str, Any] = {"unseen_rank": "seen", "power_offset": 0.0}
+
+
 class SamplerState(NamedTuple):
     """The whole state of a :class:`LevelSampler` (a pytree; arrays of length ``num_levels``).
 
@@ -699,6 +704,13 @@ class LevelSampler:
         Level ids become positions in ``sampler.levels``; a callable strategy is refused."""
         config = dict(sampler.state_dict()["config"])
         del config["seed"]
+        for name, default in _NUMPY_ONLY.items():  # level-replay's choices: the JAX sampler has the defaults
+            value = config.pop(name, default)
+            if value != default:
+                raise ValueError(
+                    f"from_numpy: the numpy sampler has {name}={value!r}, which plr_gym.jax does not "
+                    f"implement (only {name}={default!r}, the default)"
+                )
         jax_sampler = cls(num_levels=sampler.num_levels, **config, **options)
         return jax_sampler, jax_sampler.state_from_dict(sampler.state_dict())
 
