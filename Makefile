@@ -40,7 +40,7 @@ EXTRAS313 := test,procgen,minigrid,contrib,bench,cli,notebooks,distributed,trl,j
 # The 3.13 stack runs what depends on the stack: Procgen (procgen-gym) and its benchmarks' quick runs, the
 # examples and notebooks, Ray core, the packaging and README checks, and the numpy-level core (sampler,
 # scoring, replay, wrappers, doctests). To shorten .ci/run (target 20 min on 2 cores; a fresh clone took
-# 10.6 min at 7f2368f) it leaves out the SB3 training, callback and CLI suites and the other benchmarks'
+# 18.7 min with three stacks at 6e71f2b) it leaves out the SB3 training, callback and CLI suites and the other benchmarks'
 # quick runs, which .venv runs and which do not touch the stacks' differences, and the mkdocs build;
 # `make test-313 TESTS313=` runs everything there.
 # plr_gym/rllib.py cannot be imported without RLlib: its doctests skip (--doctest-ignore-import-errors, on
