@@ -218,3 +218,40 @@ def test_two_process_grpo_run_concentrates_and_resumes_with_the_same_curriculum(
     p = np.array(trl_grpo_run.P)
     assert draws.sum() == 4 * full[0]["num_batches"]
     assert draws[p == 0.5].sum() / draws.sum() >= 0.5  # uniform: 1/3
+
+
+def test_config_sets_replay_prob_and_reward_noise_from_the_command_line_and_refuses_bad_values(
+    tmp_path: Path,
+) -> None:
+    from trl import TrlParser
+
+    from plr_gym.trl import CurriculumGRPOConfig
+
+    base = ["--output_dir", str(tmp_path), "--use_cpu", "true", "--report_to", "none"]
+    (cfg,) = TrlParser((CurriculumGRPOConfig,)).parse_args_and_config(
+        [*base, "--curriculum_replay_prob", "0.9", "--curriculum_reward_noise", "0.15"]
+    )
+    assert cfg.curriculum_options()["replay_prob"] == 0.9
+    assert cfg.curriculum_options()["reward_noise"] == 0.15
+    (default,) = TrlParser((CurriculumGRPOConfig,)).parse_args_and_config(base)
+    assert default.curriculum_options()["replay_prob"] == "auto"
+    assert default.curriculum_options()["reward_noise"] == 0.0
+    # the trainer builds its curriculum with them
+    trainer = trl_grpo_run.build_trainer(
+        str(tmp_path),
+        max_steps=1,
+        config_options={"curriculum_replay_prob": "0.9", "curriculum_reward_noise": 0.15},
+    )
+    assert trainer.curriculum.replay_prob == 0.9
+    assert trainer.curriculum.reward_noise == 0.15
+    for bad in ("often", True):
+        with pytest.raises(ValueError, match='curriculum_replay_prob must be "auto" or a number'):
+            CurriculumGRPOConfig(
+                output_dir=str(tmp_path), use_cpu=True, report_to="none", curriculum_replay_prob=bad
+            ).curriculum_options()
+    with pytest.raises(ValueError, match=r"curriculum_\* options: .*replay_prob"):
+        trl_grpo_run.build_trainer(str(tmp_path), max_steps=1, config_options={"curriculum_replay_prob": "2"})
+    with pytest.raises(ValueError, match=r"curriculum_\* options: .*reward_noise"):
+        trl_grpo_run.build_trainer(
+            str(tmp_path), max_steps=1, config_options={"curriculum_reward_noise": 0.7}
+        )

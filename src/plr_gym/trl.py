@@ -254,6 +254,12 @@ class CurriculumGRPOConfig(GRPOConfig):  # type: ignore[misc,unused-ignore]
         ... )
         >>> cfg.curriculum_options()["reward_range"]
         (-1.0, 1.0)
+        >>> noisy = CurriculumGRPOConfig(
+        ...     output_dir="out", use_cpu=True, report_to="none",
+        ...     curriculum_reward_noise=0.15, curriculum_replay_prob="0.9",
+        ... )
+        >>> noisy.curriculum_options()["reward_noise"], noisy.curriculum_options()["replay_prob"]
+        (0.15, 0.9)
     """
 
     curriculum_method: str = field(default="learnability", metadata={"help": "learnability or thompson"})
@@ -276,6 +282,14 @@ class CurriculumGRPOConfig(GRPOConfig):  # type: ignore[misc,unused-ignore]
     curriculum_filter_groups: bool = field(
         default=False, metadata={"help": "drop groups whose rewards are all equal from the loss"}
     )
+    curriculum_replay_prob: str = field(
+        default="auto",
+        metadata={"help": 'replay probability: "auto" (set from the dataset size) or a number in [0, 1]'},
+    )
+    curriculum_reward_noise: float = field(
+        default=0.0,
+        metadata={"help": "share of wrong rewards to discount (noisy judges): about 1.5 x the flip rate"},
+    )
     curriculum_reward: str | None = field(
         default=None, metadata={"help": "judge this reward function (name or position), not the weighted sum"}
     )
@@ -290,7 +304,24 @@ class CurriculumGRPOConfig(GRPOConfig):  # type: ignore[misc,unused-ignore]
             "success_threshold": self.curriculum_success_threshold,
             "uniform_mass": self.curriculum_uniform_mass,
             "filter_groups": self.curriculum_filter_groups,
+            "replay_prob": _replay_prob_option(self.curriculum_replay_prob),
+            "reward_noise": self.curriculum_reward_noise,
         }
+
+
+def _replay_prob_option(value: Any) -> float | str:
+    """``curriculum_replay_prob`` as ``PromptCurriculum`` takes it: ``"auto"`` or a number (from the
+    command line every value is a string; from YAML a number stays one)."""
+    if value == "auto":
+        return "auto"
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f'curriculum_replay_prob must be "auto" or a number in [0, 1], got {value!r}'
+        ) from None
 
 
 def _curriculum_fields_changed(args: Any) -> list[str]:
