@@ -299,3 +299,26 @@ def test_m4_compare_and_resume_read_a_run_whose_eval_csv_ends_in_half_a_row(
     rows = log.read_text().splitlines()
     assert rows[-1].startswith("384,") and all(not r.startswith("384,test,4,0.1\r") for r in rows)
     assert log.read_bytes().endswith(b"\n") and len([r for r in rows if r.startswith("384,")]) == 1
+
+
+def test_m1_a_run_cut_in_its_first_save_again_and_again_resumes_and_keeps_only_the_latest_cut_save(
+    tmp_path: Path,
+) -> None:
+    """Under a requeue loop a run can be killed in its first save more than once: the second cut save
+    reuses the generation number set aside the first time (renaming onto it failed: ENOTEMPTY, the requeue
+    blocked for good). The latest cut save replaces the earlier one, so they do not accumulate either."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.json").write_text("{}")
+    first = out / ".plr-torn-00000001"  # set aside by the first resume
+    first.mkdir()
+    (first / "model.zip").write_bytes(b"first")
+    (out / ".plr-torn-00000002").mkdir()  # an older leftover of another number
+    cut = out / ".plr-gen-00000001"  # the second cut save, same number
+    cut.mkdir()
+    (cut / "model.zip").write_bytes(b"second")
+    with pytest.warns(UserWarning, match=r"\.plr-torn-00000001 kept aside"), RunDirectory(out) as run:
+        assert run.begin({}, resume=True) is None  # starts again from step 0
+    assert _gens(out) == []
+    assert sorted(p.name for p in out.glob(".plr-torn-*")) == [".plr-torn-00000001"]
+    assert (out / ".plr-torn-00000001" / "model.zip").read_bytes() == b"second"

@@ -154,13 +154,22 @@ class Generations:
 
     def set_aside_torn(self) -> list[Path]:
         """Rename every torn generation ``.plr-gen-<N>`` to ``.plr-torn-<N>`` (kept for inspection, no
-        longer a generation); returns the new paths."""
+        longer a generation); returns the new paths. Only the latest cut save is kept: those set aside by
+        an earlier resume are removed first (a run killed in its first save again and again, under a
+        requeue loop, keeps one, and its ``.plr-gen-<N>`` may reuse a number set aside before)."""
+        torn = [gen for gen in self.paths() if self.torn(gen)]
+        if not torn:
+            return []
+        for old in self.path.glob(TORN_PREFIX + "*"):
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old)
+            else:
+                old.unlink()
         moved = []
-        for gen in self.paths():
-            if self.torn(gen):
-                aside = gen.with_name(TORN_PREFIX + gen.name[len(GEN_PREFIX) :])
-                os.rename(gen, aside)
-                moved.append(aside)
+        for gen in torn:
+            aside = gen.with_name(TORN_PREFIX + gen.name[len(GEN_PREFIX) :])
+            os.rename(gen, aside)
+            moved.append(aside)
         return moved
 
     def newer_than(self, ckpt: Checkpoint) -> set[Path]:
