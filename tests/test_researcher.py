@@ -279,6 +279,27 @@ def test_curriculum_callback_records_weights_visits_and_scores(tmp_path: Path) -
     assert more.history["timesteps"].tolist() == [128, 256]
 
 
+def test_a_corrupt_or_incomplete_curriculum_npz_is_refused_naming_the_file(tmp_path: Path) -> None:
+    from plr_gym.callbacks import curriculum as curriculum_module
+    from plr_gym.plotting import _CURRICULUM_ARRAYS, load_curriculum
+
+    assert _CURRICULUM_ARRAYS == curriculum_module._ARRAYS  # the writer's format, read by plotting
+    torn = tmp_path / "torn.npz"
+    torn.write_bytes(b"PK\x03\x04 not a zip")
+    partial = tmp_path / "partial.npz"
+    np.savez(partial, timesteps=np.arange(2), levels=np.arange(4))
+    for path, message in (
+        (torn, "is not a readable plr_gym checkpoint"),
+        (partial, "lacks the arrays weights"),
+    ):
+        with pytest.raises(ValueError, match=f"{path.name}.*{message}|{message}"):
+            load_curriculum(path)
+        venv = PrioritizedLevelReplay(DummyVecEnv([lambda: LevelWrapper(CountingEnv())]), levels=[0, 1, 2, 3])
+        model = PPO("MlpPolicy", venv, n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu")
+        with pytest.raises(ValueError, match=message):
+            model.learn(16, callback=[PLRCallback(), CurriculumLogCallback(resume_from=path)])
+
+
 def test_plot_curriculum_checks_its_input(tmp_path: Path) -> None:
     from plr_gym.plotting import plot_curriculum
 

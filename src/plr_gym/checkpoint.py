@@ -38,7 +38,7 @@ import struct
 import tokenize
 import zipfile
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -153,7 +153,7 @@ _CORRUPT = (
 )
 
 
-def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray[Any, Any]]:
+def load_npz(path: str | os.PathLike[str], required: Sequence[str] = ()) -> dict[str, np.ndarray[Any, Any]]:
     """Read every array of an ``.npz`` archive into memory, never unpickling.
 
     A visible name of a checkpoint directory (``DIR/plr_sampler.npz``, a link through ``.plr-current``)
@@ -164,7 +164,7 @@ def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray[Any, Any]]:
     :raises IsADirectoryError: if ``path`` is a directory.
     :raises ValueError: if the file is not a readable ``.npz`` archive of plain arrays (truncated,
         corrupt, or holding pickled objects), or a visible name whose generation is not a real
-        directory of the checkpoint directory.
+        directory of the checkpoint directory, or if it lacks one of the arrays named in ``required``.
     """
     path = _through_generation(Path(path))
     _refuse_directory(path)
@@ -172,9 +172,13 @@ def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray[Any, Any]]:
         data = f.read()
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
+            arrays = {k: npz[k] for k in npz.files}
     except _CORRUPT as exc:
         raise ValueError(f"{os.fspath(path)} is not a readable plr_gym checkpoint: {exc}") from exc
+    missing = [k for k in required if k not in arrays]
+    if missing:
+        raise ValueError(f"{os.fspath(path)} lacks the arrays {', '.join(missing)} (it has {sorted(arrays)})")
+    return arrays
 
 
 def _refuse_directory(path: Path) -> None:

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from plr_gym._eval_csv import read_rows
+from plr_gym.checkpoint import load_npz
 
 __all__ = [
     "Run",
@@ -619,10 +620,18 @@ def _plot_score_histograms(ax: Any, runs: Sequence[Run], colors: list[Any]) -> N
     ax.grid(alpha=0.3)
 
 
+#: The arrays of a ``curriculum.npz``, as :class:`~plr_gym.CurriculumLogCallback` writes them (its module's
+#: ``_ARRAYS``, not imported: plotting does not need SB3; a test keeps the two equal).
+_CURRICULUM_ARRAYS = ("timesteps", "levels", "weights", "visits", "scores")
+
+
 def load_curriculum(path: str | os.PathLike[str]) -> dict[str, npt.NDArray[Any]]:
-    """The snapshots written by :class:`~plr_gym.CurriculumLogCallback` (``curriculum.npz`` of a run)."""
-    with np.load(path, allow_pickle=False) as data:
-        return {k: data[k] for k in ("timesteps", "levels", "weights", "visits", "scores")}
+    """The snapshots written by :class:`~plr_gym.CurriculumLogCallback` (``curriculum.npz`` of a run).
+
+    :raises ValueError: naming the file, if it is not a readable ``.npz`` of those snapshots.
+    """
+    data = load_npz(path, required=_CURRICULUM_ARRAYS)
+    return {k: data[k] for k in _CURRICULUM_ARRAYS}
 
 
 def _row_bins(order: npt.NDArray[np.int64], max_rows: int) -> list[npt.NDArray[np.int64]]:

@@ -11,6 +11,10 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from plr_gym.callbacks.plr import find_plr_wrapper
+from plr_gym.checkpoint import load_npz
+
+#: what a ``curriculum.npz`` holds (:func:`plr_gym.plotting.load_curriculum` reads the same)
+_ARRAYS = ("timesteps", "levels", "weights", "visits", "scores")
 
 __all__ = ["CurriculumLogCallback"]
 
@@ -89,8 +93,8 @@ class CurriculumLogCallback(BaseCallback):
         self._order = np.argsort(levels, kind="stable")
         self._visits = np.zeros(levels.size, dtype=np.float64)
         if self.resume_from is not None and self._previous is None:
-            with np.load(self.resume_from, allow_pickle=False) as data:
-                previous = {k: data[k] for k in ("timesteps", "levels", "weights", "visits", "scores")}
+            data = load_npz(self.resume_from, required=_ARRAYS)
+            previous = {k: data[k] for k in _ARRAYS}
             if not np.array_equal(previous["levels"], levels):
                 raise ValueError(f"{self.resume_from} records other levels than the sampler's")
             self._previous = previous
