@@ -386,3 +386,15 @@ def test_benchmark_folders_index_every_script() -> None:
                 assert (folder / target).exists(), (folder.name, target)
                 if anchor and target.endswith(".md"):
                     assert anchor in _anchors((folder / target).resolve()), (folder.name, target, anchor)
+
+
+@pytest.mark.parametrize("study", ["study", "tiny_grpo", "jax_study"])
+def test_the_studies_per_seed_records_are_not_ignored_by_git(study: str) -> None:
+    """The 1x JAX study's per-seed records were lost to the ``runs/`` ignore rule: every study's records
+    folder must stay committed (``git check-ignore`` exits 1 for a path it does not ignore)."""
+    for name in ("x.npz", "x.json", "sub/1x/x.npz"):
+        path = f"benchmarks/results/{study}/runs/{name}"
+        proc = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", path], capture_output=True)
+        assert proc.returncode == 1, (
+            f"{path} is ignored by git (or this is not a git checkout): {proc.stderr!r}"
+        )
