@@ -157,6 +157,24 @@ def report(args: argparse.Namespace) -> None:
             print("| " + " | ".join(row) + " |")
 
 
+def growth(args: argparse.Namespace, against: str) -> None:
+    """Per arm, the paired change of the final held-out return from budget ``against`` to ``--budget``
+    (the same seeds: how much more the agents learn with the larger budget)."""
+    print(f"\n| task | arm | seeds in both | final at {against} | final at {args.budget} | "
+          f"Δ {args.budget} − {against} [95% CI] |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- |")
+    for task in args.tasks:
+        for arm in args.arms:
+            big, small = (load_cell(args.out, task, b, arm) for b in (args.budget, against))
+            if big is None or small is None:
+                continue
+            common, i, j = np.intersect1d(big["seeds"], small["seeds"], return_indices=True)
+            x, y = big["eval_return"][i, -1].mean(-1), small["eval_return"][j, -1].mean(-1)
+            m, lo, hi = bootstrap(x - y, np.random.default_rng(0))
+            print(f"| `{task}` | `{arm}` | {common.size} | {y.mean():.3f} | {x.mean():.3f} | "
+                  f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}] |")  # fmt: skip
+
+
 def figure(args: argparse.Namespace, path: Path) -> None:
     """Held-out learning curves (mean over seeds ± 2 s.e.), one panel per task."""
     import matplotlib
@@ -195,9 +213,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "jax_study")
     parser.add_argument("--report", action="store_true", help="print the tables from the records")
     parser.add_argument("--figure", type=Path, help="with --report: also save the held-out curves here")
+    parser.add_argument(
+        "--against", choices=sorted(BUDGETS), help="with --report: also each arm's change from this budget"
+    )
     args = parser.parse_args()
     if args.report:
         report(args)
+        if args.against:
+            growth(args, args.against)
         if args.figure:
             figure(args, args.figure)
     else:
