@@ -172,6 +172,26 @@ def _same_length(
     return jnp.asarray(value)
 
 
+#: the draws of the current :meth:`LevelSampler.sample` call so far: ``(levels, times)``, ``-1``/0 where none
+_Recent = tuple[Array, Array]
+
+#: the scalar fields a draw changes (the loop of :meth:`LevelSampler.sample` carries these, not the arrays)
+_COUNTERS = ("num_samples", "next_index", "num_replay", "num_explore")
+
+
+def _last_sampled_at(state: SamplerState, i: Array, recent: _Recent) -> Array:
+    """``last_sampled[i]`` counting the draws in ``recent`` (``O(len(recent))``)."""
+    levels, times = recent
+    return jnp.maximum(state.last_sampled[i], jnp.where(levels == i, times, 0).max())
+
+
+def _last_sampled_all(state: SamplerState, recent: _Recent) -> Array:
+    """``last_sampled`` counting the draws in ``recent`` (``O(num_levels)``)."""
+    levels, times = recent
+    ids = jnp.where(levels >= 0, levels, state.last_sampled.shape[0])
+    return state.last_sampled.at[ids].max(times, mode="drop")
+
+
 def _jit(static: tuple[int, ...] = (0,)) -> Callable[[_F], _F]:
     """``jax.jit`` with the configuration (``self``) and the arguments at ``static`` static."""
     return cast(Callable[[_F], _F], functools.partial(jax.jit, static_argnums=static))
@@ -422,8 +442,12 @@ class LevelSampler:
 
     # ------------------------------------------------------------------ drawing
     def _mark(self, state: SamplerState, i: Array, replay: Array) -> SamplerState:
-        t = state.num_samples + 1
-        state = state._replace(num_samples=t, last_sampled=state.last_sampled.at[i].set(t))
+        state = self._count(state, i, replay)
+        return state._replace(last_sampled=state.last_sampled.at[i].set(state.num_samples))
+
+    def _count(self, state: SamplerState, i: Array, replay: Array) -> SamplerState:
+        """:meth:`_mark` but for ``last_sampled``: the scalar counters after drawing ``i``."""
+        state = state._replace(num_samples=state.num_samples + 1)
         if self.strategy == "sequential":
             state = state._replace(next_index=((i + 1) % self.num_levels).astype(state.next_index.dtype))
         if self.uses_scores:
@@ -433,7 +457,7 @@ class LevelSampler:
             )
         return state
 
-    def _draw_replay(self, state: SamplerState, key: Array) -> Array:
+    def _draw_replay(self, state: SamplerState, key: Array, recent: _Recent) -> Array:
         """A seen level from ``weights(state)``, drawn as the numpy class draws it: the uniform part with
         probability ``uniform_mass``, else the staleness part with probability ``staleness_coef``, else the
         score part, from the cached ``score_cdf`` (``O(log N)``: no sort, no pass over the levels)."""
@@ -446,7 +470,7 @@ class LevelSampler:
         i_score = jnp.minimum(jnp.searchsorted(state.score_cdf, x, side="right"), self.num_levels - 1)
         i = jnp.where(total > 0.0, i_score.astype(state.order.dtype), uniform)
         if self.staleness_coef > 0.0:
-            i = jnp.where(u[1] < self.staleness_coef, self._draw_stale(state, k_stale, uniform), i)
+            i = jnp.where(u[1] < self.staleness_coef, self._draw_stale(state, k_stale, uniform, recent), i)
         if self.uniform_mass > 0.0:
             i = jnp.where(u[0] < self.uniform_mass, uniform, i)
         return i
@@ -455,7 +479,7 @@ class LevelSampler:
         k = jax.random.randint(key, (), 0, jnp.maximum(state.num_seen, 1), dtype=state.order.dtype)
         return state.order[k]
 
-    def _draw_stale(self, state: SamplerState, key: Array, uniform: Array) -> Array:
+    def _draw_stale(self, state: SamplerState, key: Array, uniform: Array, recent: _Recent) -> Array:
         """A seen level from the staleness part ``P_C``. ``power`` with ``staleness_temperature=1`` (the
         default: ``P_C ∝ c − C_i``): rejection from the uniform over the seen levels, accepting ``i`` with
         probability ``(c − C_i) / (c − last_floor)`` (exact; expected tries: the largest staleness over the
@@ -473,17 +497,19 @@ class LevelSampler:
                 k, _, _ = carry
                 k, k_level, k_accept = jax.random.split(k, 3)
                 i = self._uniform_seen(state, k_level)
-                stale = (t - state.last_sampled[i]).astype(float_dtype())
+                stale = (t - _last_sampled_at(state, i, recent)).astype(float_dtype())
                 return k, i, jax.random.uniform(k_accept, dtype=float_dtype()) * bound < stale
 
             # one seen level (perhaps just drawn: no staleness, numpy's uniform fallback) or none
             done = (state.num_seen <= 1) | (t - state.last_floor <= 0)
             return jax.lax.while_loop(rejected, propose, (key, uniform, done))[1]
-        stale = state.num_samples - state.last_sampled
+        stale = state.num_samples - _last_sampled_all(state, recent)
         pc = transform_weights(g, stale, state.seen, self.staleness_temperature, self.eps)
         return draw_index(key, pc).astype(state.order.dtype)
 
-    def _draw(self, state: SamplerState, key: Array) -> tuple[SamplerState, tuple[Array, Array]]:
+    def _draw(self, state: SamplerState, key: Array, recent: _Recent) -> tuple[Array, Array]:
+        """One draw from ``state`` whose ``last_sampled`` misses the draws in ``recent``: ``(level,
+        replayed)``."""
         n = self.num_levels
         k_decide, k_replay, k_explore = jax.random.split(key, 3)
         if self.strategy == "random":
@@ -499,12 +525,12 @@ class LevelSampler:
                 False,
                 jnp.where(n_seen == n, True, jax.random.uniform(k_decide, dtype=p.dtype) < p),
             )
-            i_replay = self._draw_replay(state, k_replay)
+            i_replay = self._draw_replay(state, k_replay, recent)
             unseen = jnp.maximum(n - n_seen, 1)
             k = jax.random.randint(k_explore, (), 0, unseen, dtype=n_seen.dtype)
             i_explore = state.order[jnp.minimum(n_seen + k, n - 1)]
             i = jnp.where(replay, i_replay, i_explore).astype(state.order.dtype)
-        return self._mark(state, i, replay), (i, replay)
+        return i, replay
 
     @_jit((0, 3))
     def sample(
@@ -530,19 +556,31 @@ class LevelSampler:
         if mask is not None:
             mask = _same_length("sample", "mask", mask, n, "b", "booleans (True: draw for this slot)", "draw")
         keys = jax.random.split(key, n)
-        if mask is None:
-            state, (levels, replayed) = jax.lax.scan(self._draw, state, keys)
-            return state, levels, replayed
-        slots = jnp.argsort(~mask, stable=True)  # the True slots first, in order
+        if n == 0:
+            return state, jnp.zeros(0, state.order.dtype), jnp.zeros(0, bool)
+        slots = jnp.arange(n) if mask is None else jnp.argsort(~mask, stable=True)  # True slots first
+        count = n if mask is None else mask.sum()
 
-        def body(j: Array, carry: tuple[SamplerState, Array, Array]) -> tuple[SamplerState, Array, Array]:
-            s, out, rep = carry
+        # The loop carries the counters and this call's draws only, not the (num_levels,) arrays: under
+        # vmap a loop whose length differs across the batch selects its whole carry at every step, which
+        # with last_sampled in it cost O(num_levels) per draw. Staleness reads see this call's draws
+        # through ``recent``; last_sampled gets them after the loop.
+        def body(j: Array, carry: tuple[Array, ...]) -> tuple[Array, ...]:
+            *counters, out, rep, times = carry
+            s = state._replace(**dict(zip(_COUNTERS, counters)))
             slot = slots[j]
-            s, (i, r) = self._draw(s, keys[slot])
-            return s, out.at[slot].set(i), rep.at[slot].set(r)
+            i, r = self._draw(s, keys[slot], (out, times))
+            s = self._count(s, i, r)
+            new = [getattr(s, name) for name in _COUNTERS]
+            return (*new, out.at[slot].set(i), rep.at[slot].set(r), times.at[slot].set(s.num_samples))
 
-        init = (state, jnp.full(n, -1, state.order.dtype), jnp.zeros(n, bool))
-        state, levels, replayed = jax.lax.fori_loop(0, mask.sum(), body, init)
+        idt = state.order.dtype
+        blank = (jnp.full(n, -1, idt), jnp.zeros(n, bool), jnp.zeros(n, state.last_sampled.dtype))
+        init = (*[getattr(state, name) for name in _COUNTERS], *blank)
+        *counters, levels, replayed, times = jax.lax.fori_loop(0, count, body, init)
+        ids = jnp.where(levels >= 0, levels, self.num_levels)  # -1 (no draw): dropped
+        last = state.last_sampled.at[ids].max(times, mode="drop")  # a level drawn twice: its last draw
+        state = state._replace(last_sampled=last, **dict(zip(_COUNTERS, counters)))
         return state, levels, replayed
 
     @_jit()
