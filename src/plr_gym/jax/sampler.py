@@ -33,6 +33,7 @@ import numpy.typing as npt
 from jax.experimental import checkify
 
 from plr_gym.jax._common import draw_index, float_dtype, int_dtype, transform_weights
+from plr_gym.jax._incremental import add_seen, dense_slots
 from plr_gym.sampler import STRATEGIES
 from plr_gym.sampler import LevelSampler as NumpyLevelSampler
 from plr_gym.transforms import TRANSFORMS
@@ -116,6 +117,12 @@ def _min_seen_count(num_levels: int, ratio: float) -> int:
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+_INVALID_ENTRY = (
+    "update: entry (level {level}, score {score}) is invalid: a level outside 0..num_levels-1, a non-finite "
+    "score, a negative score for score_transform='power' or an outcome outside [0, 1] for "
+    "strategy='learnability'"
+)
 
 # The fields of a SamplerState: its shape ("n": (num_levels,); "": a scalar) and dtype kind (numpy's
 # ``dtype.kind``: i integer, f float). Checked, at trace time, wherever a state meets a sampler.
@@ -631,14 +638,12 @@ class LevelSampler:
         # the masked entries first, in order; then a loop over just those (a rollout's (T·N) arrays hold
         # a few completed episodes: the loop's length is theirs, not T·N)
         order = jnp.argsort(~mask, stable=True)
-        levels, scores = levels[order], scores[order]
-        on = jnp.asarray(True)
-
-        def body(k: Array, s: SamplerState) -> SamplerState:
-            return self._update_one(s, (levels[k], scores[k], on))[0]
-
-        out: SamplerState = jax.lax.fori_loop(0, mask.sum(), body, state)
-        return self._refresh(out)
+        if m == 0:
+            return self._refresh(state)
+        s0 = state.num_seen
+        state, new = self._score_entries(state, levels[order], scores[order], mask.sum())
+        order_, position = add_seen(state.order, state.position, new, s0, state.num_seen - s0)
+        return self._refresh(state._replace(order=order_, position=position))
 
     def _valid(self, level: Array, score: Array) -> Array:
         ok = (level >= 0) & (level < self.num_levels) & jnp.isfinite(score)
@@ -648,53 +653,57 @@ class LevelSampler:
             ok &= score >= 0.0
         return ok
 
-    def _update_one(
-        self, state: SamplerState, entry: tuple[Array, Array, Array]
-    ) -> tuple[SamplerState, None]:
-        level, score, m = entry
-        valid = self._valid(level, score)
-        self._check(
-            valid | ~m,
-            "update: entry (level {level}, score {score}) is invalid: a level outside 0..num_levels-1, a "
-            "non-finite score, a negative score for score_transform='power' or an outcome outside [0, 1] "
-            "for strategy='learnability'",
-            level=level,
-            score=score,
-        )
-        do = m & valid
+    def _score_entries(
+        self, state: SamplerState, levels: Array, scores: Array, count: Array
+    ) -> tuple[SamplerState, Array]:
+        """``state`` after the first ``count`` entries, in order, but for the seen levels' order: scores,
+        success rates, outcome counts, ``num_seen``, ``num_rejected``; and the newly seen levels in the order
+        they became seen (``-1`` after them). The loop runs over one local slot per distinct level of the
+        entries (see :mod:`plr_gym.jax._incremental`: no ``(num_levels,)`` array in its carry)."""
         n = self.num_levels
-        i = jnp.clip(level, 0, n - 1).astype(state.order.dtype)
-        was_seen = state.position[i] < state.num_seen
-        old = state.scores[i]
-        success_rate, outcomes = state.success_rate, state.outcomes
+        ids = jnp.clip(levels, 0, n - 1).astype(state.order.dtype)
+        slot, slot_level = dense_slots(ids, n)
+        at, d = jnp.minimum(slot_level, n - 1), slot_level.shape[0]
+        fields = ("scores", "success_rate", "outcomes") if self.learns_outcomes else ("scores",)
+        local = {name: getattr(state, name)[at] for name in fields}
+        seen = state.position[at] < state.num_seen
+        init = (local, seen, state.num_seen, state.num_rejected, jnp.full(d, -1, ids.dtype))
+
+        def body(k: Array, carry: Any) -> Any:
+            local, seen, num_seen, rejected, new = carry
+            level, score, j = levels[k], scores[k], slot[k]
+            valid = self._valid(level, score)
+            self._check(valid, _INVALID_ENTRY, level=level, score=score)
+            old = {name: local[name][j] for name in fields}
+            values = self._entry_values(old, seen[j], score)
+            local = {
+                name: local[name].at[j].set(jnp.where(valid, values[name], old[name])) for name in fields
+            }
+            becomes_seen = valid & ~seen[j]  # the numpy class swaps it into order[num_seen]: add_seen
+            at_new = jnp.minimum(num_seen - state.num_seen, d - 1)
+            new = new.at[at_new].set(jnp.where(becomes_seen, ids[k], new[at_new]))
+            num_seen = num_seen + becomes_seen.astype(num_seen.dtype)
+            return (
+                local,
+                seen.at[j].set(seen[j] | valid),
+                num_seen,
+                rejected + (~valid).astype(rejected.dtype),
+                new,
+            )
+
+        local, _, num_seen, rejected, new = jax.lax.fori_loop(0, count, body, init)
+        written = {name: getattr(state, name).at[slot_level].set(local[name], mode="drop") for name in fields}
+        return state._replace(**written, num_seen=num_seen, num_rejected=rejected), new
+
+    def _entry_values(self, old: dict[str, Array], was_seen: Array, score: Array) -> dict[str, Array]:
+        """A level's fields after one valid entry: ``S ← (1 − alpha)·S + alpha·score`` (``score`` if
+        unseen), or for ``learnability`` the success rate, outcome count and ``p(1 − p)``."""
         if self.learns_outcomes:
-            count = state.outcomes[i] + 1
-            rate = self._next_rate(state.success_rate[i], count, score)
-            new = rate * (1.0 - rate)
-            success_rate = success_rate.at[i].set(jnp.where(do, rate, state.success_rate[i]))
-            outcomes = outcomes.at[i].set(jnp.where(do, count, state.outcomes[i]))
-        else:
-            new = jnp.where(was_seen, (1.0 - self.alpha) * old + self.alpha * score, score)
-        # a newly seen level swaps into order[num_seen] (the numpy class's permutation)
-        becomes_seen = do & ~was_seen
-        p, q = state.position[i], jnp.minimum(state.num_seen, n - 1)
-        j = state.order[q]
-        order = state.order.at[p].set(jnp.where(becomes_seen, j, state.order[p]))
-        order = order.at[q].set(jnp.where(becomes_seen, i, order[q]))
-        position = state.position.at[j].set(jnp.where(becomes_seen, p, state.position[j]))
-        position = position.at[i].set(jnp.where(becomes_seen, q, position[i]))
-        return (
-            state._replace(
-                scores=state.scores.at[i].set(jnp.where(do, new, old)),
-                order=order,
-                position=position,
-                num_seen=state.num_seen + becomes_seen.astype(state.num_seen.dtype),
-                success_rate=success_rate,
-                outcomes=outcomes,
-                num_rejected=state.num_rejected + (m & ~valid).astype(state.num_rejected.dtype),
-            ),
-            None,
-        )
+            count = old["outcomes"] + 1
+            rate = self._next_rate(old["success_rate"], count, score)
+            return {"scores": rate * (1.0 - rate), "success_rate": rate, "outcomes": count}
+        s = old["scores"]
+        return {"scores": jnp.where(was_seen, (1.0 - self.alpha) * s + self.alpha * score, score)}
 
     @property
     def _mean_phase_end(self) -> int:
