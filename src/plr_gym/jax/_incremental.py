@@ -9,10 +9,12 @@ becomes a ``while_loop`` that selects its whole carry at every step, so a loop c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 # jax.Array; Any for the type checker, which runs on a stack without JAX (Python 3.11)
 Array = Any
@@ -63,3 +65,50 @@ def add_seen(order: Array, position: Array, new: Array, s0: Array, k_new: Array)
     order = order.at[jnp.where(used, places, n)].set(occ, mode="drop")
     position = position.at[jnp.where(used, occ, n)].set(places, mode="drop")
     return order, position
+
+
+def merge_order(order: Array, changed: Array, keys_of: Callable[[Array], Array]) -> Array:
+    """``order`` (levels by ascending ``(key, level)``: a stable sort of the keys) after the levels
+    ``changed`` (distinct; ``n`` pads) got new keys, every other level's key as it was: bit for bit the
+    stable sort of the new keys. ``keys_of(ids)``: the new (integer) keys of the levels ``ids``.
+
+    ``O(n)`` passes and ``O(len(changed) · log n)``, no sort of ``n`` keys: the unchanged levels keep their
+    relative order (compacted by a cumulative sum); each changed level goes where a lexicographic
+    ``(key, level)`` binary search among them puts it (the stable sort's tie-break), the changed levels in
+    their own ``(key, level)`` order; everything is placed by scatters.
+    """
+    n, d = order.shape[0], changed.shape[0]
+    moved = jnp.zeros(n, bool).at[changed].set(True, mode="drop")
+    keep = ~moved[order]
+    kept = jnp.full(n, n, order.dtype).at[jnp.where(keep, jnp.cumsum(keep) - 1, n)].set(order, mode="drop")
+    m = keep.sum()  # kept[:m]: the unchanged levels, in order
+    keys = keys_of(jnp.minimum(changed, n - 1))
+    keys = jnp.where(changed < n, keys, np.iinfo(keys.dtype).max)  # the pads last (no key is the max)
+    keys, levels = jax.lax.sort((keys, changed), num_keys=2)
+    pos = _lower_bound(kept, m, keys, levels, keys_of)  # unchanged levels before each changed one
+    valid = levels < n
+    before = jnp.zeros(n + 1, order.dtype).at[jnp.where(valid, pos, n)].add(1)
+    t = jnp.arange(n, dtype=order.dtype)
+    shift = jnp.cumsum(before)[:n].astype(order.dtype)  # changed levels before kept[t]: those with pos <= t
+    out = jnp.zeros(n, order.dtype).at[jnp.where(t < m, t + shift, n)].set(kept, mode="drop")
+    j = jnp.arange(d, dtype=order.dtype)
+    return out.at[jnp.where(valid, pos + j, n)].set(levels, mode="drop")
+
+
+def _lower_bound(
+    kept: Array, m: Array, keys: Array, levels: Array, keys_of: Callable[[Array], Array]
+) -> Array:
+    """For each ``(keys[j], levels[j])``: how many of ``kept[:m]`` (ascending ``(key, level)``) are less,
+    by a binary search of ``bit_length(n)`` unrolled steps (no loop: an XLA loop reading ``kept`` may copy
+    it)."""
+    n = kept.shape[0]
+    lo, hi = jnp.zeros_like(levels), jnp.broadcast_to(m.astype(levels.dtype), levels.shape)
+    for _ in range(n.bit_length()):
+        mid = (lo + hi) // 2
+        other = kept[jnp.minimum(mid, n - 1)]
+        k = keys_of(jnp.minimum(other, n - 1))
+        less = (k < keys) | ((k == keys) & (other < levels))
+        active = lo < hi
+        lo = jnp.where(active & less, mid + 1, lo)
+        hi = jnp.where(active & ~less, mid, hi)
+    return lo
