@@ -72,43 +72,54 @@ def merge_order(order: Array, changed: Array, keys_of: Callable[[Array], Array])
     ``changed`` (distinct; ``n`` pads) got new keys, every other level's key as it was: bit for bit the
     stable sort of the new keys. ``keys_of(ids)``: the new (integer) keys of the levels ``ids``.
 
-    ``O(n)`` passes and ``O(len(changed) · log n)``, no sort of ``n`` keys: the unchanged levels keep their
-    relative order (compacted by a cumulative sum); each changed level goes where a lexicographic
-    ``(key, level)`` binary search among them puts it (the stable sort's tie-break), the changed levels in
-    their own ``(key, level)`` order; everything is placed by scatters.
+    No sort of ``n`` keys and no scatter of ``n`` values (XLA's CPU scatter is slower than its sort): a few
+    cumulative sums and gathers over ``n``, binary searches for the ``len(changed)`` levels. The unchanged
+    levels keep their relative order; the ``q``-th of them is ``order[q + removed_up_to[q]]``. Each changed
+    level goes after the unchanged ones less than it in ``(key, level)`` (the stable sort's tie-break),
+    the changed levels in their own ``(key, level)`` order.
     """
     n, d = order.shape[0], changed.shape[0]
+    idt = order.dtype
     moved = jnp.zeros(n, bool).at[changed].set(True, mode="drop")
-    keep = ~moved[order]
-    kept = jnp.full(n, n, order.dtype).at[jnp.where(keep, jnp.cumsum(keep) - 1, n)].set(order, mode="drop")
-    m = keep.sum()  # kept[:m]: the unchanged levels, in order
+    gone = jnp.cumsum(moved[order]).astype(idt)  # changed levels in order[: p + 1]
+    valid_i = jnp.arange(d, dtype=idt) < gone[-1]
+    # where the i-th changed level was: the least p with gone[p] > i; then how many unchanged ones precede it
+    at = _search(lambda p: gone[p] <= jnp.arange(d, dtype=idt), jnp.zeros(d, idt), jnp.full(d, n, idt), n)
+    skip = jnp.zeros(n + 1, idt).at[jnp.where(valid_i, at - jnp.arange(d, dtype=idt), n)].add(1)
+    skip = jnp.cumsum(skip)[:n]  # removed levels before the q-th unchanged one: q + skip[q] is its place
+
+    def kept(q: Array) -> Array:
+        q = jnp.minimum(q, n - 1)
+        return order[jnp.minimum(q + skip[q], n - 1)]
+
     keys = keys_of(jnp.minimum(changed, n - 1))
     keys = jnp.where(changed < n, keys, np.iinfo(keys.dtype).max)  # the pads last (no key is the max)
     keys, levels = jax.lax.sort((keys, changed), num_keys=2)
-    pos = _lower_bound(kept, m, keys, levels, keys_of)  # unchanged levels before each changed one
-    valid = levels < n
-    before = jnp.zeros(n + 1, order.dtype).at[jnp.where(valid, pos, n)].add(1)
-    t = jnp.arange(n, dtype=order.dtype)
-    shift = jnp.cumsum(before)[:n].astype(order.dtype)  # changed levels before kept[t]: those with pos <= t
-    out = jnp.zeros(n, order.dtype).at[jnp.where(t < m, t + shift, n)].set(kept, mode="drop")
-    j = jnp.arange(d, dtype=order.dtype)
-    return out.at[jnp.where(valid, pos + j, n)].set(levels, mode="drop")
+
+    def less(q: Array) -> Array:  # the q-th unchanged level < the changed one, in (key, level)
+        other = kept(q)
+        k = keys_of(other)
+        return (k < keys) | ((k == keys) & (other < levels))
+
+    m = n - gone[-1]
+    pos = _search(less, jnp.zeros(d, idt), jnp.broadcast_to(m, (d,)), n)
+    j = jnp.arange(d, dtype=idt)
+    inserted = jnp.zeros(n + 1, idt).at[jnp.where(levels < n, pos + j, n)].add(1)[:n]
+    before = jnp.cumsum(inserted) - inserted  # changed levels placed before r
+    r = jnp.arange(n, dtype=idt)
+    return jnp.where(inserted > 0, levels[jnp.minimum(before, d - 1)], kept(r - before))
 
 
-def _lower_bound(
-    kept: Array, m: Array, keys: Array, levels: Array, keys_of: Callable[[Array], Array]
-) -> Array:
-    """For each ``(keys[j], levels[j])``: how many of ``kept[:m]`` (ascending ``(key, level)``) are less,
-    by a binary search of ``bit_length(n)`` unrolled steps (no loop: an XLA loop reading ``kept`` may copy
-    it)."""
-    n = kept.shape[0]
-    lo, hi = jnp.zeros_like(levels), jnp.broadcast_to(m.astype(levels.dtype), levels.shape)
-    for _ in range(n.bit_length()):
+def _search(below: Callable[[Array], Array], lo: Array, hi: Array, n: int) -> Array:
+    """The least ``x`` in ``[lo, hi)`` where ``below(x)`` is False (``hi`` if none), ``below`` monotone,
+    elementwise; ``hi − lo <= n``. A loop of ``bit_length(n)`` steps (unrolled, XLA's CPU compiler took
+    minutes at ``n = 20,000``)."""
+
+    def step(_: Any, bounds: tuple[Array, Array]) -> tuple[Array, Array]:
+        lo, hi = bounds
         mid = (lo + hi) // 2
-        other = kept[jnp.minimum(mid, n - 1)]
-        k = keys_of(jnp.minimum(other, n - 1))
-        less = (k < keys) | ((k == keys) & (other < levels))
-        active = lo < hi
-        lo = jnp.where(active & less, mid + 1, lo)
-        hi = jnp.where(active & ~less, mid, hi)
-    return lo
+        go = below(mid) & (lo < hi)
+        return jnp.where(go, mid + 1, lo), jnp.where(go | (lo >= hi), hi, mid)
+
+    out: Array = jax.lax.fori_loop(0, n.bit_length(), step, (lo, hi))[0]
+    return out
