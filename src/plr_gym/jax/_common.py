@@ -24,31 +24,15 @@ def int_dtype() -> Any:
     return jnp.zeros((), dtype=int).dtype
 
 
-def sort_keys(x: Array) -> Array:
-    """Integers of the same order as the floats ``x`` (no NaN): their bits, the negative ones' flipped;
-    ``-0.0`` as ``0.0``. int32 for float32, int64 for float64."""
-    itype = jnp.int64 if x.dtype == jnp.float64 else jnp.int32
-    # -0.0 as 0.0 (not ``x + 0.0``: XLA simplifies that to ``x`` under jit)
-    bits = jax.lax.bitcast_convert_type(jnp.where(x == 0.0, jnp.zeros((), x.dtype), x), itype)
-    return bits ^ ((bits >> (jnp.iinfo(itype).bits - 1)) & jnp.iinfo(itype).max)
-
-
-def rank_keys(values: Array, mask: Array) -> Array:
-    """What the order-based transforms sort, ascending (ties by position): :func:`sort_keys` of ``−values``
-    where ``mask`` holds, of ``+inf`` elsewhere. Elementwise: the keys of a subset are the subset's keys."""
-    return sort_keys(jnp.where(mask, -values, jnp.inf))
-
-
 def argsort_stable(x: Array) -> Array:
     """``jnp.argsort(x, stable=True)`` for a float array without NaN, faster: the floats become integers of
-    the same order (:func:`sort_keys`) and a stable integer sort carries the positions (XLA's CPU sort of
-    floats, with its total-order comparator, is 2-4x slower)."""
-    return argsort_stable_keys(sort_keys(x))
-
-
-def argsort_stable_keys(keys: Array) -> Array:
-    """The positions of the integers ``keys`` by ascending key, ties by position (of ``keys``' dtype)."""
-    positions = jnp.arange(keys.shape[0], dtype=keys.dtype)
+    the same order (their bits, the negative ones' flipped; ``-0.0`` as ``0.0``) and a stable integer sort
+    carries the positions (XLA's CPU sort of floats, with its total-order comparator, is 2-4x slower)."""
+    itype = jnp.int64 if x.dtype == jnp.float64 else jnp.int32
+    # -0.0 as 0.0 (not ``x + 0.0``: XLA simplifies that to ``x`` under jit, and -0.0 sorted before 0.0)
+    bits = jax.lax.bitcast_convert_type(jnp.where(x == 0.0, jnp.zeros((), x.dtype), x), itype)
+    keys = bits ^ ((bits >> (jnp.iinfo(itype).bits - 1)) & jnp.iinfo(itype).max)
+    positions = jnp.arange(x.shape[0], dtype=itype)
     return jax.lax.sort((keys, positions), num_keys=1, is_stable=True)[1]
 
 
@@ -60,14 +44,12 @@ def transform_weights(
     eps: float = 0.05,
     topk: int = 1,
     order_keys: Array | None = None,
-    order: Array | None = None,
 ) -> Array:
     """Normalised weights of transform ``name`` over the entries of ``values`` where ``mask`` holds (0
     elsewhere), as :meth:`plr_gym.transforms.ScoreTransform.weights` computes over ``values[mask]``: ties
     break towards the earlier position, and weights with no mass become uniform over the masked entries.
     All zeros when nothing is masked. ``order_keys`` (default ``values``): what the order-based transforms
-    (``rank``, ``topk``, ``eps_greedy``, ``max``) compare, a key increasing with ``values``. ``order``
-    (``rank``, ``topk``): the positions sorted by :func:`rank_keys` of those keys (stable), if known.
+    (``rank``, ``topk``, ``eps_greedy``, ``max``) compare, a key increasing with ``values``.
     """
     n = values.shape[0]
     fdt = float_dtype()
@@ -76,8 +58,7 @@ def transform_weights(
         values = order_keys.astype(fdt)
     count = mask.sum()
     if name in ("rank", "topk"):
-        if order is None:
-            order = argsort_stable(jnp.where(mask, -values, jnp.inf))
+        order = argsort_stable(jnp.where(mask, -values, jnp.inf))
         ranks = jnp.zeros(n, fdt).at[order].set(jnp.arange(1, n + 1, dtype=fdt))
         if name == "rank":
             w = ranks ** (-1.0 / temperature)

@@ -9,12 +9,10 @@ becomes a ``while_loop`` that selects its whole carry at every step, so a loop c
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 # jax.Array; Any for the type checker, which runs on a stack without JAX (Python 3.11)
 Array = Any
@@ -65,61 +63,3 @@ def add_seen(order: Array, position: Array, new: Array, s0: Array, k_new: Array)
     order = order.at[jnp.where(used, places, n)].set(occ, mode="drop")
     position = position.at[jnp.where(used, occ, n)].set(places, mode="drop")
     return order, position
-
-
-def merge_order(order: Array, changed: Array, keys_of: Callable[[Array], Array]) -> Array:
-    """``order`` (levels by ascending ``(key, level)``: a stable sort of the keys) after the levels
-    ``changed`` (distinct; ``n`` pads) got new keys, every other level's key as it was: bit for bit the
-    stable sort of the new keys. ``keys_of(ids)``: the new (integer) keys of the levels ``ids``.
-
-    No sort of ``n`` keys and no scatter of ``n`` values (XLA's CPU scatter is slower than its sort): a few
-    cumulative sums and gathers over ``n``, binary searches for the ``len(changed)`` levels. The unchanged
-    levels keep their relative order; the ``q``-th of them is ``order[q + removed_up_to[q]]``. Each changed
-    level goes after the unchanged ones less than it in ``(key, level)`` (the stable sort's tie-break),
-    the changed levels in their own ``(key, level)`` order.
-    """
-    n, d = order.shape[0], changed.shape[0]
-    idt = order.dtype
-    moved = jnp.zeros(n, bool).at[changed].set(True, mode="drop")
-    gone = jnp.cumsum(moved[order]).astype(idt)  # changed levels in order[: p + 1]
-    valid_i = jnp.arange(d, dtype=idt) < gone[-1]
-    # where the i-th changed level was: the least p with gone[p] > i; then how many unchanged ones precede it
-    at = _search(lambda p: gone[p] <= jnp.arange(d, dtype=idt), jnp.zeros(d, idt), jnp.full(d, n, idt), n)
-    skip = jnp.zeros(n + 1, idt).at[jnp.where(valid_i, at - jnp.arange(d, dtype=idt), n)].add(1)
-    skip = jnp.cumsum(skip)[:n]  # removed levels before the q-th unchanged one: q + skip[q] is its place
-
-    def kept(q: Array) -> Array:
-        q = jnp.minimum(q, n - 1)
-        return order[jnp.minimum(q + skip[q], n - 1)]
-
-    keys = keys_of(jnp.minimum(changed, n - 1))
-    keys = jnp.where(changed < n, keys, np.iinfo(keys.dtype).max)  # the pads last (no key is the max)
-    keys, levels = jax.lax.sort((keys, changed), num_keys=2)
-
-    def less(q: Array) -> Array:  # the q-th unchanged level < the changed one, in (key, level)
-        other = kept(q)
-        k = keys_of(other)
-        return (k < keys) | ((k == keys) & (other < levels))
-
-    m = n - gone[-1]
-    pos = _search(less, jnp.zeros(d, idt), jnp.broadcast_to(m, (d,)), n)
-    j = jnp.arange(d, dtype=idt)
-    inserted = jnp.zeros(n + 1, idt).at[jnp.where(levels < n, pos + j, n)].add(1)[:n]
-    before = jnp.cumsum(inserted) - inserted  # changed levels placed before r
-    r = jnp.arange(n, dtype=idt)
-    return jnp.where(inserted > 0, levels[jnp.minimum(before, d - 1)], kept(r - before))
-
-
-def _search(below: Callable[[Array], Array], lo: Array, hi: Array, n: int) -> Array:
-    """The least ``x`` in ``[lo, hi)`` where ``below(x)`` is False (``hi`` if none), ``below`` monotone,
-    elementwise; ``hi − lo <= n``. A loop of ``bit_length(n)`` steps (unrolled, XLA's CPU compiler took
-    minutes at ``n = 20,000``)."""
-
-    def step(_: Any, bounds: tuple[Array, Array]) -> tuple[Array, Array]:
-        lo, hi = bounds
-        mid = (lo + hi) // 2
-        go = below(mid) & (lo < hi)
-        return jnp.where(go, mid + 1, lo), jnp.where(go | (lo >= hi), hi, mid)
-
-    out: Array = jax.lax.fori_loop(0, n.bit_length(), step, (lo, hi))[0]
-    return out

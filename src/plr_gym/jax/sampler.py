@@ -32,15 +32,8 @@ import numpy as np
 import numpy.typing as npt
 from jax.experimental import checkify
 
-from plr_gym.jax._common import (
-    argsort_stable_keys,
-    draw_index,
-    float_dtype,
-    int_dtype,
-    rank_keys,
-    transform_weights,
-)
-from plr_gym.jax._incremental import add_seen, dense_slots, merge_order
+from plr_gym.jax._common import draw_index, float_dtype, int_dtype, transform_weights
+from plr_gym.jax._incremental import add_seen, dense_slots
 from plr_gym.sampler import STRATEGIES
 from plr_gym.sampler import LevelSampler as NumpyLevelSampler
 from plr_gym.transforms import TRANSFORMS
@@ -70,10 +63,6 @@ class SamplerState(NamedTuple):
     constructors refresh (scores change once per rollout; draws happen at every env step): ``score_cdf``,
     the cumulative score distribution ``P_S`` over the positions (so that a draw needs no sort), and
     ``last_floor``, the least ``last_sampled`` of a seen level then (a bound on the staleness).
-    ``rank_order`` (``score_transform="rank"``; else unused) is the levels sorted as the rank transform
-    sorts them (best score first, ties by position, unseen levels last by position), kept up to date by
-    :meth:`LevelSampler.update` from the levels it changed (no sort of every score per update). A state
-    built without it (``None``, say one made by an older plr_gym) gets it at its next update.
     """
 
     scores: Array
@@ -91,7 +80,6 @@ class SamplerState(NamedTuple):
     num_rejected: Array
     score_cdf: Array
     last_floor: Array
-    rank_order: Array = None
 
     @property
     def seen(self) -> Array:
@@ -154,7 +142,6 @@ _STATE_FIELDS: dict[str, tuple[str, str]] = {
     "num_rejected": ("", "i"),
     "score_cdf": ("n", "f"),
     "last_floor": ("", "i"),
-    "rank_order": ("n", "i"),
 }
 
 
@@ -329,8 +316,6 @@ class LevelSampler:
             raise TypeError(f"{method}: state must be a SamplerState (from init()), got {got}")
         n = self.num_levels
         for name, (size, kind) in _STATE_FIELDS.items():
-            if name == "rank_order" and state.rank_order is None:  # a state from before the field
-                continue
             shape, dtype = _shape_dtype(getattr(state, name))
             want = (n,) if size == "n" else ()
             if shape != want:
@@ -364,7 +349,6 @@ class LevelSampler:
             num_rejected=zero,
             score_cdf=jnp.zeros(n, fdt),
             last_floor=zero,
-            rank_order=jnp.arange(n, dtype=idt),  # nothing seen: the levels by position
         )
 
     def current_temperature(self, state: SamplerState) -> Any:
@@ -385,43 +369,22 @@ class LevelSampler:
         p = jnp.asarray(progress, float_dtype())
         ok = (p >= 0.0) & (p <= 1.0)
         self._check(ok, "set_progress: progress {p} is outside [0, 1]", p=p)
-        state = state._replace(
-            progress=jnp.where(ok, p, state.progress),
-            num_rejected=state.num_rejected + (~ok).astype(state.num_rejected.dtype),
+        return self._refresh(
+            state._replace(
+                progress=jnp.where(ok, p, state.progress),
+                num_rejected=state.num_rejected + (~ok).astype(state.num_rejected.dtype),
+            )
         )
-        return self._refresh(state, changed=jnp.zeros(0, state.order.dtype))  # no score changed
 
-    def _refresh(self, state: SamplerState, changed: Array | None = None) -> SamplerState:
-        """``state`` with its cache recomputed after its scores, seen levels or temperature changed:
-        ``changed`` the levels whose score or seen flag may have changed (``num_levels`` pads), ``None``
-        for any (the rank order is sorted afresh)."""
+    def _refresh(self, state: SamplerState) -> SamplerState:
+        """``state`` with its cache recomputed (after its scores, seen levels or temperature changed)."""
         if not self.uses_scores:
             return state
-        if self.score_transform == "rank":
-            state = state._replace(rank_order=self._rank_order(state, changed))
         seen = state.seen
         floor = jnp.where(seen, state.last_sampled, state.num_samples).min()
         return state._replace(
             score_cdf=jnp.cumsum(self._score_weights(state)), last_floor=floor.astype(state.last_floor.dtype)
         )
-
-    def _rank_keys(self, state: SamplerState, ids: Array) -> Array:
-        """The keys the rank transform sorts, of the levels ``ids`` (see :func:`_common.rank_keys`)."""
-        if self.learns_outcomes and not _is_x64():
-            rate = state.success_rate[ids]
-            values = jnp.minimum(rate, 1.0 - rate)  # see _score_weights
-        else:
-            values = state.scores[ids]
-        return rank_keys(values.astype(float_dtype()), state.position[ids] < state.num_seen)
-
-    def _rank_order(self, state: SamplerState, changed: Array | None) -> Array:
-        """``state.rank_order`` after the levels ``changed`` changed (``None``: sorted afresh)."""
-        if changed is None or state.rank_order is None:
-            keys = self._rank_keys(state, jnp.arange(self.num_levels))
-            return argsort_stable_keys(keys).astype(state.order.dtype)
-        if changed.shape[0] == 0:
-            return state.rank_order
-        return merge_order(state.rank_order, changed, functools.partial(self._rank_keys, state))
 
     # ------------------------------------------------------------------ the replay distribution
     def _score_weights(self, state: SamplerState) -> Array:
@@ -430,7 +393,6 @@ class LevelSampler:
             # p(1 − p) rounds to 0.25 for every p within ~1e-4 of 1/2 in float32: order by min(p, 1 − p),
             # which increases with p(1 − p) and is exact on the rate grid
             keys = jnp.minimum(state.success_rate, 1.0 - state.success_rate)
-        order = state.rank_order if self.score_transform == "rank" else None
         return transform_weights(
             self.score_transform,
             state.scores,
@@ -438,7 +400,6 @@ class LevelSampler:
             self.current_temperature(state),
             self.eps,
             order_keys=keys,
-            order=order,
         )
 
     def _mix(self, ps: Array, state: SamplerState) -> Array:
@@ -678,11 +639,11 @@ class LevelSampler:
         # a few completed episodes: the loop's length is theirs, not T·N)
         order = jnp.argsort(~mask, stable=True)
         if m == 0:
-            return self._refresh(state, changed=jnp.zeros(0, state.order.dtype))
+            return self._refresh(state)
         s0 = state.num_seen
-        state, new, changed = self._score_entries(state, levels[order], scores[order], mask.sum())
+        state, new = self._score_entries(state, levels[order], scores[order], mask.sum())
         order_, position = add_seen(state.order, state.position, new, s0, state.num_seen - s0)
-        return self._refresh(state._replace(order=order_, position=position), changed)
+        return self._refresh(state._replace(order=order_, position=position))
 
     def _valid(self, level: Array, score: Array) -> Array:
         ok = (level >= 0) & (level < self.num_levels) & jnp.isfinite(score)
@@ -694,12 +655,11 @@ class LevelSampler:
 
     def _score_entries(
         self, state: SamplerState, levels: Array, scores: Array, count: Array
-    ) -> tuple[SamplerState, Array, Array]:
+    ) -> tuple[SamplerState, Array]:
         """``state`` after the first ``count`` entries, in order, but for the seen levels' order: scores,
-        success rates, outcome counts, ``num_seen``, ``num_rejected``; the newly seen levels in the order
-        they became seen (``-1`` after them); the distinct levels of the entries (``num_levels`` pads). The
-        loop runs over one local slot per distinct level of the entries (see :mod:`plr_gym.jax._incremental`:
-        no ``(num_levels,)`` array in its carry)."""
+        success rates, outcome counts, ``num_seen``, ``num_rejected``; and the newly seen levels in the order
+        they became seen (``-1`` after them). The loop runs over one local slot per distinct level of the
+        entries (see :mod:`plr_gym.jax._incremental`: no ``(num_levels,)`` array in its carry)."""
         n = self.num_levels
         ids = jnp.clip(levels, 0, n - 1).astype(state.order.dtype)
         slot, slot_level = dense_slots(ids, n)
@@ -733,7 +693,7 @@ class LevelSampler:
 
         local, _, num_seen, rejected, new = jax.lax.fori_loop(0, count, body, init)
         written = {name: getattr(state, name).at[slot_level].set(local[name], mode="drop") for name in fields}
-        return state._replace(**written, num_seen=num_seen, num_rejected=rejected), new, slot_level
+        return state._replace(**written, num_seen=num_seen, num_rejected=rejected), new
 
     def _entry_values(self, old: dict[str, Array], was_seen: Array, score: Array) -> dict[str, Array]:
         """A level's fields after one valid entry: ``S ← (1 − alpha)·S + alpha·score`` (``score`` if
@@ -840,7 +800,6 @@ class LevelSampler:
             num_rejected=jnp.zeros((), idt),
             score_cdf=jnp.zeros(n, fdt),
             last_floor=jnp.zeros((), idt),
-            rank_order=None,
         )
         return self._refresh(state)
 
