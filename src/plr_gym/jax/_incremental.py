@@ -1,5 +1,6 @@
 """Array code that changes a few entries of ``(num_levels,)`` arrays at ``O(B)`` cost per entry, for the
-JAX sampler's :meth:`~plr_gym.jax.LevelSampler.update` (``B`` entries, ``B`` static).
+JAX sampler's :meth:`~plr_gym.jax.LevelSampler.update` (``B`` entries, ``B`` static) and
+:meth:`~plr_gym.jax.LevelSampler.sample` (``B`` draws).
 
 Why: under ``jax.vmap`` a loop whose trip count differs across the batch (``fori_loop(0, mask.sum())``)
 becomes a ``while_loop`` that selects its whole carry at every step, so a loop carrying the
@@ -16,6 +17,23 @@ import jax.numpy as jnp
 
 # jax.Array; Any for the type checker, which runs on a stack without JAX (Python 3.11)
 Array = Any
+
+#: the draws of the current :meth:`~plr_gym.jax.LevelSampler.sample` call so far: ``(levels, times)``
+#: (``-1``/``0`` where none yet); ``last_sampled`` gets them after the call's loop
+Recent = tuple[Array, Array]
+
+
+def last_sampled_at(last_sampled: Array, i: Array, recent: Recent) -> Array:
+    """``last_sampled[i]`` counting the draws in ``recent`` (``O(len(recent))``)."""
+    levels, times = recent
+    return jnp.maximum(last_sampled[i], jnp.where(levels == i, times, 0).max())
+
+
+def with_recent(last_sampled: Array, recent: Recent) -> Array:
+    """``last_sampled`` counting the draws in ``recent`` (a level drawn twice: its last draw)."""
+    levels, times = recent
+    ids = jnp.where(levels >= 0, levels, last_sampled.shape[0])  # -1 (no draw): dropped
+    return last_sampled.at[ids].max(times, mode="drop")
 
 
 def dense_slots(ids: Array, n: int) -> tuple[Array, Array]:

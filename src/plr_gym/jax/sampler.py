@@ -33,7 +33,7 @@ import numpy.typing as npt
 from jax.experimental import checkify
 
 from plr_gym.jax._common import draw_index, float_dtype, int_dtype, transform_weights
-from plr_gym.jax._incremental import add_seen, dense_slots
+from plr_gym.jax._incremental import Recent, add_seen, dense_slots, last_sampled_at, with_recent
 from plr_gym.sampler import STRATEGIES
 from plr_gym.sampler import LevelSampler as NumpyLevelSampler
 from plr_gym.transforms import TRANSFORMS
@@ -179,24 +179,8 @@ def _same_length(
     return jnp.asarray(value)
 
 
-#: the draws of the current :meth:`LevelSampler.sample` call so far: ``(levels, times)``, ``-1``/0 where none
-_Recent = tuple[Array, Array]
-
 #: the scalar fields a draw changes (the loop of :meth:`LevelSampler.sample` carries these, not the arrays)
 _COUNTERS = ("num_samples", "next_index", "num_replay", "num_explore")
-
-
-def _last_sampled_at(state: SamplerState, i: Array, recent: _Recent) -> Array:
-    """``last_sampled[i]`` counting the draws in ``recent`` (``O(len(recent))``)."""
-    levels, times = recent
-    return jnp.maximum(state.last_sampled[i], jnp.where(levels == i, times, 0).max())
-
-
-def _last_sampled_all(state: SamplerState, recent: _Recent) -> Array:
-    """``last_sampled`` counting the draws in ``recent`` (``O(num_levels)``)."""
-    levels, times = recent
-    ids = jnp.where(levels >= 0, levels, state.last_sampled.shape[0])
-    return state.last_sampled.at[ids].max(times, mode="drop")
 
 
 def _jit(static: tuple[int, ...] = (0,)) -> Callable[[_F], _F]:
@@ -464,7 +448,7 @@ class LevelSampler:
             )
         return state
 
-    def _draw_replay(self, state: SamplerState, key: Array, recent: _Recent) -> Array:
+    def _draw_replay(self, state: SamplerState, key: Array, recent: Recent) -> Array:
         """A seen level from ``weights(state)``, drawn as the numpy class draws it: the uniform part with
         probability ``uniform_mass``, else the staleness part with probability ``staleness_coef``, else the
         score part, from the cached ``score_cdf`` (``O(log N)``: no sort, no pass over the levels)."""
@@ -486,7 +470,7 @@ class LevelSampler:
         k = jax.random.randint(key, (), 0, jnp.maximum(state.num_seen, 1), dtype=state.order.dtype)
         return state.order[k]
 
-    def _draw_stale(self, state: SamplerState, key: Array, uniform: Array, recent: _Recent) -> Array:
+    def _draw_stale(self, state: SamplerState, key: Array, uniform: Array, recent: Recent) -> Array:
         """A seen level from the staleness part ``P_C``. ``power`` with ``staleness_temperature=1`` (the
         default: ``P_C ∝ c − C_i``): rejection from the uniform over the seen levels, accepting ``i`` with
         probability ``(c − C_i) / (c − last_floor)`` (exact; expected tries: the largest staleness over the
@@ -504,17 +488,17 @@ class LevelSampler:
                 k, _, _ = carry
                 k, k_level, k_accept = jax.random.split(k, 3)
                 i = self._uniform_seen(state, k_level)
-                stale = (t - _last_sampled_at(state, i, recent)).astype(float_dtype())
+                stale = (t - last_sampled_at(state.last_sampled, i, recent)).astype(float_dtype())
                 return k, i, jax.random.uniform(k_accept, dtype=float_dtype()) * bound < stale
 
             # one seen level (perhaps just drawn: no staleness, numpy's uniform fallback) or none
             done = (state.num_seen <= 1) | (t - state.last_floor <= 0)
             return jax.lax.while_loop(rejected, propose, (key, uniform, done))[1]
-        stale = state.num_samples - _last_sampled_all(state, recent)
+        stale = state.num_samples - with_recent(state.last_sampled, recent)
         pc = transform_weights(g, stale, state.seen, self.staleness_temperature, self.eps)
         return draw_index(key, pc).astype(state.order.dtype)
 
-    def _draw(self, state: SamplerState, key: Array, recent: _Recent) -> tuple[Array, Array]:
+    def _draw(self, state: SamplerState, key: Array, recent: Recent) -> tuple[Array, Array]:
         """One draw from ``state`` whose ``last_sampled`` misses the draws in ``recent``: ``(level,
         replayed)``."""
         n = self.num_levels
@@ -585,8 +569,7 @@ class LevelSampler:
         blank = (jnp.full(n, -1, idt), jnp.zeros(n, bool), jnp.zeros(n, state.last_sampled.dtype))
         init = (*[getattr(state, name) for name in _COUNTERS], *blank)
         *counters, levels, replayed, times = jax.lax.fori_loop(0, count, body, init)
-        ids = jnp.where(levels >= 0, levels, self.num_levels)  # -1 (no draw): dropped
-        last = state.last_sampled.at[ids].max(times, mode="drop")  # a level drawn twice: its last draw
+        last = with_recent(state.last_sampled, (levels, times))
         state = state._replace(last_sampled=last, **dict(zip(_COUNTERS, counters)))
         return state, levels, replayed
 
