@@ -29,7 +29,8 @@ def argsort_stable(x: Array) -> Array:
     the same order (their bits, the negative ones' flipped; ``-0.0`` as ``0.0``) and a stable integer sort
     carries the positions (XLA's CPU sort of floats, with its total-order comparator, is 2-4x slower)."""
     itype = jnp.int64 if x.dtype == jnp.float64 else jnp.int32
-    bits = jax.lax.bitcast_convert_type(x + 0.0, itype)  # + 0.0: -0.0 becomes 0.0
+    # -0.0 as 0.0 (not ``x + 0.0``: XLA simplifies that to ``x`` under jit, and -0.0 sorted before 0.0)
+    bits = jax.lax.bitcast_convert_type(jnp.where(x == 0.0, jnp.zeros((), x.dtype), x), itype)
     keys = bits ^ ((bits >> (jnp.iinfo(itype).bits - 1)) & jnp.iinfo(itype).max)
     positions = jnp.arange(x.shape[0], dtype=itype)
     return jax.lax.sort((keys, positions), num_keys=1, is_stable=True)[1]

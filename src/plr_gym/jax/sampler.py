@@ -33,6 +33,7 @@ import numpy.typing as npt
 from jax.experimental import checkify
 
 from plr_gym.jax._common import draw_index, float_dtype, int_dtype, transform_weights
+from plr_gym.jax._incremental import Recent, add_seen, dense_slots, last_sampled_at, with_recent
 from plr_gym.sampler import STRATEGIES
 from plr_gym.sampler import LevelSampler as NumpyLevelSampler
 from plr_gym.transforms import TRANSFORMS
@@ -117,6 +118,12 @@ def _min_seen_count(num_levels: int, ratio: float) -> int:
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+_INVALID_ENTRY = (
+    "update: entry (level {level}, score {score}) is invalid: a level outside 0..num_levels-1, a non-finite "
+    "score, a negative score for score_transform='power' or an outcome outside [0, 1] for "
+    "strategy='learnability'"
+)
+
 # The fields of a SamplerState: its shape ("n": (num_levels,); "": a scalar) and dtype kind (numpy's
 # ``dtype.kind``: i integer, f float). Checked, at trace time, wherever a state meets a sampler.
 _STATE_FIELDS: dict[str, tuple[str, str]] = {
@@ -170,6 +177,10 @@ def _same_length(
     if shape != (length,):
         raise ValueError(f"{method}: {name} must have shape ({length},), one per {per}, got shape {shape}")
     return jnp.asarray(value)
+
+
+#: the scalar fields a draw changes (the loop of :meth:`LevelSampler.sample` carries these, not the arrays)
+_COUNTERS = ("num_samples", "next_index", "num_replay", "num_explore")
 
 
 def _jit(static: tuple[int, ...] = (0,)) -> Callable[[_F], _F]:
@@ -422,8 +433,12 @@ class LevelSampler:
 
     # ------------------------------------------------------------------ drawing
     def _mark(self, state: SamplerState, i: Array, replay: Array) -> SamplerState:
-        t = state.num_samples + 1
-        state = state._replace(num_samples=t, last_sampled=state.last_sampled.at[i].set(t))
+        state = self._count(state, i, replay)
+        return state._replace(last_sampled=state.last_sampled.at[i].set(state.num_samples))
+
+    def _count(self, state: SamplerState, i: Array, replay: Array) -> SamplerState:
+        """:meth:`_mark` but for ``last_sampled``: the scalar counters after drawing ``i``."""
+        state = state._replace(num_samples=state.num_samples + 1)
         if self.strategy == "sequential":
             state = state._replace(next_index=((i + 1) % self.num_levels).astype(state.next_index.dtype))
         if self.uses_scores:
@@ -433,7 +448,7 @@ class LevelSampler:
             )
         return state
 
-    def _draw_replay(self, state: SamplerState, key: Array) -> Array:
+    def _draw_replay(self, state: SamplerState, key: Array, recent: Recent) -> Array:
         """A seen level from ``weights(state)``, drawn as the numpy class draws it: the uniform part with
         probability ``uniform_mass``, else the staleness part with probability ``staleness_coef``, else the
         score part, from the cached ``score_cdf`` (``O(log N)``: no sort, no pass over the levels)."""
@@ -446,7 +461,7 @@ class LevelSampler:
         i_score = jnp.minimum(jnp.searchsorted(state.score_cdf, x, side="right"), self.num_levels - 1)
         i = jnp.where(total > 0.0, i_score.astype(state.order.dtype), uniform)
         if self.staleness_coef > 0.0:
-            i = jnp.where(u[1] < self.staleness_coef, self._draw_stale(state, k_stale, uniform), i)
+            i = jnp.where(u[1] < self.staleness_coef, self._draw_stale(state, k_stale, uniform, recent), i)
         if self.uniform_mass > 0.0:
             i = jnp.where(u[0] < self.uniform_mass, uniform, i)
         return i
@@ -455,7 +470,7 @@ class LevelSampler:
         k = jax.random.randint(key, (), 0, jnp.maximum(state.num_seen, 1), dtype=state.order.dtype)
         return state.order[k]
 
-    def _draw_stale(self, state: SamplerState, key: Array, uniform: Array) -> Array:
+    def _draw_stale(self, state: SamplerState, key: Array, uniform: Array, recent: Recent) -> Array:
         """A seen level from the staleness part ``P_C``. ``power`` with ``staleness_temperature=1`` (the
         default: ``P_C ∝ c − C_i``): rejection from the uniform over the seen levels, accepting ``i`` with
         probability ``(c − C_i) / (c − last_floor)`` (exact; expected tries: the largest staleness over the
@@ -473,17 +488,19 @@ class LevelSampler:
                 k, _, _ = carry
                 k, k_level, k_accept = jax.random.split(k, 3)
                 i = self._uniform_seen(state, k_level)
-                stale = (t - state.last_sampled[i]).astype(float_dtype())
+                stale = (t - last_sampled_at(state.last_sampled, i, recent)).astype(float_dtype())
                 return k, i, jax.random.uniform(k_accept, dtype=float_dtype()) * bound < stale
 
             # one seen level (perhaps just drawn: no staleness, numpy's uniform fallback) or none
             done = (state.num_seen <= 1) | (t - state.last_floor <= 0)
             return jax.lax.while_loop(rejected, propose, (key, uniform, done))[1]
-        stale = state.num_samples - state.last_sampled
+        stale = state.num_samples - with_recent(state.last_sampled, recent)
         pc = transform_weights(g, stale, state.seen, self.staleness_temperature, self.eps)
         return draw_index(key, pc).astype(state.order.dtype)
 
-    def _draw(self, state: SamplerState, key: Array) -> tuple[SamplerState, tuple[Array, Array]]:
+    def _draw(self, state: SamplerState, key: Array, recent: Recent) -> tuple[Array, Array]:
+        """One draw from ``state`` whose ``last_sampled`` misses the draws in ``recent``: ``(level,
+        replayed)``."""
         n = self.num_levels
         k_decide, k_replay, k_explore = jax.random.split(key, 3)
         if self.strategy == "random":
@@ -499,12 +516,12 @@ class LevelSampler:
                 False,
                 jnp.where(n_seen == n, True, jax.random.uniform(k_decide, dtype=p.dtype) < p),
             )
-            i_replay = self._draw_replay(state, k_replay)
+            i_replay = self._draw_replay(state, k_replay, recent)
             unseen = jnp.maximum(n - n_seen, 1)
             k = jax.random.randint(k_explore, (), 0, unseen, dtype=n_seen.dtype)
             i_explore = state.order[jnp.minimum(n_seen + k, n - 1)]
             i = jnp.where(replay, i_replay, i_explore).astype(state.order.dtype)
-        return self._mark(state, i, replay), (i, replay)
+        return i, replay
 
     @_jit((0, 3))
     def sample(
@@ -530,19 +547,30 @@ class LevelSampler:
         if mask is not None:
             mask = _same_length("sample", "mask", mask, n, "b", "booleans (True: draw for this slot)", "draw")
         keys = jax.random.split(key, n)
-        if mask is None:
-            state, (levels, replayed) = jax.lax.scan(self._draw, state, keys)
-            return state, levels, replayed
-        slots = jnp.argsort(~mask, stable=True)  # the True slots first, in order
+        if n == 0:
+            return state, jnp.zeros(0, state.order.dtype), jnp.zeros(0, bool)
+        slots = jnp.arange(n) if mask is None else jnp.argsort(~mask, stable=True)  # True slots first
+        count = n if mask is None else mask.sum()
 
-        def body(j: Array, carry: tuple[SamplerState, Array, Array]) -> tuple[SamplerState, Array, Array]:
-            s, out, rep = carry
+        # The loop carries the counters and this call's draws only, not the (num_levels,) arrays: under
+        # vmap a loop whose length differs across the batch selects its whole carry at every step, which
+        # with last_sampled in it cost O(num_levels) per draw. Staleness reads see this call's draws
+        # through ``recent``; last_sampled gets them after the loop.
+        def body(j: Array, carry: tuple[Array, ...]) -> tuple[Array, ...]:
+            *counters, out, rep, times = carry
+            s = state._replace(**dict(zip(_COUNTERS, counters)))
             slot = slots[j]
-            s, (i, r) = self._draw(s, keys[slot])
-            return s, out.at[slot].set(i), rep.at[slot].set(r)
+            i, r = self._draw(s, keys[slot], (out, times))
+            s = self._count(s, i, r)
+            new = [getattr(s, name) for name in _COUNTERS]
+            return (*new, out.at[slot].set(i), rep.at[slot].set(r), times.at[slot].set(s.num_samples))
 
-        init = (state, jnp.full(n, -1, state.order.dtype), jnp.zeros(n, bool))
-        state, levels, replayed = jax.lax.fori_loop(0, mask.sum(), body, init)
+        idt = state.order.dtype
+        blank = (jnp.full(n, -1, idt), jnp.zeros(n, bool), jnp.zeros(n, state.last_sampled.dtype))
+        init = (*[getattr(state, name) for name in _COUNTERS], *blank)
+        *counters, levels, replayed, times = jax.lax.fori_loop(0, count, body, init)
+        last = with_recent(state.last_sampled, (levels, times))
+        state = state._replace(last_sampled=last, **dict(zip(_COUNTERS, counters)))
         return state, levels, replayed
 
     @_jit()
@@ -593,14 +621,12 @@ class LevelSampler:
         # the masked entries first, in order; then a loop over just those (a rollout's (T·N) arrays hold
         # a few completed episodes: the loop's length is theirs, not T·N)
         order = jnp.argsort(~mask, stable=True)
-        levels, scores = levels[order], scores[order]
-        on = jnp.asarray(True)
-
-        def body(k: Array, s: SamplerState) -> SamplerState:
-            return self._update_one(s, (levels[k], scores[k], on))[0]
-
-        out: SamplerState = jax.lax.fori_loop(0, mask.sum(), body, state)
-        return self._refresh(out)
+        if m == 0:
+            return self._refresh(state)
+        s0 = state.num_seen
+        state, new = self._score_entries(state, levels[order], scores[order], mask.sum())
+        order_, position = add_seen(state.order, state.position, new, s0, state.num_seen - s0)
+        return self._refresh(state._replace(order=order_, position=position))
 
     def _valid(self, level: Array, score: Array) -> Array:
         ok = (level >= 0) & (level < self.num_levels) & jnp.isfinite(score)
@@ -610,53 +636,57 @@ class LevelSampler:
             ok &= score >= 0.0
         return ok
 
-    def _update_one(
-        self, state: SamplerState, entry: tuple[Array, Array, Array]
-    ) -> tuple[SamplerState, None]:
-        level, score, m = entry
-        valid = self._valid(level, score)
-        self._check(
-            valid | ~m,
-            "update: entry (level {level}, score {score}) is invalid: a level outside 0..num_levels-1, a "
-            "non-finite score, a negative score for score_transform='power' or an outcome outside [0, 1] "
-            "for strategy='learnability'",
-            level=level,
-            score=score,
-        )
-        do = m & valid
+    def _score_entries(
+        self, state: SamplerState, levels: Array, scores: Array, count: Array
+    ) -> tuple[SamplerState, Array]:
+        """``state`` after the first ``count`` entries, in order, but for the seen levels' order: scores,
+        success rates, outcome counts, ``num_seen``, ``num_rejected``; and the newly seen levels in the order
+        they became seen (``-1`` after them). The loop runs over one local slot per distinct level of the
+        entries (see :mod:`plr_gym.jax._incremental`: no ``(num_levels,)`` array in its carry)."""
         n = self.num_levels
-        i = jnp.clip(level, 0, n - 1).astype(state.order.dtype)
-        was_seen = state.position[i] < state.num_seen
-        old = state.scores[i]
-        success_rate, outcomes = state.success_rate, state.outcomes
+        ids = jnp.clip(levels, 0, n - 1).astype(state.order.dtype)
+        slot, slot_level = dense_slots(ids, n)
+        at, d = jnp.minimum(slot_level, n - 1), slot_level.shape[0]
+        fields = ("scores", "success_rate", "outcomes") if self.learns_outcomes else ("scores",)
+        local = {name: getattr(state, name)[at] for name in fields}
+        seen = state.position[at] < state.num_seen
+        init = (local, seen, state.num_seen, state.num_rejected, jnp.full(d, -1, ids.dtype))
+
+        def body(k: Array, carry: Any) -> Any:
+            local, seen, num_seen, rejected, new = carry
+            level, score, j = levels[k], scores[k], slot[k]
+            valid = self._valid(level, score)
+            self._check(valid, _INVALID_ENTRY, level=level, score=score)
+            old = {name: local[name][j] for name in fields}
+            values = self._entry_values(old, seen[j], score)
+            local = {
+                name: local[name].at[j].set(jnp.where(valid, values[name], old[name])) for name in fields
+            }
+            becomes_seen = valid & ~seen[j]  # the numpy class swaps it into order[num_seen]: add_seen
+            at_new = jnp.minimum(num_seen - state.num_seen, d - 1)
+            new = new.at[at_new].set(jnp.where(becomes_seen, ids[k], new[at_new]))
+            num_seen = num_seen + becomes_seen.astype(num_seen.dtype)
+            return (
+                local,
+                seen.at[j].set(seen[j] | valid),
+                num_seen,
+                rejected + (~valid).astype(rejected.dtype),
+                new,
+            )
+
+        local, _, num_seen, rejected, new = jax.lax.fori_loop(0, count, body, init)
+        written = {name: getattr(state, name).at[slot_level].set(local[name], mode="drop") for name in fields}
+        return state._replace(**written, num_seen=num_seen, num_rejected=rejected), new
+
+    def _entry_values(self, old: dict[str, Array], was_seen: Array, score: Array) -> dict[str, Array]:
+        """A level's fields after one valid entry: ``S ← (1 − alpha)·S + alpha·score`` (``score`` if
+        unseen), or for ``learnability`` the success rate, outcome count and ``p(1 − p)``."""
         if self.learns_outcomes:
-            count = state.outcomes[i] + 1
-            rate = self._next_rate(state.success_rate[i], count, score)
-            new = rate * (1.0 - rate)
-            success_rate = success_rate.at[i].set(jnp.where(do, rate, state.success_rate[i]))
-            outcomes = outcomes.at[i].set(jnp.where(do, count, state.outcomes[i]))
-        else:
-            new = jnp.where(was_seen, (1.0 - self.alpha) * old + self.alpha * score, score)
-        # a newly seen level swaps into order[num_seen] (the numpy class's permutation)
-        becomes_seen = do & ~was_seen
-        p, q = state.position[i], jnp.minimum(state.num_seen, n - 1)
-        j = state.order[q]
-        order = state.order.at[p].set(jnp.where(becomes_seen, j, state.order[p]))
-        order = order.at[q].set(jnp.where(becomes_seen, i, order[q]))
-        position = state.position.at[j].set(jnp.where(becomes_seen, p, state.position[j]))
-        position = position.at[i].set(jnp.where(becomes_seen, q, position[i]))
-        return (
-            state._replace(
-                scores=state.scores.at[i].set(jnp.where(do, new, old)),
-                order=order,
-                position=position,
-                num_seen=state.num_seen + becomes_seen.astype(state.num_seen.dtype),
-                success_rate=success_rate,
-                outcomes=outcomes,
-                num_rejected=state.num_rejected + (m & ~valid).astype(state.num_rejected.dtype),
-            ),
-            None,
-        )
+            count = old["outcomes"] + 1
+            rate = self._next_rate(old["success_rate"], count, score)
+            return {"scores": rate * (1.0 - rate), "success_rate": rate, "outcomes": count}
+        s = old["scores"]
+        return {"scores": jnp.where(was_seen, (1.0 - self.alpha) * s + self.alpha * score, score)}
 
     @property
     def _mean_phase_end(self) -> int:
