@@ -76,7 +76,7 @@ TESTS313 += --deselect "tests/test_examples.py::test_script_runs[jax_ppo_plr.py]
 # tests/test_verl.py (verl 0.9's V1 trainer over a real TransferQueue; the sampler's tests skip: verl >= 0.8
 # has no AbstractCurriculumSampler).
 # JAX >= 0.11 needs Python >= 3.12: plr_gym.jax (and navix, for examples/jax_ppo_plr.py) is tested on .venv313 only.
-ALLOWED_SKIPS311 := tests/test_trl.py,tests/test_jax.py,tests/test_jax_example.py,tests/test_examples.py::test_script_runs[[]jax_ppo_plr.py[]],tests/test_verl.py::test_v1_*
+ALLOWED_SKIPS311 := tests/test_trl.py,tests/test_jax.py,tests/test_jax_incremental.py,tests/test_jax_example.py,tests/test_examples.py::test_script_runs[[]jax_ppo_plr.py[]],tests/test_verl.py::test_v1_*
 VERL_SAMPLER_TESTS := verl_builds_the_sampler_from_its_config training_loop_concentrates_on_the_learnable_third \
 	plus_minus_one_rewards_with_range_and_threshold_from_the_yaml_config \
 	checkpoint_through_the_stateful_dataloader_resumes_the_same_draws \
