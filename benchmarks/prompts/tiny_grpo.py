@@ -27,6 +27,14 @@ sum and 0 otherwise (:func:`exact_reward`). Arms (``ARMS``):
   (the library's defaults at the commit of the plan, spelled out);
 - ``curriculum_dapo``: ``curriculum`` with ``filter_groups=True``.
 
+Round 4 (issue 44 item 4; ``--preset round4``: ``GRPO_ROUND4``, ``ROUND4_ARMS``, seeds 300-309; plan and
+pilot in ``benchmarks/results/tiny_grpo_round4/``) adds two arms with the library's defaults as a user gets
+them, whatever they are when it runs (``DEFAULTS`` spells out those of the round-4 plan and
+:func:`check_defaults` refuses to run if they changed):
+
+- ``defaults``: ``CurriculumGRPOTrainer`` with ``PromptCurriculum(len(dataset), seed=seed)``;
+- ``defaults_dapo``: the same with ``filter_groups=True``.
+
 Every arm generates the same number of completions per step (``B`` prompts × ``G``), so rollouts are
 steps × ``B·G``. Every ``GRPO["eval_every"]`` steps (and at step 0) the policy answers the held-out set
 (``EVAL_PER_LEVEL`` problems per difficulty, the same for every seed and arm) ``GRPO["eval_samples"]`` times
@@ -38,8 +46,10 @@ Usage::
     python benchmarks/prompts/tiny_grpo.py pretrain            # (re)build the checkpoint, print its accuracy
     python benchmarks/prompts/tiny_grpo.py run --out benchmarks/results/tiny_grpo/runs  # the study
     python benchmarks/prompts/tiny_grpo.py run --arms uniform curriculum --seeds 0 1 --steps 30 --out DIR
+    python benchmarks/prompts/tiny_grpo.py run --preset round4 --out benchmarks/results/tiny_grpo_round4/runs
     python benchmarks/prompts/tiny_grpo.py report DIR [--out FILE.md] [--figure FILE.png]
-    python benchmarks/prompts/tiny_grpo.py --quick  # every piece once at tiny sizes (~25 s CPU)
+    python benchmarks/prompts/tiny_grpo.py pilot DIR [DIR ...]  # one row per record: change from step 0
+    python benchmarks/prompts/tiny_grpo.py --quick  # every piece once at tiny sizes (~40 s CPU)
 """
 
 from __future__ import annotations
