@@ -75,3 +75,15 @@ def test_auc_and_paired_bootstrap() -> None:
     mean, lo, hi = tiny_grpo.paired_bootstrap(np.array([0.1, 0.2, 0.3, 0.4]))
     assert mean == pytest.approx(0.25) and 0.1 <= lo < mean < hi <= 0.4
     assert tiny_grpo.paired_bootstrap(np.full(5, 0.2))[1:] == pytest.approx((0.2, 0.2))
+
+
+def test_round4_defaults_arm_is_todays_constructor_defaults() -> None:
+    pytest.importorskip("trl", reason="the study script's arms are TRL arms")
+    tiny_grpo.check_defaults()  # DEFAULTS spells out PromptCurriculum's defaults at this commit
+    assert tiny_grpo.ARMS["defaults"] == {} and tiny_grpo.ARMS["defaults_dapo"] == {"filter_groups": True}
+    # the first study's arms and settings mean what they meant
+    assert tiny_grpo.ARMS["curriculum"] is tiny_grpo.CURRICULUM and tiny_grpo.CURRICULUM["replay_prob"] == 0.5
+    assert tiny_grpo.PRESETS["round1"] == (tiny_grpo.GRPO, tiny_grpo.MAIN_ARMS, tuple(range(10)))
+    assert tiny_grpo.GRPO["learning_rate"] == 5e-5 and tiny_grpo.GRPO["steps"] == 150
+    _, arms, seeds = tiny_grpo.PRESETS["round4"]
+    assert arms == ("uniform", "defaults", "dapo", "defaults_dapo") and not set(seeds) & set(range(10))

@@ -27,6 +27,14 @@ sum and 0 otherwise (:func:`exact_reward`). Arms (``ARMS``):
   (the library's defaults at the commit of the plan, spelled out);
 - ``curriculum_dapo``: ``curriculum`` with ``filter_groups=True``.
 
+Round 4 (issue 44 item 4; ``--preset round4``: ``GRPO_ROUND4``, ``ROUND4_ARMS``, seeds 300-309; plan and
+pilot in ``benchmarks/results/tiny_grpo_round4/``) adds two arms with the library's defaults as a user gets
+them, whatever they are when it runs (``DEFAULTS`` spells out those of the round-4 plan and
+:func:`check_defaults` refuses to run if they changed):
+
+- ``defaults``: ``CurriculumGRPOTrainer`` with ``PromptCurriculum(len(dataset), seed=seed)``;
+- ``defaults_dapo``: the same with ``filter_groups=True``.
+
 Every arm generates the same number of completions per step (``B`` prompts × ``G``), so rollouts are
 steps × ``B·G``. Every ``GRPO["eval_every"]`` steps (and at step 0) the policy answers the held-out set
 (``EVAL_PER_LEVEL`` problems per difficulty, the same for every seed and arm) ``GRPO["eval_samples"]`` times
@@ -38,8 +46,10 @@ Usage::
     python benchmarks/prompts/tiny_grpo.py pretrain            # (re)build the checkpoint, print its accuracy
     python benchmarks/prompts/tiny_grpo.py run --out benchmarks/results/tiny_grpo/runs  # the study
     python benchmarks/prompts/tiny_grpo.py run --arms uniform curriculum --seeds 0 1 --steps 30 --out DIR
+    python benchmarks/prompts/tiny_grpo.py run --preset round4 --out benchmarks/results/tiny_grpo_round4/runs
     python benchmarks/prompts/tiny_grpo.py report DIR [--out FILE.md] [--figure FILE.png]
-    python benchmarks/prompts/tiny_grpo.py --quick  # every piece once at tiny sizes (~25 s CPU)
+    python benchmarks/prompts/tiny_grpo.py pilot DIR [DIR ...]  # one row per record: change from step 0
+    python benchmarks/prompts/tiny_grpo.py --quick  # every piece once at tiny sizes (~40 s CPU)
 """
 
 from __future__ import annotations
@@ -338,17 +348,74 @@ MAIN_ARMS = (
     "dapo",
     "curriculum",
 )  # the plan's arms; curriculum_dapo runs after them if time allows
+
+# Round 4 (issue 44 item 4): the library's defaults as a user gets them, ``PromptCurriculum(len(dataset),
+# seed=seed)`` with nothing else passed. ``DEFAULTS`` spells out the constructor's defaults at the commit of
+# the round-4 plan (``check_defaults`` asserts they still are); with this study's 7,068 prompts they resolve
+# to ``uniform_mass=0`` (estimates age) and ``replay_prob=0.71`` (``"auto"``: from the dataset's size; the
+# trainer and the budget do not change it), recorded per run as ``resolved``.
+DEFAULTS: dict[str, Any] = {
+    "method": "learnability",
+    "uniform_mass": None,
+    "replay_prob": "auto",
+    "staleness_coef": 0.0,
+    "success_rate_alpha": 1.0,
+    "spread": "variance",
+    "reward_range": None,
+    "success_threshold": None,
+    "success_fn": None,
+    "filter_groups": False,
+    "target": 0.5,
+    "prior": (1.0, 1.0),
+    "posterior_decay": 1.0,
+    "estimate": "running",
+    "evidence_half_life": 50.0,
+    "prompt_labels": None,
+    "ageing": "unsolved",
+    "reward_noise": 0.0,
+}
+ARMS["defaults"] = {}  # PromptCurriculum(len(dataset), seed=seed): today's defaults, nothing passed
+ARMS["defaults_dapo"] = {"filter_groups": True}  # the defaults with DAPO's filter
+ROUND4_ARMS = ("uniform", "defaults", "dapo", "defaults_dapo")
+ROUND4_ONLY = ("defaults", "defaults_dapo")
+
+
+def check_defaults() -> None:
+    """Raise if ``DEFAULTS`` is no longer ``PromptCurriculum``'s constructor defaults (then "defaults" in a
+    round-4 record means ``DEFAULTS``, its ``curriculum_defaults`` field, not the library's new ones)."""
+    import inspect
+
+    from plr_gym.prompts import PromptCurriculum
+
+    params = inspect.signature(PromptCurriculum.__init__).parameters
+    current = {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
+    current.pop("seed")
+    if current != DEFAULTS:
+        raise AssertionError(f"PromptCurriculum's defaults changed: {current} != DEFAULTS {DEFAULTS}")
+
+
 GRPO = {
     "steps": 150,
     "prompts_per_step": 8,  # B
     "num_generations": 8,  # G
     "learning_rate": 5e-5,
+    "warmup_steps": 0,  # linear warm-up of the learning rate (0: TRL's default, a constant rate)
     "loss_type": "dapo",  # TRL 1.16's default, spelled out
     "scale_rewards": "group",  # TRL 1.16's default
     "beta": 0.0,  # TRL 1.16's default: no KL term, no reference model
     "eval_every": 30,
     "eval_samples": 8,
     "temperature": 1.0,
+}
+
+
+# Round 4's GRPO settings, chosen by its pilot (benchmarks/results/tiny_grpo_round4/pilot.md): 64 prompts ×
+# 8 completions per step (512 rollouts), 50 steps (25,600 rollouts), learning rate 1e-4 constant; the rest
+# as the first study (TRL 1.16's defaults spelled out).
+GRPO_ROUND4 = {**GRPO, "steps": 50, "prompts_per_step": 64, "learning_rate": 1e-4, "eval_every": 25}
+PRESETS: dict[str, tuple[dict[str, Any], tuple[str, ...], tuple[int, ...]]] = {
+    "round1": (GRPO, MAIN_ARMS, tuple(range(10))),
+    "round4": (GRPO_ROUND4, ROUND4_ARMS, tuple(range(300, 310))),
 }
 
 
@@ -431,7 +498,8 @@ def run_arm(
             max_completion_length=MAX_ANSWER,
             max_steps=cfg["steps"],
             learning_rate=cfg["learning_rate"],
-            lr_scheduler_type="constant",
+            lr_scheduler_type="constant_with_warmup" if cfg.get("warmup_steps", 0) else "constant",
+            warmup_steps=cfg.get("warmup_steps", 0),
             temperature=cfg["temperature"],
             beta=cfg["beta"],
             loss_type=cfg["loss_type"],
@@ -453,12 +521,13 @@ def run_arm(
             "callbacks": [Evaluate()],
         }
         options = ARMS[arm]
+        resolved = None
         if options is None:
             trainer = GRPOTrainer(**common)
         else:
-            trainer = CurriculumGRPOTrainer(
-                **common, curriculum=PromptCurriculum(len(dataset), seed=seed, **options)
-            )
+            curriculum = PromptCurriculum(len(dataset), seed=seed, **options)
+            resolved = {"uniform_mass": curriculum.uniform_mass, "replay_prob": curriculum.replay_prob}
+            trainer = CurriculumGRPOTrainer(**common, curriculum=curriculum)
         torch.manual_seed(seed)
         t0 = time.perf_counter()
         cpu0 = time.process_time()
@@ -468,6 +537,7 @@ def run_arm(
         "arm": arm,
         "seed": seed,
         "options": options,
+        **({"curriculum_defaults": DEFAULTS, "resolved": resolved} if arm in ROUND4_ONLY else {}),
         "grpo": cfg,
         "train_per_level": per_level,
         "curve": curve,
@@ -519,26 +589,45 @@ COMPARISONS = (
 )
 
 
+ROUND4_COMPARISONS = (
+    ("defaults", "uniform"),
+    ("dapo", "uniform"),
+    ("defaults_dapo", "uniform"),
+    ("defaults_dapo", "dapo"),
+    ("defaults", "dapo"),
+    ("defaults_dapo", "defaults"),
+)
+
+
 def _ci(values: tuple[float, float, float], digits: int = 3) -> str:
     m, lo, hi = values
     return f"{m:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
 
 
-def report(records: dict[str, dict[int, dict[str, Any]]]) -> str:
-    """Markdown tables: per arm, final accuracy and AUC (mean ± sd over seeds), final accuracy per
-    difficulty, the share of informative groups and of draws per difficulty; paired differences with
-    95% bootstrap CIs over the seeds every compared arm has."""
+def report(
+    records: dict[str, dict[int, dict[str, Any]]], comparisons: tuple[tuple[str, str], ...] | None = None
+) -> str:
+    """Markdown tables: per arm, final accuracy and AUC (mean ± sd over seeds), the change from step 0
+    (sampled and greedy), final accuracy per difficulty, the share of informative groups and of draws per
+    difficulty; paired differences with 95% bootstrap CIs over the seeds every compared arm has
+    (``comparisons``: by default round 4's when its arms are there, else the first study's)."""
+    if comparisons is None:
+        comparisons = ROUND4_COMPARISONS if any(a in records for a in ROUND4_ONLY) else COMPARISONS
     arms = [a for a in ARMS if a in records]
     lines = [
-        "| arm | seeds | final accuracy | change from step 0 | AUC | "
+        "| arm | seeds | final accuracy | change from step 0 | greedy: final | greedy: change | AUC | "
         + " | ".join(f"final d={d}" for d in LEVELS)
         + " | informative groups | draws d=1-2 / 3-5 / 6-8 | training reward (last 30 steps) |",
-        "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in LEVELS) + " | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | "
+        + " | ".join("---" for _ in LEVELS)
+        + " | --- | --- | --- |",
     ]
     for arm in arms:
         recs = [records[arm][s] for s in sorted(records[arm])]
         fin = np.array([mean_accuracy(r["curve"][-1]) for r in recs])
         start = np.array([mean_accuracy(r["curve"][0]) for r in recs])
+        g_fin = np.array([mean_accuracy(r["curve"][-1], key="greedy") for r in recs])
+        g_start = np.array([mean_accuracy(r["curve"][0], key="greedy") for r in recs])
         au = np.array([auc(r["curve"]) for r in recs])
         per = [np.mean([r["curve"][-1]["accuracy"][str(d)] for r in recs]) for d in LEVELS]
         means = np.concatenate([np.asarray(st["group_mean"]) for r in recs for st in r["steps"]])
@@ -548,7 +637,8 @@ def report(records: dict[str, dict[int, dict[str, Any]]]) -> str:
         late = np.mean([np.mean(st["group_mean"]) for r in recs for st in r["steps"][-30:]])
         lines.append(
             f"| {arm} | {len(recs)} | {fin.mean():.3f} ± {fin.std(ddof=1) if len(recs) > 1 else 0:.3f} | "
-            f"{_ci(paired_bootstrap(fin - start))} | "
+            f"{_ci(paired_bootstrap(fin - start))} | {g_fin.mean():.3f} | "
+            f"{_ci(paired_bootstrap(g_fin - g_start))} | "
             f"{au.mean():.3f} ± {au.std(ddof=1) if len(recs) > 1 else 0:.3f} | "
             + " | ".join(f"{x:.2f}" for x in per)
             + f" | {informative:.2f} | "
@@ -562,12 +652,37 @@ def report(records: dict[str, dict[int, dict[str, Any]]]) -> str:
         "| comparison | seeds | Δ final accuracy | Δ AUC | Δ final, d=3-5 | Δ AUC, d=3-5 | Δ final, greedy |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for a, b in COMPARISONS:
+    per_level = [
+        "",
+        "Paired differences per difficulty (final sampled accuracy; 95% bootstrap CI over seeds):",
+        "",
+        "| comparison | " + " | ".join(f"Δ d={d}" for d in REACH) + " |",
+        "| --- | " + " | ".join("---" for _ in REACH) + " |",
+    ]
+    for a, b in comparisons:
         if a not in records or b not in records:
             continue
         seeds = sorted(set(records[a]) & set(records[b]))
         if len(seeds) < 2:
             continue
+        per_level.append(
+            f"| {a} − {b} | "
+            + " | ".join(
+                _ci(
+                    paired_bootstrap(
+                        np.array(
+                            [
+                                records[a][s]["curve"][-1]["accuracy"][str(d)]
+                                - records[b][s]["curve"][-1]["accuracy"][str(d)]
+                                for s in seeds
+                            ]
+                        )
+                    )
+                )
+                for d in REACH
+            )
+            + " |"
+        )
         d_fin = np.array(
             [
                 mean_accuracy(records[a][s]["curve"][-1]) - mean_accuracy(records[b][s]["curve"][-1])
@@ -597,6 +712,35 @@ def report(records: dict[str, dict[int, dict[str, Any]]]) -> str:
             + " | ".join(_ci(paired_bootstrap(x)) for x in (d_fin, d_auc, d_mid, d_mid_auc, d_greedy))
             + " |"
         )
+    if len(per_level) > 5:
+        lines += per_level
+    return "\n".join(lines) + "\n"
+
+
+def pilot_table(folders: list[Path]) -> str:
+    """One row per record of each folder (a pilot setting): its GRPO settings and the change of held-out
+    accuracy from step 0 at every evaluation (sampled; greedy and d=3/4/5 at the end), with its CPU time."""
+    lines = [
+        "| setting | arm | seed | lr | warm-up | KL β | B×G | steps | step 0 | "
+        "change at each eval (sampled) | final greedy change | final change d=3 / 4 / 5 | CPU s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for folder in folders:
+        for arm, by_seed in load_records(folder).items():
+            for seed, r in sorted(by_seed.items()):
+                c, g = r["curve"], r["grpo"]
+                start = mean_accuracy(c[0])
+                changes = ", ".join(f"{p['step']}: {mean_accuracy(p) - start:+.3f}" for p in c[1:])
+                greedy = mean_accuracy(c[-1], key="greedy") - mean_accuracy(c[0], key="greedy")
+                per = " / ".join(
+                    f"{c[-1]['accuracy'][str(d)] - c[0]['accuracy'][str(d)]:+.2f}" for d in REACH
+                )
+                lines.append(
+                    f"| {Path(folder).name} | {arm} | {seed} | {g['learning_rate']:g} | "
+                    f"{g.get('warmup_steps', 0)} | {g['beta']:g} | "
+                    f"{g['prompts_per_step']}×{g['num_generations']} | {g['steps']} | {start:.3f} | "
+                    f"{changes} | {greedy:+.3f} | {per} | {r['cpu_s']} |"
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -659,13 +803,23 @@ def main(argv: list[str] | None = None) -> None:
     p_pre = sub.add_parser("pretrain", help="(re)build the SFT checkpoint and print its held-out accuracy")
     p_pre.add_argument("--steps", type=int, default=None, help="SFT steps (default SFT['steps']; then saved)")
     p_run = sub.add_parser("run", help="GRPO runs, one record (JSON) per arm and seed")
-    p_run.add_argument("--arms", nargs="+", default=list(MAIN_ARMS), choices=list(ARMS))
-    p_run.add_argument("--seeds", nargs="+", type=int, default=list(range(10)))
+    p_run.add_argument(
+        "--preset",
+        choices=list(PRESETS),
+        default="round1",
+        help="GRPO settings, arms and seeds: round1 (the first study: GRPO, MAIN_ARMS, seeds 0-9) or round4 "
+        "(GRPO_ROUND4, ROUND4_ARMS, seeds 300-309); the options below override its values",
+    )
+    p_run.add_argument("--arms", nargs="+", default=None, choices=list(ARMS))
+    p_run.add_argument("--seeds", nargs="+", type=int, default=None)
     p_run.add_argument(
         "--out", type=Path, required=True, help="folder of the records (existing ones are kept)"
     )
     for key, value in GRPO.items():
-        p_run.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=value)
+        p_run.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=None)
+    p_pil = sub.add_parser("pilot", help="one row per record of each folder: the change from step 0")
+    p_pil.add_argument("folders", nargs="+", type=Path)
+    p_pil.add_argument("--out", type=Path, default=None)
     p_rep = sub.add_parser("report", help="the tables of a folder of records")
     p_rep.add_argument("folder", type=Path)
     p_rep.add_argument("--out", type=Path, default=None)
@@ -688,7 +842,12 @@ def main(argv: list[str] | None = None) -> None:
         model = load_or_pretrain()
         digest = weights_digest(model)
         args.out.mkdir(parents=True, exist_ok=True)
-        grpo = {k: getattr(args, k) for k in GRPO}
+        base, default_arms, default_seeds = PRESETS[args.preset]
+        grpo = {k: base[k] if getattr(args, k) is None else getattr(args, k) for k in GRPO}
+        args.arms = args.arms or list(default_arms)
+        args.seeds = args.seeds if args.seeds is not None else list(default_seeds)
+        if any(arm in ROUND4_ONLY for arm in args.arms):
+            check_defaults()
         commit = git_commit()  # read once: records committed during the study do not change it
         for seed in args.seeds:  # seeds outer: every finished seed has all its arms
             for arm in args.arms:
@@ -706,6 +865,11 @@ def main(argv: list[str] | None = None) -> None:
                     f"({rec['wall_s']} s wall, {rec['cpu_s']} s cpu)",
                     flush=True,
                 )
+    elif args.command == "pilot":
+        text = pilot_table(args.folders)
+        print(text)
+        if args.out is not None:
+            args.out.write_text(text)
     else:
         text = report(load_records(args.folder))
         print(text)
