@@ -388,7 +388,7 @@ def test_benchmark_folders_index_every_script() -> None:
                     assert anchor in _anchors((folder / target).resolve()), (folder.name, target, anchor)
 
 
-@pytest.mark.parametrize("study", ["study", "tiny_grpo", "jax_study"])
+@pytest.mark.parametrize("study", ["study", "tiny_grpo", "tiny_grpo_round4", "jax_study"])
 def test_the_studies_per_seed_records_are_not_ignored_by_git(study: str) -> None:
     """The 1x JAX study's per-seed records were lost to the ``runs/`` ignore rule: every study's records
     folder must stay committed (``git check-ignore`` exits 1 for a path it does not ignore)."""
