@@ -78,7 +78,6 @@ def test_auc_and_paired_bootstrap() -> None:
 
 
 def test_round4_defaults_arm_is_todays_constructor_defaults() -> None:
-    pytest.importorskip("trl", reason="the study script's arms are TRL arms")
     tiny_grpo.check_defaults()  # DEFAULTS spells out PromptCurriculum's defaults at this commit
     assert tiny_grpo.ARMS["defaults"] == {} and tiny_grpo.ARMS["defaults_dapo"] == {"filter_groups": True}
     # the first study's arms and settings mean what they meant
